@@ -1,0 +1,24 @@
+# Every target creates or updates the virtualenv it needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: serve test bench soak golden clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(VENV)/bin/fakehop serve
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+golden: $(STAMP)
+	$(PY) -m tests.golden_files --write
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,3 @@
+"""fakehop: a fake HopBase LLM gateway for integration tests."""
+
+__version__ = "0.1.0"

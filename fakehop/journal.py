@@ -1,0 +1,76 @@
+"""The request journal: what each request sent, what it got, and how its stream ended."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+DEFAULT_CAPACITY = 1000
+
+# How an answer ended (`Record.end`).
+COMPLETED = "completed"  # the protocol's good ending went out
+FAILED = "failed"  # an error event inside the stream (or its HTTP form, unstreamed)
+HTTP_ERROR = "http_error"  # an HTTP error status before any stream
+DISCONNECTED = "disconnected"  # the scenario closed the connection
+CLIENT_DISCONNECTED = "client_disconnected"  # the client went away first
+REJECTED = "rejected"  # a bad request, answered with a 4xx
+IN_PROGRESS = "in_progress"
+
+@dataclass
+class Record:
+    seq: int
+    id: str
+    method: str
+    path: str
+    headers: dict[str, str]
+    started_at: float
+    protocol: str | None = None
+    scenario: str | None = None
+    body: Any = None
+    stream: bool = False
+    status: int | None = None
+    end: str = IN_PROGRESS
+    events: int = 0
+    error: str | None = None
+    duration: float | None = None
+    _started: float = field(default_factory=time.monotonic, repr=False)
+
+    def close(self, end: str, status: int | None = None, error: str | None = None) -> None:
+        self.end = end
+        if status is not None:
+            self.status = status
+        if error is not None:
+            self.error = error
+        self.duration = round(time.monotonic() - self._started, 6)
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        data.pop("_started")
+        return data
+
+
+class Journal:
+    """The last `capacity` requests, oldest first; `seq` numbers them from 1 for paging."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY):
+        self.records: deque[Record] = deque(maxlen=capacity)
+        self.next_seq = 1
+        self.listeners: list[Callable[[Record], None]] = []
+
+    def open(self, request_id: str, method: str, path: str, headers: dict[str, str]) -> Record:
+        record = Record(self.next_seq, request_id, method, path, headers, time.time())
+        self.next_seq += 1
+        self.records.append(record)
+        return record
+
+    def closed(self, record: Record) -> None:
+        for listener in self.listeners:
+            listener(record)
+
+    def since(self, seq: int = 0) -> list[Record]:
+        return [r for r in self.records if r.seq > seq]
+
+    def clear(self) -> None:
+        self.records.clear()

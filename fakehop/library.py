@@ -1,0 +1,120 @@
+"""The set of scenarios a server knows: bundled ones, user directories, and added ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
+
+
+def bundled_directory() -> Path:
+    """The bundled scenarios: inside the installed package, or beside it in a checkout."""
+    packaged = Path(__file__).parent / "scenarios"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "scenarios"
+
+
+@dataclass(frozen=True)
+class Library:
+    """Scenarios by name. Immutable: adding one makes a new Library."""
+
+    scenarios: Mapping[str, Scenario]
+
+    @classmethod
+    def load(cls, directories: Iterable[Path] = (), *, bundled: bool = True) -> "Library":
+        """Bundled scenarios, then each directory in order; a later name wins. Raises ScenarioError."""
+        found: dict[str, Scenario] = {}
+        problems: list[Problem] = []
+        roots = ([bundled_directory()] if bundled else []) + [Path(d) for d in directories]
+        for root in roots:
+            if not root.is_dir():
+                problems.append(Problem(str(root), 0, "is not a directory"))
+                continue
+            names_here: dict[str, str] = {}
+            for path in scenario_files(root):
+                try:
+                    scenario = load_file(path)
+                except ScenarioError as exc:
+                    problems.extend(exc.problems)
+                    continue
+                if scenario.name in names_here:
+                    problems.append(Problem(str(path), scenario.line, f"name {scenario.name!r} is also used by {names_here[scenario.name]}"))
+                    continue
+                names_here[scenario.name] = str(path)
+                found[scenario.name] = scenario
+        library = cls(found)
+        problems.extend(library.reference_problems())
+        if problems:
+            raise ScenarioError(problems)
+        return library
+
+    def with_scenario(self, scenario: Scenario) -> "Library":
+        """A new library with `scenario` added or replaced; raises ScenarioError if its `use` breaks."""
+        library = Library({**self.scenarios, scenario.name: scenario})
+        problems = library.reference_problems()
+        if problems:
+            raise ScenarioError(problems)
+        return library
+
+    def names(self) -> list[str]:
+        return sorted(self.scenarios)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.scenarios
+
+    def __getitem__(self, name: str) -> Scenario:
+        return self.scenarios[name]
+
+    def reference_problems(self) -> list[Problem]:
+        """Every `use` must name a known scenario and no chain of `use` may loop."""
+        problems = []
+        for scenario in self.scenarios.values():
+            for entry in scenario.entries:
+                if entry.use is None:
+                    continue
+                if entry.use not in self.scenarios:
+                    problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}"))
+                elif self._loops(entry.use, {scenario.name}):
+                    problems.append(Problem(scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"))
+        return problems
+
+    def _loops(self, name: str, seen: set[str]) -> bool:
+        if name in seen:
+            return True
+        uses = {e.use for e in self.scenarios[name].entries if e.use in self.scenarios}
+        return any(self._loops(used, seen | {name}) for used in uses)
+
+    def first_match(self, protocol: str, model: str, prompt: str) -> Scenario | None:
+        for name in sorted(self.scenarios):
+            scenario = self.scenarios[name]
+            if scenario.match is not None and scenario.match.fits(protocol, model, prompt):
+                return scenario
+        return None
+
+
+class SequenceCounters:
+    """How many requests each scenario has answered, to pick the entry of a sequence."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+    def next_script(self, library: Library, name: str) -> tuple[str, Script]:
+        """The script the next request for `name` plays, and the label the journal records."""
+        count = self._counts.get(name, 0) + 1
+        self._counts[name] = count
+        return resolve(library, name, count)
+
+
+def resolve(library: Library, name: str, request_number: int) -> tuple[str, Script]:
+    """The script request number `request_number` of scenario `name` plays, following `use`."""
+    scenario = library[name]
+    entry = scenario.entry_for(request_number)
+    label = f"{name}[{min(request_number, len(scenario.entries))}]" if scenario.is_sequence else name
+    if entry.use is not None:
+        used_label, script = resolve(library, entry.use, 1)
+        return f"{label}->{used_label}", script
+    return label, entry.script

@@ -1,0 +1,341 @@
+"""The player: a script and a clock in, a timed stream of protocol-neutral happenings out.
+
+`timeline()` is pure: it lays every happening of a script at its offset in seconds from the
+start of the stream (time scale applied, keepalives inserted into every silence longer than
+the keepalive interval). `play()` walks a timeline against a clock, handing out the
+happenings in batches as they fall due; offsets are absolute, so pauses never drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator, Iterator, Protocol, Union
+
+from . import scenario as sc
+
+CHARS_PER_TOKEN = 4
+MAX_BATCH = 256
+
+# ---------------------------------------------------------------- happenings
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The stream opens (headers are out)."""
+
+    input_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    """An output block begins: text, reasoning, or one tool call. `index` counts blocks from 0."""
+
+    kind: str
+    index: int
+    name: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """More of the current block: text, reasoning text, or tool-call argument JSON."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEnd:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """An error inside the stream; the stream ends after it."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RawBytes:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The stream ends well. `reason`: stop | length | tool_calls | content_filter."""
+
+    reason: str
+    usage: TokenUsage
+
+
+Happening = Union[Start, BlockStart, Delta, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
+KEEPALIVE = Keepalive()
+BLOCK_END = BlockEnd()
+
+ENDINGS = (Failure, Disconnect, Hang, Finish)
+
+FAIL_MESSAGES = {
+    "rate_limit": "Rate limit reached, please retry after a short wait",
+    "server_error": "The server had an error while processing your request",
+    "invalid_prompt": "Invalid prompt: the request was flagged by the content policy",
+    "overloaded": "Overloaded",
+    "interrupted": "Response stream interrupted, please retry",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlayRequest:
+    """What the player needs to know of a request, whatever its protocol."""
+
+    input_tokens: int = 0
+    max_output_tokens: int | None = None
+
+
+def estimate_tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def _format_seconds(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+# ---------------------------------------------------------------- the timeline
+
+
+class _Layout:
+    """Lays the steps of one script out in time; see `timeline`."""
+
+    def __init__(self, script: sc.Script, request: PlayRequest, time_scale: float):
+        self.script = script
+        self.scale = time_scale
+        self.keepalive = script.keepalive * time_scale
+        self.now = 0.0
+        self.last_write = 0.0
+        self.block: object = None  # the open block: "text", "reasoning", or a ToolCall step
+        self.blocks = 0
+        self.budget = None if request.max_output_tokens is None else request.max_output_tokens * CHARS_PER_TOKEN
+        self.output_chars = 0
+        self.reasoning_chars = 0
+        self.tool_calls = 0
+        self.input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
+
+    def at(self, happening: Happening) -> Iterator[tuple[float, Happening]]:
+        """`happening` now, after the keepalives the silence before it calls for."""
+        if self.keepalive > 0:
+            while self.now - self.last_write > self.keepalive:
+                self.last_write += self.keepalive
+                yield self.last_write, KEEPALIVE
+        self.last_write = self.now
+        yield self.now, happening
+
+    def wait(self, seconds: float) -> None:
+        self.now += seconds * self.scale
+
+    def open_block(self, key: object, start: BlockStart) -> Iterator[tuple[float, Happening]]:
+        if self.block is key:
+            return
+        if self.block is not None:
+            yield from self.at(BLOCK_END)
+        self.block = key
+        self.blocks += 1
+        yield from self.at(start)
+
+    def close_block(self) -> Iterator[tuple[float, Happening]]:
+        if self.block is not None:
+            self.block = None
+            yield from self.at(BLOCK_END)
+
+    def output(self, step: sc.Output | sc.ToolCall) -> Iterator[tuple[float, Happening]]:
+        """Deltas of a text, reasoning or tool-call step. Returns True if the token limit cut it."""
+        if isinstance(step, sc.ToolCall):
+            self.tool_calls += 1
+            yield from self.open_block(step, BlockStart("tool_call", self.blocks, step.name, step.call_id))
+        else:
+            yield from self.open_block(step.kind, BlockStart(step.kind, self.blocks))
+        for number, text in enumerate(step.deltas):
+            if number:
+                self.wait(step.interval)
+            if self.budget is not None and self.output_chars + len(text) > self.budget:
+                text = text[: self.budget - self.output_chars]
+                if text:
+                    self.count(step, text)
+                    yield from self.at(Delta(text))
+                return True
+            self.count(step, text)
+            yield from self.at(Delta(text))
+        return False
+
+    def count(self, step, text: str) -> None:
+        self.output_chars += len(text)
+        if isinstance(step, sc.Output) and step.kind == "reasoning":
+            self.reasoning_chars += len(text)
+
+    def finish(self, reason: str | None) -> Iterator[tuple[float, Happening]]:
+        yield from self.close_block()
+        script = self.script
+        if reason is None:
+            reason = script.finish or ("tool_calls" if self.tool_calls else "stop")
+        if reason == "length" and self.budget is not None:
+            output_tokens = self.budget // CHARS_PER_TOKEN
+        elif script.usage.output_tokens is not None:
+            output_tokens = script.usage.output_tokens
+        else:
+            output_tokens = estimate_tokens(self.output_chars)
+        usage = TokenUsage(self.input_tokens, output_tokens, min(output_tokens, estimate_tokens(self.reasoning_chars)))
+        yield from self.at(Finish(reason, usage))
+
+    def steps(self) -> Iterator[tuple[float, Happening]]:
+        yield from self.at(Start(self.input_tokens))
+        for step in self.script.steps:
+            kind = type(step)
+            if kind is sc.Output or kind is sc.ToolCall:
+                cut = yield from self.output(step)
+                if cut:
+                    yield from self.finish("length")
+                    return
+            elif kind is sc.Delay:
+                self.wait(step.seconds)
+            elif kind is sc.KeepaliveNow:
+                yield from self.at(KEEPALIVE)
+            elif kind is sc.Stall:
+                self.wait(self.script.stall_timeout)
+                if not step.resume:
+                    message = f"Stream stalled: no output for {_format_seconds(self.script.stall_timeout)}"
+                    yield from self.at(Failure("server_error", message))
+                    return
+            elif kind is sc.Raw:
+                yield from self.at(RawBytes(step.data.encode("utf-8")))
+            elif kind is sc.Fail:
+                yield from self.at(Failure(step.kind, step.message or FAIL_MESSAGES[step.kind]))
+                return
+            elif kind is sc.Disconnect:
+                yield from self.at(Disconnect())
+                return
+            elif kind is sc.Hang:
+                yield from self.at(Hang())
+                return
+        yield from self.finish(None)
+
+
+def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale: float = 1.0) -> Iterator[tuple[float, Happening]]:
+    """Every happening of `script` with its offset in seconds from the start of the stream."""
+    return _Layout(script, request, time_scale).steps()
+
+
+# ---------------------------------------------------------------- playing against a clock
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    async def sleep_until(self, when: float) -> None: ...
+
+
+class LoopClock:
+    """The event loop's monotonic clock."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def now(self) -> float:
+        return self._loop.time()
+
+    async def sleep_until(self, when: float) -> None:
+        delay = when - self._loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+class InstantClock:
+    """A clock on which every pause is already over: for printing a stream without waiting."""
+
+    def now(self) -> float:
+        return 0.0
+
+    async def sleep_until(self, when: float) -> None:
+        return None
+
+
+async def play(events: Iterator[tuple[float, Happening]], clock: Clock) -> AsyncIterator[list[Happening]]:
+    """Batches of happenings, each handed out once its time has come (late ones together)."""
+    start = clock.now()
+    batch: list[Happening] = []
+    for offset, happening in events:
+        due = start + offset
+        if due > clock.now():
+            if batch:
+                yield batch
+                batch = []
+            await clock.sleep_until(due)
+        batch.append(happening)
+        if len(batch) >= MAX_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------- one answer, collected
+
+
+@dataclass
+class Block:
+    kind: str
+    text: str = ""
+    name: str | None = None
+    call_id: str | None = None
+
+
+@dataclass
+class Outcome:
+    """A whole stream gathered up, for the non-streaming answer."""
+
+    blocks: list[Block]
+    ending: Happening | None = None
+
+    @classmethod
+    def gather(cls, happenings: list[Happening]) -> "Outcome":
+        outcome = cls(blocks=[])
+        parts: list[str] = []
+        for happening in happenings:
+            kind = type(happening)
+            if kind is Delta:
+                parts.append(happening.text)
+            elif kind is BlockStart:
+                outcome.blocks.append(Block(happening.kind, "", happening.name, happening.call_id))
+            elif kind is BlockEnd:
+                outcome.blocks[-1].text = "".join(parts)
+                parts = []
+            elif kind in ENDINGS:
+                if parts and outcome.blocks:
+                    outcome.blocks[-1].text = "".join(parts)
+                outcome.ending = happening
+        return outcome

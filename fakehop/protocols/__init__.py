@@ -1,0 +1,12 @@
+"""One encoder module per protocol. Each module provides:
+
+NAME, PATH; parse(body) -> ParsedRequest (raises BadRequest); StreamEncoder(meta, request)
+with encode(happening) -> bytes; complete(meta, request, outcome) -> dict, the non-streaming
+answer; error_body(status, message, request_id, ...) -> dict; failure_response(kind,
+message, request_id) -> (status, body), a `fail` in a non-streamed answer.
+"""
+
+from . import chat
+
+PROTOCOLS = {module.NAME: module for module in (chat,)}
+BY_PATH = {module.PATH: module for module in PROTOCOLS.values()}

@@ -1,0 +1,207 @@
+"""What the protocol encoders share: SSE framing, ids, request facts, error tables."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..player import PlayRequest
+
+KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as the real APIs write it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def data_frame(value: Any) -> bytes:
+    return b"data: " + dumps(value).encode() + b"\n\n"
+
+
+def event_frame(name: str, value: Any) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + dumps(value).encode() + b"\n\n"
+
+
+class Template:
+    """A frame with one string slot, encoded once: `fill(s)` equals framing the whole object.
+
+    Build it from the frame of an object whose slot holds `SLOT`; filling in a string then
+    costs one json.dumps of that string instead of one of the whole object.
+    """
+
+    SLOT = "\x00slot\x00"
+    _SLOT_JSON = json.dumps(SLOT, ensure_ascii=False)
+
+    def __init__(self, frame: bytes):
+        head, tail = frame.decode().split(self._SLOT_JSON)
+        self.head, self.tail = head.encode(), tail.encode()
+
+    def fill(self, text: str) -> bytes:
+        return self.head + json.dumps(text, ensure_ascii=False).encode() + self.tail
+
+
+@dataclass
+class Meta:
+    """Per-answer facts that the encoders write but the scenario does not fix.
+
+    Ids come from `rng`, so a seeded Meta gives the same bytes every time.
+    """
+
+    model: str
+    created: int
+    rng: random.Random = field(default_factory=random.Random)
+
+    def new_id(self, prefix: str, length: int = 24) -> str:
+        return prefix + "".join(self.rng.choices(_ID_ALPHABET, k=length))
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """The facts of a request that fakehop acts on, whatever its protocol."""
+
+    model: str
+    stream: bool
+    prompt: str  # the last user message's text, for `match`
+    play: PlayRequest
+    options: dict = field(default_factory=dict)
+
+
+class BadRequest(Exception):
+    """A request the real API would refuse; answered in the protocol's error shape."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+        self.code = code
+
+
+def require_type(body: dict, key: str, kinds: tuple, what: str, required: bool = False) -> Any:
+    """body[key] if it has one of `kinds`; raises BadRequest naming the field otherwise."""
+    if key not in body or body[key] is None:
+        if required:
+            raise BadRequest(f"Missing required parameter: '{key}'.", param=key)
+        return None
+    value = body[key]
+    if isinstance(value, bool) and bool not in kinds:
+        raise BadRequest(f"Invalid type for '{key}': expected {what}, but got a boolean instead.", param=key)
+    if not isinstance(value, kinds):
+        raise BadRequest(f"Invalid type for '{key}': expected {what}, but got {json_type(value)} instead.", param=key)
+    return value
+
+
+def positive_int(body: dict, key: str, required: bool = False) -> int | None:
+    value = require_type(body, key, (int,), "an integer", required)
+    if value is not None and value < 1:
+        raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value >= 1, but got {value} instead.", param=key)
+    return value
+
+
+def json_type(value: Any) -> str:
+    for kind, name in ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "an array"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or a list of parts with text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""
+
+
+# ---------------------------------------------------------------- errors
+
+# How each fail kind reads on the OpenAI protocols: (code, type).
+OPENAI_FAIL = {
+    "rate_limit": ("rate_limit_exceeded", "requests"),
+    "server_error": ("server_error", "server_error"),
+    "invalid_prompt": ("invalid_prompt", "invalid_request_error"),
+    "overloaded": ("server_error", "server_error"),
+    "interrupted": ("server_error", "server_error"),
+}
+
+# The HTTP status a fail kind becomes when the request was not streamed.
+FAIL_STATUS = {"rate_limit": 429, "invalid_prompt": 400, "server_error": 500, "interrupted": 500}
+
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+HTTP_MESSAGES = {
+    400: "Bad request",
+    401: "Invalid API key",
+    402: "Payment required",
+    403: "Permission denied",
+    404: "Not found",
+    405: "Method not allowed",
+    408: "Request timeout",
+    409: "Conflict",
+    413: "Request too large",
+    422: "Unprocessable entity",
+    429: "Rate limit reached, please retry after a short wait",
+    500: "The server had an error while processing your request",
+    502: "Bad gateway",
+    503: "The server is overloaded or not ready yet",
+    504: "Gateway timeout",
+    529: "Overloaded",
+}
+
+
+def default_message(status: int) -> str:
+    return HTTP_MESSAGES.get(status, "Request failed")
+
+
+def openai_fail_error(kind: str, message: str) -> dict:
+    """The inner `error` object for a fail kind on the OpenAI protocols."""
+    code, error_type = OPENAI_FAIL[kind]
+    return {"message": message, "type": error_type, "param": None, "code": code}
+
+
+def openai_failure_response(kind: str, message: str, request_id: str | None = None) -> tuple[int, dict]:
+    """Status and body of a non-streamed `fail` on the OpenAI protocols (overloaded is a 503)."""
+    return FAIL_STATUS.get(kind, 503), {"error": openai_fail_error(kind, message)}
+
+
+def openai_error_body(status: int, message: str, request_id: str | None = None, param: str | None = None, code: str | None = None) -> dict:
+    if status == 429:
+        kind, code = "requests", code or "rate_limit_exceeded"
+    elif status >= 500:
+        kind = "server_error"
+    elif status == 401:
+        kind, code = "invalid_request_error", code or "invalid_api_key"
+    else:
+        kind = "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error_type(status: int) -> str:
+    if status in ANTHROPIC_ERROR_TYPES:
+        return ANTHROPIC_ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def anthropic_error_body(status: int, message: str, request_id: str | None = None, error_type: str | None = None) -> dict:
+    body = {"type": "error", "error": {"type": error_type or anthropic_error_type(status), "message": message}}
+    if request_id:
+        body["request_id"] = request_id
+    return body

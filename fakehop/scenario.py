@@ -1,0 +1,648 @@
+"""Scenario files: YAML in, validated immutable objects out.
+
+Every problem in a file is found at load time and reported with the file, the line and the
+offending key (with the nearest valid key when one is close), so a bad scenario never
+surfaces in the middle of somebody's test run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Union
+
+from . import textgen, yamlsource
+from .yamlsource import LineDict, LineList
+
+MAX_FILE_BYTES = 1_000_000
+MAX_DURATION = 86_400.0
+PROTOCOL_NAMES = ("chat", "responses", "messages")
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+FAIL_KINDS = ("rate_limit", "server_error", "invalid_prompt", "overloaded", "interrupted")
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+DEFAULT_KEEPALIVE = 10.0
+DEFAULT_STALL_TIMEOUT = 120.0
+
+# ---------------------------------------------------------------- the immutable model
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """`text` or `reasoning`: the output already split into the deltas it streams as."""
+
+    kind: str  # "text" | "reasoning"
+    deltas: tuple[str, ...]
+    interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: str  # JSON text
+    call_id: str | None
+    deltas: tuple[str, ...]
+    interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class KeepaliveNow:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    resume: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    kind: str
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    data: str
+
+
+Step = Union[Output, ToolCall, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    status: int
+    message: str | None = None
+    retry_after: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One answer to one request: either an HTTP error or steps to stream."""
+
+    steps: tuple[Step, ...] = ()
+    http_error: HttpError | None = None
+    model: str | None = None
+    keepalive: float = DEFAULT_KEEPALIVE
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    usage: Usage = Usage()
+    finish: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a sequence: a script, or `use` of another scenario by name."""
+
+    script: Script | None = None
+    use: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    protocol: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    prompt_regex: re.Pattern | None = None
+
+    def fits(self, protocol: str, model: str, prompt: str) -> bool:
+        if self.protocol is not None and self.protocol != protocol:
+            return False
+        if self.model is not None and not fnmatch.fnmatchcase(model or "", self.model):
+            return False
+        if self.prompt_regex is not None:
+            return self.prompt_regex.search(prompt or "") is not None
+        if self.prompt is not None:
+            return self.prompt in (prompt or "")
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    source: str
+    entries: tuple[Entry, ...]
+    is_sequence: bool = False
+    match: Match | None = None
+    line: int = 1
+
+    def entry_for(self, request_number: int) -> Entry:
+        """The entry request number `request_number` (1-based) plays; the last repeats."""
+        return self.entries[min(request_number, len(self.entries)) - 1]
+
+
+# ---------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    source: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+class ScenarioError(Exception):
+    """One or more problems in scenario files; str() lists them all, one a line."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass
+class _Checker:
+    """Collects problems while one document is read, so all of them are reported at once."""
+
+    source: str
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.source, line, message))
+
+
+def _suggest(key: Any, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
+
+
+def _check_keys(check: _Checker, mapping: LineDict, valid: Iterable[str], where: str) -> None:
+    valid = tuple(valid)
+    for key in mapping:
+        if key not in valid:
+            check.add(mapping.key_lines.get(key, mapping.line), f"unknown key {key!r} in {where}{_suggest(key, valid)}")
+
+
+def _line_of(container: Any, key: Any, default: int = 0) -> int:
+    if isinstance(container, LineDict):
+        return container.key_lines.get(key, container.line)
+    if isinstance(container, LineList) and isinstance(key, int) and key < len(container.item_lines):
+        return container.item_lines[key]
+    return getattr(container, "line", default)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    for kind, name in ((bool, "true/false"), (dict, "a mapping"), (list, "a list"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------- scalar readers
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from `0.25`, `250ms`, `2s`, `1.5m`, `1h`; ValueError with a readable message."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"expected a duration such as 2s or 250ms, got {_type_name(value)}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        found = _DURATION.match(value)
+        if not found:
+            raise ValueError(f"expected a duration such as 2s, 250ms or 1.5m, got {value!r}")
+        seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    else:
+        raise ValueError(f"expected a duration such as 2s or 250ms, got {_type_name(value)}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a duration must be zero or more seconds, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"a duration must be at most 24h, got {value!r}")
+    return seconds
+
+
+def _duration(check: _Checker, mapping: LineDict, key: str, default: float) -> float:
+    if key not in mapping:
+        return default
+    try:
+        return parse_duration(mapping[key])
+    except ValueError as exc:
+        check.add(_line_of(mapping, key), f"{key}: {exc}")
+        return default
+
+
+def _string(check: _Checker, mapping: LineDict, key: str, default: str | None = None) -> str | None:
+    value = mapping.get(key, default)
+    if value is default:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        check.add(_line_of(mapping, key), f"{key}: expected a string, got {_type_name(value)}")
+        return default
+    return str(value)
+
+
+def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> int | None:
+    if key not in mapping:
+        return None
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        check.add(_line_of(mapping, key), f"{key}: expected a whole number from {low} to {high}, got {value!r}")
+        return None
+    return value
+
+
+# ---------------------------------------------------------------- steps
+
+ACTION_KEYS = ("text", "reasoning", "tool_call", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
+BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect()}
+CHUNKED_ACTIONS = ("text", "reasoning", "tool_call")
+STEP_MODIFIERS = ("chunk", "interval")
+TOOL_CALL_KEYS = ("name", "arguments", "id")
+FAIL_KEYS = ("kind", "message")
+_WORD = re.compile(r"\s*\S+")
+
+
+def split_deltas(text: str, chunk: Any) -> tuple[str, ...]:
+    """Split text into deltas: None = one delta, "word", "char", or N characters a delta."""
+    if not text:
+        return (text,)
+    if chunk is None:
+        return (text,)
+    if chunk == "char":
+        return tuple(text)
+    if chunk == "word":
+        words = _WORD.findall(text)
+        if not words:
+            return (text,)
+        tail = len(text) - sum(map(len, words))
+        if tail:
+            words[-1] += text[-tail:]
+        return tuple(words)
+    return tuple(text[i : i + chunk] for i in range(0, len(text), chunk))
+
+
+def _chunking(check: _Checker, step: LineDict) -> Any:
+    chunk = step.get("chunk")
+    if chunk is None or chunk in ("word", "char"):
+        return chunk
+    if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0:
+        return chunk
+    check.add(_line_of(step, "chunk"), f"chunk: expected word, char or a positive number of characters, got {chunk!r}")
+    return None
+
+
+def _text_source(check: _Checker, step: LineDict, key: str) -> str | None:
+    value = step[key]
+    line = _line_of(step, key)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, LineDict):
+        try:
+            return textgen.generate(value)
+        except textgen.TextgenError as exc:
+            check.add(line, f"{key}: {exc}")
+            return None
+    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, got {_type_name(value)}")
+    return None
+
+
+def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
+    spec = step["tool_call"]
+    line = _line_of(step, "tool_call")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"tool_call: expected a mapping with name and arguments, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, TOOL_CALL_KEYS, "tool_call")
+    name = _string(check, spec, "name")
+    if not name:
+        check.add(line, "tool_call: needs a name")
+        return None
+    arguments = spec.get("arguments", LineDict())
+    if isinstance(arguments, str):
+        try:
+            json.loads(arguments)
+        except ValueError as exc:
+            check.add(_line_of(spec, "arguments"), f"tool_call arguments: not valid JSON ({exc})")
+            return None
+        text = arguments
+    elif isinstance(arguments, dict):
+        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+    else:
+        check.add(_line_of(spec, "arguments"), f"tool_call arguments: expected a mapping or a JSON string, got {_type_name(arguments)}")
+        return None
+    call_id = _string(check, spec, "id")
+    return ToolCall(name=name, arguments=text, call_id=call_id, deltas=split_deltas(text, chunk), interval=interval)
+
+
+def _fail(check: _Checker, step: LineDict) -> Fail | None:
+    spec = step["fail"]
+    line = _line_of(step, "fail")
+    if isinstance(spec, LineDict):
+        _check_keys(check, spec, FAIL_KEYS, "fail")
+        kind, message = spec.get("kind"), _string(check, spec, "message")
+        line = _line_of(spec, "kind", line)
+    else:
+        kind, message = spec, None
+    if kind not in FAIL_KINDS:
+        check.add(line, f"fail: unknown kind {kind!r}{_suggest(kind, FAIL_KINDS).replace('valid keys', 'kinds')}")
+        return None
+    return Fail(kind=kind, message=message)
+
+
+def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step | None:
+    if isinstance(raw, str):
+        if raw in BARE_STEPS:
+            return BARE_STEPS[raw]
+        check.add(line, f"unknown step {raw!r}{_suggest(raw, BARE_STEPS).replace('valid keys', 'steps written alone')}")
+        return None
+    if not isinstance(raw, LineDict):
+        check.add(line, f"a step must be a mapping such as {{text: hi}} or one of {', '.join(BARE_STEPS)}, got {_type_name(raw)}")
+        return None
+    actions = [key for key in raw if key in ACTION_KEYS]
+    if len(actions) != 1:
+        unknown = [key for key in raw if key not in ACTION_KEYS + STEP_MODIFIERS]
+        if unknown:
+            _check_keys(check, raw, ACTION_KEYS + STEP_MODIFIERS, "a step")
+        else:
+            found = ", ".join(actions) if actions else "none"
+            check.add(raw.line, f"a step needs exactly one of {', '.join(ACTION_KEYS)} (found {found})")
+        return None
+    action = actions[0]
+    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ())
+    _check_keys(check, raw, allowed, f"a {action} step")
+    if action in CHUNKED_ACTIONS:
+        chunk = _chunking(check, raw)
+        interval = _duration(check, raw, "interval", chunk_interval)
+        if action == "tool_call":
+            return _tool_call(check, raw, interval, chunk)
+        text = _text_source(check, raw, action)
+        return None if text is None else Output(kind=action, deltas=split_deltas(text, chunk), interval=interval)
+    value = raw[action]
+    if action == "delay":
+        return Delay(_duration(check, raw, "delay", 0.0))
+    if action == "fail":
+        return _fail(check, raw)
+    if action == "raw":
+        if not isinstance(value, str):
+            check.add(_line_of(raw, "raw"), f"raw: expected a string of bytes to write, got {_type_name(value)}")
+            return None
+        return Raw(value)
+    if action == "stall":
+        if value in (None, True):
+            return Stall(resume=False)
+        if value == "continue":
+            return Stall(resume=True)
+        check.add(_line_of(raw, "stall"), f"stall: expected nothing or 'continue', got {value!r}")
+        return None
+    if value is not None:
+        check.add(_line_of(raw, action), f"{action}: takes no value, got {value!r}")
+        return None
+    return BARE_STEPS[action]
+
+
+def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step, ...]:
+    raw_steps = doc["steps"]
+    line = _line_of(doc, "steps")
+    if not isinstance(raw_steps, LineList):
+        check.add(line, f"steps: expected a list of steps, got {_type_name(raw_steps)}")
+        return ()
+    if not raw_steps:
+        check.add(line, "steps: is empty; give at least one step, such as - text: Hello")
+        return ()
+    steps = []
+    for index, raw in enumerate(raw_steps):
+        step = _step(check, raw, _line_of(raw_steps, index, line), chunk_interval)
+        if step is not None:
+            steps.append(step)
+    return tuple(steps)
+
+
+# ---------------------------------------------------------------- scripts and scenarios
+
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish")
+BODY_KEYS = ("steps", "http_error")
+TOP_KEYS = ("name", "description", "match", "sequence") + BODY_KEYS + SETTING_KEYS
+ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
+HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers")
+USAGE_KEYS = ("input_tokens", "output_tokens")
+MATCH_KEYS = ("protocol", "model", "prompt")
+
+
+def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
+    spec = doc["http_error"]
+    line = _line_of(doc, "http_error")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"http_error: expected a mapping with a status, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, HTTP_ERROR_KEYS, "http_error")
+    status = _int(check, spec, "status", 400, 599)
+    if "status" not in spec:
+        check.add(line, "http_error: needs a status from 400 to 599")
+    retry_after = spec.get("retry_after")
+    if retry_after is not None:
+        if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float, str)):
+            check.add(_line_of(spec, "retry_after"), f"retry_after: expected seconds, got {_type_name(retry_after)}")
+        retry_after = str(retry_after)
+    headers = spec.get("headers", LineDict())
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+        check.add(_line_of(spec, "headers"), "headers: expected a mapping of header names to values")
+        headers = {}
+    if status is None:
+        return None
+    return HttpError(
+        status=status,
+        message=_string(check, spec, "message"),
+        retry_after=retry_after,
+        headers=tuple((k, str(v)) for k, v in headers.items()),
+    )
+
+
+def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
+    if "usage" not in doc:
+        return inherited
+    spec = doc["usage"]
+    if not isinstance(spec, LineDict):
+        check.add(_line_of(doc, "usage"), f"usage: expected a mapping such as {{input_tokens: 14, output_tokens: 52}}, got {_type_name(spec)}")
+        return inherited
+    _check_keys(check, spec, USAGE_KEYS, "usage")
+    return Usage(
+        input_tokens=_int(check, spec, "input_tokens", 0, 10**9),
+        output_tokens=_int(check, spec, "output_tokens", 0, 10**9),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    model: str | None = None
+    keepalive: float = DEFAULT_KEEPALIVE
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    chunk_interval: float = 0.0
+    usage: Usage = Usage()
+    finish: str | None = None
+
+
+def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings:
+    finish = doc.get("finish", inherited.finish)
+    if finish is not None and finish not in FINISH_REASONS:
+        check.add(_line_of(doc, "finish"), f"finish: expected one of {', '.join(FINISH_REASONS)}, got {finish!r}")
+        finish = None
+    return _Settings(
+        model=_string(check, doc, "model", inherited.model),
+        keepalive=_duration(check, doc, "keepalive", inherited.keepalive),
+        stall_timeout=_duration(check, doc, "stall_timeout", inherited.stall_timeout),
+        chunk_interval=_duration(check, doc, "chunk_interval", inherited.chunk_interval),
+        usage=_usage(check, doc, inherited.usage),
+        finish=finish,
+    )
+
+
+def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | None:
+    has = [key for key in BODY_KEYS if key in doc]
+    if len(has) != 1:
+        check.add(doc.line, "needs exactly one of steps or http_error" if not has else "has both steps and http_error; keep one")
+        return None
+    common = dict(
+        model=settings.model,
+        keepalive=settings.keepalive,
+        stall_timeout=settings.stall_timeout,
+        usage=settings.usage,
+        finish=settings.finish,
+    )
+    if has[0] == "http_error":
+        error = _http_error(check, doc)
+        return None if error is None else Script(http_error=error, **common)
+    return Script(steps=_steps(check, doc, settings.chunk_interval), **common)
+
+
+def _entry(check: _Checker, raw: Any, line: int, settings: _Settings) -> Entry | None:
+    if not isinstance(raw, LineDict):
+        check.add(line, f"a sequence entry must be a mapping with steps, http_error or use, got {_type_name(raw)}")
+        return None
+    _check_keys(check, raw, ENTRY_KEYS, "a sequence entry")
+    if "use" in raw:
+        use = raw["use"]
+        if not isinstance(use, str) or not use:
+            check.add(_line_of(raw, "use"), f"use: expected a scenario name, got {_type_name(use)}")
+            return None
+        others = [key for key in raw if key != "use"]
+        if others:
+            check.add(_line_of(raw, others[0]), f"use: an entry with use takes no other keys (found {', '.join(others)})")
+        return Entry(use=use, line=_line_of(raw, "use"))
+    script = _script(check, raw, _settings(check, raw, settings))
+    return None if script is None else Entry(script=script, line=raw.line)
+
+
+def _match(check: _Checker, doc: LineDict) -> Match | None:
+    spec = doc.get("match")
+    if spec is None:
+        return None
+    if not isinstance(spec, LineDict):
+        check.add(_line_of(doc, "match"), f"match: expected a mapping of protocol, model and prompt, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, MATCH_KEYS, "match")
+    protocol = _string(check, spec, "protocol")
+    if protocol is not None and protocol not in PROTOCOL_NAMES:
+        check.add(_line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}")
+    prompt = _string(check, spec, "prompt")
+    regex = None
+    if prompt and len(prompt) >= 2 and prompt.startswith("/") and prompt.endswith("/"):
+        try:
+            regex = re.compile(prompt[1:-1])
+        except re.error as exc:
+            check.add(_line_of(spec, "prompt"), f"match prompt: not a valid regular expression ({exc})")
+    return Match(protocol=protocol, model=_string(check, spec, "model"), prompt=prompt, prompt_regex=regex)
+
+
+def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
+    """Turn one parsed YAML document into a Scenario, or raise ScenarioError listing every problem."""
+    check = _Checker(source)
+    if not isinstance(doc, LineDict):
+        check.add(getattr(doc, "line", 1), f"a scenario must be a mapping with steps, http_error or sequence, got {_type_name(doc)}")
+        raise ScenarioError(check.problems)
+    _check_keys(check, doc, TOP_KEYS, "the scenario")
+    name = _string(check, doc, "name", default_name)
+    if not name:
+        check.add(doc.line, "needs a name")
+    elif not NAME_PATTERN.match(name):
+        check.add(_line_of(doc, "name"), f"name: {name!r} may hold only letters, digits, '.', '_' and '-' (at most 128)")
+    description = _string(check, doc, "description", "") or ""
+    settings = _settings(check, doc, _Settings())
+    entries: list[Entry] = []
+    is_sequence = "sequence" in doc
+    if is_sequence:
+        if any(key in doc for key in BODY_KEYS):
+            check.add(_line_of(doc, "sequence"), "sequence: a scenario has either a sequence or its own steps/http_error, not both")
+        raw_entries = doc["sequence"]
+        if not isinstance(raw_entries, LineList) or not raw_entries:
+            check.add(_line_of(doc, "sequence"), "sequence: expected a non-empty list of entries")
+        else:
+            for index, raw in enumerate(raw_entries):
+                entry = _entry(check, raw, _line_of(raw_entries, index), settings)
+                if entry is not None:
+                    entries.append(entry)
+    else:
+        script = _script(check, doc, settings)
+        if script is not None:
+            entries.append(Entry(script=script, line=doc.line))
+    match = _match(check, doc)
+    if check.problems:
+        raise ScenarioError(check.problems)
+    return Scenario(
+        name=name, description=description, source=source, entries=tuple(entries),
+        is_sequence=is_sequence, match=match, line=doc.line,
+    )
+
+
+def parse_text(text: str, source: str, default_name: str | None = None) -> Scenario:
+    """Parse scenario YAML (or JSON) text."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise ScenarioError([Problem(source, 0, f"larger than the limit of {MAX_FILE_BYTES:,} bytes")])
+    try:
+        doc = yamlsource.load(text)
+    except yamlsource.YamlProblem as exc:
+        raise ScenarioError([Problem(source, exc.line, exc.message)]) from None
+    return parse_document(doc, source, default_name)
+
+
+def load_file(path: Path) -> Scenario:
+    source = str(path)
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError([Problem(source, 0, f"larger than the limit of {MAX_FILE_BYTES:,} bytes")])
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError([Problem(source, 0, "not a UTF-8 text file")]) from None
+    except OSError as exc:
+        raise ScenarioError([Problem(source, 0, f"cannot be read: {exc.strerror or exc}")]) from None
+    return parse_text(text, source, default_name=path.stem)
+
+
+def scenario_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file())

@@ -1,0 +1,157 @@
+"""A JSON Schema of the scenario format, for editors' YAML language servers (`fakehop schema`).
+
+The loader in scenario.py is the authority (it also checks what a schema cannot, such as
+`use` references and regular expressions); this schema describes the same keys so that
+editors can complete and check them while you type.
+"""
+
+from __future__ import annotations
+
+from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES
+from .textgen import ARGUMENTS, PROVIDERS
+
+SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
+
+
+def _duration(description: str) -> dict:
+    return {
+        "description": description + " Seconds as a number, or a string with a unit: 250ms, 2s, 1.5m, 1h.",
+        "anyOf": [
+            {"type": "number", "minimum": 0, "maximum": 86400},
+            {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$"},
+        ],
+    }
+
+
+def _text_source(what: str) -> dict:
+    faker = {
+        "type": "object",
+        "description": "Filler text made by Faker, the same for the same seed.",
+        "properties": {
+            "faker": {"enum": list(PROVIDERS)},
+            "seed": {"type": "integer"},
+            **{name: ({"type": "boolean"} if name.startswith("variable_") else {"type": "integer", "minimum": 1, "maximum": 10000}) for name in ARGUMENTS},
+        },
+        "required": ["faker"],
+        "additionalProperties": False,
+    }
+    return {"description": what, "anyOf": [{"type": "string"}, faker]}
+
+
+_CHUNKING = {
+    "chunk": {
+        "description": "Split into deltas: word (one per word, with the whitespace before it), char, or N characters a delta. Default: one delta.",
+        "anyOf": [{"enum": ["word", "char"]}, {"type": "integer", "minimum": 1}],
+    },
+    "interval": _duration("Pause between this step's deltas (default: the scenario's chunk_interval)."),
+}
+
+
+def _step_with(action: str, value: dict, chunked: bool = False) -> dict:
+    properties = {action: value, **(_CHUNKING if chunked else {})}
+    return {"type": "object", "properties": properties, "required": [action], "additionalProperties": False}
+
+
+def _steps() -> dict:
+    tool_call = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "arguments": {"description": "A mapping or a JSON string.", "anyOf": [{"type": "object"}, {"type": "string"}]},
+            "id": {"type": "string", "description": "Call id; generated when left out."},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    fail = {
+        "anyOf": [
+            {"enum": list(FAIL_KINDS)},
+            {
+                "type": "object",
+                "properties": {"kind": {"enum": list(FAIL_KINDS)}, "message": {"type": "string"}},
+                "required": ["kind"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+    step = {
+        "anyOf": [
+            {"enum": ["keepalive", "stall", "hang", "disconnect"], "description": "A step written alone."},
+            _step_with("text", _text_source("Text output."), chunked=True),
+            _step_with("reasoning", _text_source("Reasoning: a summary item on Responses, a thinking block on Messages, left out on Chat."), chunked=True),
+            _step_with("tool_call", tool_call, chunked=True),
+            _step_with("delay", _duration("Silence; keepalives still flow.")),
+            _step_with("keepalive", {"type": "null"}),
+            _step_with("stall", {"description": "Nothing, or continue to resume after stall_timeout.", "enum": [None, True, "continue"]}),
+            _step_with("hang", {"type": "null"}),
+            _step_with("disconnect", {"type": "null"}),
+            _step_with("fail", fail),
+            _step_with("raw", {"type": "string", "description": "Bytes written as they are."}),
+        ]
+    }
+    return {"type": "array", "minItems": 1, "items": step}
+
+
+def _http_error() -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer", "minimum": 400, "maximum": 599},
+            "message": {"type": "string"},
+            "retry_after": {"description": "Retry-After header, as written.", "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]},
+            "headers": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+        },
+        "required": ["status"],
+        "additionalProperties": False,
+    }
+
+
+def _settings() -> dict:
+    return {
+        "model": {"type": "string", "description": "Model written into events; default: the request's own."},
+        "keepalive": _duration("': hopbase-keepalive' after this much silence; 0 = never (default 10s)."),
+        "stall_timeout": _duration("How long a stall lasts before the gateway gives up (default 120s)."),
+        "chunk_interval": _duration("Default pause between the deltas a step is split into (default 0)."),
+        "usage": {
+            "type": "object",
+            "properties": {"input_tokens": {"type": "integer", "minimum": 0}, "output_tokens": {"type": "integer", "minimum": 0}},
+            "additionalProperties": False,
+        },
+        "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
+    }
+
+
+def scenario_schema() -> dict:
+    settings = _settings()
+    body = {"steps": _steps(), "http_error": _http_error()}
+    entry = {
+        "type": "object",
+        "properties": {**body, "use": {"type": "string", "description": "Play another scenario by name."}, **settings},
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["use"]}],
+        "additionalProperties": False,
+    }
+    match = {
+        "type": "object",
+        "properties": {
+            "protocol": {"enum": list(PROTOCOL_NAMES)},
+            "model": {"type": "string", "description": "Glob on the request's model."},
+            "prompt": {"type": "string", "description": "Substring of the last user message; /regex/ for a regular expression."},
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "fakehop scenario (v1)",
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+            "description": {"type": "string"},
+            "match": match,
+            **body,
+            "sequence": {"type": "array", "minItems": 1, "items": entry},
+            **settings,
+        },
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["sequence"]}],
+        "additionalProperties": False,
+    }

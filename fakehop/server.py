@@ -1,0 +1,326 @@
+"""The aiohttp server: protocol routes, scenario selection, auth and the request journal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from . import journal as jr
+from . import player
+from .library import Library, SequenceCounters
+from .protocols import BY_PATH, PROTOCOLS
+from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from .render import http_error_answer, whole_answer
+from .scenario import Scenario, Script
+
+log = logging.getLogger("fakehop")
+
+SCENARIO_HEADER = "X-Fakehop-Scenario"
+DEFAULT_SCENARIO = "hello"
+DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
+MAX_BODY_BYTES = 32 * 1024 * 1024
+GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def time_scale_from_env(default: float = 1.0) -> float:
+    value = os.environ.get("FAKEHOP_TIME_SCALE")
+    return float(value) if value else default
+
+
+class UnknownScenario(LookupError):
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(f"Unknown scenario {name!r}. Known scenarios: {', '.join(known)}")
+        self.name = name
+        self.known = known
+
+
+@dataclass
+class Gateway:
+    """Everything a running fakehop knows and can be told to change."""
+
+    library: Library
+    default: str = DEFAULT_SCENARIO
+    time_scale: float = 1.0
+    api_key: str | None = None
+    admin_token: str | None = None
+    journal: jr.Journal = field(default_factory=jr.Journal)
+    queue: deque = field(default_factory=deque)
+    counters: SequenceCounters = field(default_factory=SequenceCounters)
+
+    def __post_init__(self) -> None:
+        self.check_name(self.default)
+        self.base_library = self.library
+        self.base_default = self.default
+
+    def check_name(self, name: str) -> None:
+        if name not in self.library:
+            raise UnknownScenario(name, self.library.names())
+
+    def reset(self) -> None:
+        """Back to how the server started: no queue, no journal, counters at zero, no added scenarios."""
+        self.queue.clear()
+        self.journal.clear()
+        self.counters.clear()
+        self.library = self.base_library
+        self.default = self.base_default
+
+    def add(self, scenario: Scenario) -> None:
+        """Add or replace a scenario (ScenarioError if its `use` does not resolve)."""
+        self.library = self.library.with_scenario(scenario)
+
+    def select(self, protocol: str, request: ParsedRequest, header: str | None) -> str:
+        """The scenario a request gets: header, then queue, then `match`, then the default."""
+        if header is not None:
+            self.check_name(header)
+            return header
+        if self.queue:
+            return self.queue.popleft()
+        matched = self.library.first_match(protocol, request.model, request.prompt)
+        return matched.name if matched is not None else self.default
+
+    def script_for(self, name: str) -> tuple[str, Script]:
+        return self.counters.next_script(self.library, name)
+
+
+# ---------------------------------------------------------------- answering one request
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
+    body = protocol.error_body(status, message, request_id, param=param, code=code)
+    return web.json_response(body, status=status, headers=headers, dumps=dumps)
+
+
+def body_message(body: dict) -> str:
+    error = body.get("error")
+    return error.get("message", "") if isinstance(error, dict) else ""
+
+
+def authorized(request: web.Request, api_key: str | None) -> bool:
+    if api_key is None:
+        return True
+    bearer = request.headers.get("Authorization", "")
+    return request.headers.get("x-api-key") == api_key or bearer == f"Bearer {api_key}"
+
+
+async def read_body(request: web.Request) -> dict:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequest(f"Request body is larger than the limit of {request.app._client_max_size:,} bytes.", status=413) from None
+    if not raw.strip():
+        raise BadRequest("The request body is empty; send a JSON object.")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return body
+
+
+class Answer:
+    """One request to a protocol route, from auth to the last byte, with its journal record."""
+
+    def __init__(self, gateway: Gateway, protocol, request: web.Request):
+        self.gateway = gateway
+        self.protocol = protocol
+        self.request = request
+        self.request_id = request[REQUEST_ID]
+        self.record = gateway.journal.open(self.request_id, request.method, request.path, dict(request.headers))
+        self.record.protocol = protocol.NAME
+
+    async def run(self) -> web.StreamResponse:
+        try:
+            return await self.answer()
+        except BadRequest as exc:
+            self.record.close(jr.REJECTED, exc.status, exc.message)
+            return error_response(self.protocol, exc.status, exc.message, self.request_id, param=exc.param, code=exc.code)
+        except UnknownScenario as exc:
+            self.record.close(jr.REJECTED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
+        except (asyncio.CancelledError, ConnectionError):
+            self.record.close(jr.CLIENT_DISCONNECTED)
+            raise
+        finally:
+            if self.record.end == jr.IN_PROGRESS:
+                self.record.close(jr.FAILED, 500, "fakehop could not finish this answer")
+            self.gateway.journal.closed(self.record)
+
+    async def answer(self) -> web.StreamResponse:
+        gateway, protocol = self.gateway, self.protocol
+        if not authorized(self.request, gateway.api_key):
+            raise BadRequest("Incorrect API key provided.", status=401, code="invalid_api_key")
+        body = await read_body(self.request)
+        self.record.body = body
+        parsed = protocol.parse(body)
+        self.record.stream = parsed.stream
+        name = gateway.select(protocol.NAME, parsed, self.request.headers.get(SCENARIO_HEADER))
+        label, script = gateway.script_for(name)
+        self.record.scenario = label
+        if script.http_error is not None:
+            return self.http_error(script)
+        meta = Meta(model=script.model or parsed.model, created=int(time.time()), rng=random.Random())
+        events = player.timeline(script, parsed.play, gateway.time_scale)
+        if parsed.stream:
+            return await self.stream(meta, parsed, events)
+        return await self.whole(meta, parsed, events)
+
+    def http_error(self, script: Script) -> web.Response:
+        status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
+        self.record.close(jr.HTTP_ERROR, status, body_message(body))
+        return web.json_response(body, status=status, headers=headers, dumps=dumps)
+
+    async def stream(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+        await response.prepare(self.request)
+        self.record.status = 200
+        encoder = self.protocol.StreamEncoder(meta, parsed)
+        record = self.record
+        async for batch in player.play(events, player.LoopClock()):
+            data = b"".join([encoder.encode(happening) for happening in batch])
+            if data:
+                await response.write(data)
+            record.events += len(batch)
+            ending = batch[-1]
+            if type(ending) in player.ENDINGS:
+                return await self.end_stream(response, ending)
+        raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
+
+    async def end_stream(self, response: web.StreamResponse, ending: player.Happening) -> web.StreamResponse:
+        kind = type(ending)
+        if kind is player.Disconnect:
+            self.record.close(jr.DISCONNECTED)
+            self.drop_connection()
+            return response
+        if kind is player.Hang:
+            await asyncio.Event().wait()
+        if kind is player.Failure:
+            self.record.close(jr.FAILED, error=f"{ending.kind}: {ending.message}")
+        else:
+            self.record.close(jr.COMPLETED)
+        await response.write_eof()
+        return response
+
+    async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        happenings: list[player.Happening] = []
+        async for batch in player.play(events, player.LoopClock()):
+            happenings.extend(batch)
+        outcome = player.Outcome.gather(happenings)
+        ending = outcome.ending
+        if isinstance(ending, player.Disconnect):
+            self.record.close(jr.DISCONNECTED)
+            self.drop_connection()
+            return web.Response(status=204)
+        if isinstance(ending, player.Hang):
+            await asyncio.Event().wait()
+        status, body = whole_answer(self.protocol, meta, parsed, outcome, self.request_id)
+        if isinstance(ending, player.Failure):
+            self.record.close(jr.FAILED, status, f"{ending.kind}: {ending.message}")
+        else:
+            self.record.close(jr.COMPLETED, status)
+        return web.json_response(body, status=status, dumps=dumps)
+
+    def drop_connection(self) -> None:
+        """Close the socket at once: whatever was written goes out, then the peer sees EOF."""
+        transport = self.request.transport
+        if transport is not None:
+            transport.close()
+
+
+# ---------------------------------------------------------------- the application
+
+
+def protocol_handler(protocol):
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await Answer(request.app[GATEWAY_KEY], protocol, request).run()
+
+    return handle
+
+
+def protocol_for_request(request: web.Request):
+    """The protocol whose error shape suits a request to no known route."""
+    if request.path in BY_PATH:
+        return BY_PATH[request.path]
+    anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
+    return PROTOCOLS.get("messages") if anthropic and "messages" in PROTOCOLS else PROTOCOLS["chat"]
+
+
+@web.middleware
+async def errors_in_protocol_shape(request: web.Request, handler):
+    """404, 405 and 413 answered in the error shape of the protocol the client speaks."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or request.path.startswith("/_fakehop/"):
+            raise
+        protocol = protocol_for_request(request)
+        message = {404: f"Unknown path {request.path}", 405: f"Method {request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
+        return error_response(protocol, exc.status, message, request[REQUEST_ID], headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+
+
+async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["x-request-id"] = request[REQUEST_ID]
+    response.headers["request-id"] = request[REQUEST_ID]
+
+
+@web.middleware
+async def stamp_request_id(request: web.Request, handler):
+    request[REQUEST_ID] = new_request_id()
+    return await handler(request)
+
+
+def known_models(library: Library) -> list[str]:
+    models = set(DEFAULT_MODELS)
+    for scenario in library.scenarios.values():
+        models.update(entry.script.model for entry in scenario.entries if entry.script and entry.script.model)
+    return sorted(models)
+
+
+async def list_models(request: web.Request) -> web.Response:
+    models = known_models(request.app[GATEWAY_KEY].library)
+    if "anthropic-version" in request.headers:
+        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
+        return web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+    data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
+    return web.json_response({"object": "list", "data": data})
+
+
+def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.Application:
+    from . import control
+
+    app = web.Application(middlewares=[stamp_request_id, errors_in_protocol_shape], client_max_size=client_max_size)
+    app[GATEWAY_KEY] = gateway
+    for protocol in PROTOCOLS.values():
+        app.router.add_post(protocol.PATH, protocol_handler(protocol))
+    app.router.add_get("/v1/models", list_models)
+    control.add_routes(app)
+    app.on_response_prepare.append(add_request_id)
+    return app
+
+
+
+async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+    """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
+    runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, shutdown_timeout=shutdown_timeout)
+    await site.start()
+    bound_port = site._server.sockets[0].getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    return runner, f"http://{shown_host}:{bound_port}"

@@ -1,0 +1,96 @@
+"""Safe YAML loading that remembers where every mapping key and list item came from.
+
+Scenario errors must name the file and the line, so the loader builds plain dicts and
+lists that also carry the line of each key and item. Only the safe YAML subset is
+accepted: tags that would build Python objects are errors, like any other bad input.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+try:  # the C loader is several times faster on big files; both are safe loaders
+    _BaseLoader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _BaseLoader = yaml.SafeLoader
+
+
+class LineDict(dict):
+    """A mapping from YAML, with `line` (its own) and `key_lines` (each key's)."""
+
+    line: int = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.key_lines: dict = {}
+
+
+class LineList(list):
+    """A list from YAML, with `line` (its own) and `item_lines` (each item's)."""
+
+    line: int = 0
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.item_lines: list[int] = []
+
+
+class YamlProblem(Exception):
+    """The text is not YAML fakehop can read; `line` is 1-based (0 when unknown)."""
+
+    def __init__(self, message: str, line: int = 0):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+class _Loader(_BaseLoader):
+    pass
+
+
+def _construct_mapping(loader, node):
+    loader.flatten_mapping(node)
+    mapping = LineDict()
+    mapping.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        key_line = key_node.start_mark.line + 1
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise YamlProblem("a mapping key must be a plain value", key_line)
+        if key in mapping:
+            raise YamlProblem(f"duplicate key {key!r} (first on line {mapping.key_lines[key]})", key_line)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        mapping.key_lines[key] = key_line
+    return mapping
+
+
+def _construct_sequence(loader, node):
+    items = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    items.line = node.start_mark.line + 1
+    items.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return items
+
+
+def _refuse_tag(loader, suffix, node):
+    raise YamlProblem(f"YAML tag {node.tag!r} is not allowed", node.start_mark.line + 1)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_Loader.add_multi_constructor("", _refuse_tag)
+
+
+def load(text: str):
+    """Parse one YAML document into LineDict/LineList/scalars, or raise YamlProblem."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a safe loader
+    except YamlProblem:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise YamlProblem(f"not valid YAML: {exc.problem or exc.context}", line) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem(f"not valid YAML: {exc}") from None
+    except RecursionError:
+        raise YamlProblem("not valid YAML: nested too deeply") from None

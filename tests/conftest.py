@@ -1,0 +1,52 @@
+"""Shared test helpers: a real fakehop server on a real socket, and SDK clients pointed at it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakehop.library import Library
+from fakehop.server import Gateway, create_app
+
+FAST = 0.01  # time scale for tests that do not measure time: a 120 s stall takes 1.2 s
+
+
+@pytest.fixture(scope="session")
+def library() -> Library:
+    return Library.load()
+
+
+@pytest.fixture
+def make_gateway(library):
+    def make(**kwargs) -> Gateway:
+        kwargs.setdefault("time_scale", FAST)
+        return Gateway(library, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def gateway(make_gateway) -> Gateway:
+    return make_gateway()
+
+
+@pytest.fixture
+async def serve(aiohttp_server):
+    """serve(gateway) -> base URL of a real server for it."""
+
+    async def start(gateway: Gateway) -> str:
+        server = await aiohttp_server(create_app(gateway))
+        return str(server.make_url("")).rstrip("/")
+
+    return start
+
+
+@pytest.fixture
+async def base_url(serve, gateway) -> str:
+    return await serve(gateway)
+
+
+@pytest.fixture
+def openai_client(base_url):
+    import openai
+
+    return openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
