@@ -139,7 +139,7 @@ class _Layout:
         self.keepalive = script.keepalive * time_scale
         self.now = 0.0
         self.last_write = 0.0
-        self.block: object = None  # the open block: "text", "reasoning", or a ToolCall step
+        self.block: str | None = None  # the kind of the open block
         self.blocks = 0
         self.budget = None if request.max_output_tokens is None else request.max_output_tokens * CHARS_PER_TOKEN
         self.output_chars = 0
@@ -159,12 +159,13 @@ class _Layout:
     def wait(self, seconds: float) -> None:
         self.now += seconds * self.scale
 
-    def open_block(self, key: object, start: BlockStart) -> Iterator[tuple[float, Happening]]:
-        if self.block is key:
+    def open_block(self, start: BlockStart) -> Iterator[tuple[float, Happening]]:
+        """Start a block, unless the open one is text or reasoning and this is more of it."""
+        if self.block == start.kind and start.kind != "tool_call":
             return
         if self.block is not None:
             yield from self.at(BLOCK_END)
-        self.block = key
+        self.block = start.kind
         self.blocks += 1
         yield from self.at(start)
 
@@ -177,9 +178,9 @@ class _Layout:
         """Deltas of a text, reasoning or tool-call step. Returns True if the token limit cut it."""
         if isinstance(step, sc.ToolCall):
             self.tool_calls += 1
-            yield from self.open_block(step, BlockStart("tool_call", self.blocks, step.name, step.call_id))
+            yield from self.open_block(BlockStart("tool_call", self.blocks, step.name, step.call_id))
         else:
-            yield from self.open_block(step.kind, BlockStart(step.kind, self.blocks))
+            yield from self.open_block(BlockStart(step.kind, self.blocks))
         for number, text in enumerate(step.deltas):
             if number:
                 self.wait(step.interval)

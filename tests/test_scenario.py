@@ -1,0 +1,229 @@
+"""Scenario files in, validated immutable objects out; every problem named with file and line."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fakehop.library import Library, resolve
+from fakehop.scenario import (
+    Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Raw, ScenarioError, Stall, ToolCall, load_file, parse_duration,
+    parse_text, split_deltas,
+)
+
+
+def parse(text: str, name: str = "t"):
+    return parse_text(textwrap.dedent(text), "t.yaml", default_name=name)
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ScenarioError) as raised:
+        parse(text)
+    return [str(p) for p in raised.value.problems]
+
+
+def test_every_step_kind_parses():
+    scenario = parse("""
+        description: all steps
+        model: gpt-x
+        keepalive: 2s
+        stall_timeout: 1.5m
+        chunk_interval: 10ms
+        usage: {input_tokens: 3, output_tokens: 4}
+        finish: stop
+        steps:
+          - text: "Let me check."
+            chunk: word
+            interval: 30ms
+          - delay: 250ms
+          - reasoning: "Hmm."
+          - tool_call: {name: f, arguments: {city: Paris}, id: call_1}
+            chunk: 8
+          - keepalive
+          - stall
+          - stall: continue
+          - hang
+          - fail: rate_limit
+          - fail: {kind: server_error, message: "gone"}
+          - disconnect
+          - raw: "data: {not json\\n\\n"
+    """)
+    script = scenario.entries[0].script
+    assert scenario.name == "t" and scenario.description == "all steps"
+    assert (script.model, script.keepalive, script.stall_timeout, script.finish) == ("gpt-x", 2.0, 90.0, "stop")
+    assert (script.usage.input_tokens, script.usage.output_tokens) == (3, 4)
+    assert script.steps == (
+        Output("text", ("Let", " me", " check."), 0.03),
+        Delay(0.25),
+        Output("reasoning", ("Hmm.",), 0.01),
+        ToolCall("f", '{"city":"Paris"}', "call_1", ('{"city":', '"Paris"}'), 0.01),
+        KeepaliveNow(), Stall(False), Stall(True), Hang(), Fail("rate_limit", None), Fail("server_error", "gone"),
+        Disconnect(), Raw("data: {not json\n\n"),
+    )
+
+
+def test_scenarios_are_immutable():
+    scenario = parse("steps: [{text: hi}]")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        scenario.name = "other"
+
+
+@pytest.mark.parametrize("value,seconds", [(0.25, 0.25), (2, 2.0), ("250ms", 0.25), ("2s", 2.0), ("1.5m", 90.0), ("1h", 3600.0), ("3", 3.0)])
+def test_durations(value, seconds):
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["-1s", "fast", True, None, [1], float("nan"), "2 days", 100000, -0.5])
+def test_bad_durations(value):
+    with pytest.raises(ValueError):
+        parse_duration(value)
+
+
+@pytest.mark.parametrize("chunk,deltas", [
+    (None, ("The quick brown",)),
+    ("word", ("The", " quick", " brown")),
+    ("char", tuple("The quick brown")),
+    (4, ("The ", "quic", "k br", "own")),
+])
+def test_chunking(chunk, deltas):
+    assert split_deltas("The quick brown", chunk) == deltas
+
+
+def test_word_chunking_keeps_every_character():
+    text = "  Two  spaces\nand a newline. "
+    assert "".join(split_deltas(text, "word")) == text
+    assert split_deltas(text, "word") == ("  Two", "  spaces", "\nand", " a", " newline. ")
+
+
+def test_faker_text_is_deterministic_by_seed():
+    one = parse("steps: [{text: {faker: paragraph, seed: 3}}]").entries[0].script.steps[0]
+    two = parse("steps: [{text: {faker: paragraph, seed: 3}}]").entries[0].script.steps[0]
+    other = parse("steps: [{text: {faker: paragraph, seed: 4}}]").entries[0].script.steps[0]
+    assert one == two and one != other and len(one.deltas[0]) > 20
+
+
+def test_faker_can_make_long_text():
+    step = parse("steps: [{text: {faker: paragraphs, nb: 40, seed: 1}, chunk: word}]").entries[0].script.steps[0]
+    assert len(step.deltas) > 500
+
+
+def test_unknown_key_names_file_line_and_suggests():
+    found = problems("""
+        description: x
+        steps:
+          - text: hi
+            chunks: word
+    """)
+    assert found == ["t.yaml:5: unknown key 'chunks' in a text step; did you mean 'chunk'?"]
+
+
+def test_unknown_top_level_key_suggests():
+    assert problems("stepz: [{text: hi}]\n")[0].startswith("t.yaml:1: unknown key 'stepz' in the scenario; did you mean 'steps'?")
+
+
+def test_every_problem_is_listed():
+    found = problems("""
+        keepalive: soon
+        steps:
+          - text: hi
+            chunk: sentence
+          - delay: -2s
+          - fail: meltdown
+          - jump
+    """)
+    assert [p.split(":")[1] for p in found] == ["2", "5", "6", "7", "8"]
+    assert found[3] == "t.yaml:7: fail: unknown kind 'meltdown'; kinds: interrupted, invalid_prompt, overloaded, rate_limit, server_error"
+
+
+def test_wrong_types_are_named():
+    assert "expected a list of steps" in problems("steps: hello")[0]
+    assert "expected a mapping with a status" in problems("http_error: 500")[0]
+    assert "from 400 to 599" in problems("http_error: {status: 200}")[0]
+    assert "expected a string or a faker mapping" in problems("steps: [{text: [1, 2]}]")[0]
+    assert "not valid JSON" in problems("steps: [{tool_call: {name: f, arguments: '{bad'}}]")[0]
+
+
+def test_empty_steps_and_missing_body_are_errors():
+    assert "is empty" in problems("steps: []")[0]
+    assert "needs exactly one of steps or http_error" in problems("description: nothing")[0]
+    assert "not both" in problems("steps: [{text: a}]\nsequence: [{use: hello}]")[0]
+
+
+def test_not_yaml_and_python_tags_are_refused():
+    assert "not valid YAML" in problems("steps: [text: {")[0]
+    assert "not allowed" in problems("steps: !!python/object/apply:os.system ['true']")[0]
+    assert "a scenario must be a mapping" in problems("- just\n- a list")[0]
+
+
+def test_duplicate_keys_are_refused():
+    assert "duplicate key 'steps'" in problems("steps: [{text: a}]\nsteps: [{text: b}]")[0]
+
+
+def test_bad_regex_in_match():
+    assert "not a valid regular expression" in problems("match: {prompt: '/[unclosed/'}\nsteps: [{text: a}]")[0]
+
+
+def test_match_rules():
+    match = parse("match: {protocol: chat, model: 'gpt-*', prompt: weather}\nsteps: [{text: a}]").match
+    assert match.fits("chat", "gpt-4o", "what's the weather?")
+    assert not match.fits("messages", "gpt-4o", "weather")
+    assert not match.fits("chat", "claude", "weather")
+    assert not match.fits("chat", "gpt-4o", "hello")
+    regex = parse("match: {prompt: '/^hi\\b/'}\nsteps: [{text: a}]").match
+    assert regex.fits("chat", "m", "hi there") and not regex.fits("chat", "m", "oh hi")
+
+
+def test_sequence_entries_inherit_settings_and_last_repeats(library):
+    scenario = parse("""
+        model: seq-model
+        sequence:
+          - http_error: {status: 500}
+          - steps: [{text: ok}]
+            model: other
+    """)
+    assert scenario.is_sequence
+    assert scenario.entries[0].script.model == "seq-model"
+    assert scenario.entries[1].script.model == "other"
+    assert scenario.entry_for(5) is scenario.entries[1]
+
+
+def test_use_must_resolve_and_must_not_loop(tmp_path: Path):
+    (tmp_path / "a.yaml").write_text("sequence: [{use: b}]\n")
+    (tmp_path / "b.yaml").write_text("sequence: [{use: a}]\n")
+    (tmp_path / "c.yaml").write_text("sequence:\n  - http_error: {status: 429}\n  - use: nowhere\n")
+    with pytest.raises(ScenarioError) as raised:
+        Library.load([tmp_path], bundled=False)
+    messages = str(raised.value)
+    assert "a.yaml:1: use: 'b' leads back to 'a', a loop" in messages
+    assert "c.yaml:3: use: no scenario named 'nowhere'" in messages
+
+
+def test_resolve_follows_use(library):
+    assert resolve(library, "flaky-then-ok", 1)[0] == "flaky-then-ok[1]"
+    label, script = resolve(library, "flaky-then-ok", 9)
+    assert label == "flaky-then-ok[3]->hello" and script is library["hello"].entries[0].script
+
+
+def test_a_directory_overrides_bundled_names(tmp_path: Path):
+    (tmp_path / "hello.yaml").write_text("steps: [{text: mine}]\n")
+    library = Library.load([tmp_path])
+    assert library["hello"].entries[0].script.steps[0].deltas == ("mine",)
+    assert "weather-tool" in library
+
+
+def test_file_limits_and_encoding(tmp_path: Path):
+    big = tmp_path / "big.yaml"
+    big.write_text("steps:\n" + "  - text: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n" * 40_000)
+    with pytest.raises(ScenarioError, match="larger than the limit"):
+        load_file(big)
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ScenarioError, match="not a UTF-8 text file"):
+        load_file(binary)
+
+
+def test_every_bundled_scenario_has_a_description(library):
+    assert all(library[name].description for name in library.names())
