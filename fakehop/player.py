@@ -16,6 +16,7 @@ from . import scenario as sc
 
 CHARS_PER_TOKEN = 4
 MAX_BATCH = 256
+EPSILON = 1e-9  # offsets are sums of floats: a keepalive due "at" an event is not before it
 
 # ---------------------------------------------------------------- happenings
 
@@ -150,7 +151,7 @@ class _Layout:
     def at(self, happening: Happening) -> Iterator[tuple[float, Happening]]:
         """`happening` now, after the keepalives the silence before it calls for."""
         if self.keepalive > 0:
-            while self.now - self.last_write > self.keepalive:
+            while self.now - self.last_write > self.keepalive + EPSILON:
                 self.last_write += self.keepalive
                 yield self.last_write, KEEPALIVE
         self.last_write = self.now

@@ -134,3 +134,8 @@ def test_outcome_gathers_blocks():
     outcome = p.Outcome.gather(happenings)
     assert [(b.kind, b.text, b.name) for b in outcome.blocks] == [("reasoning", "r", None), ("text", "a b", None), ("tool_call", '{"x":1}', "f")]
     assert outcome.ending.reason == "tool_calls"
+
+
+def test_no_keepalive_at_the_moment_of_an_event_despite_float_sums():
+    events = laid_out("keepalive: 1s\nstall_timeout: 6s\nsteps: [{text: a}, stall]", scale=0.1)
+    assert [at for at, h in events if h is p.KEEPALIVE] == [0.1, 0.2, 0.3, 0.4, 0.5]

@@ -1,0 +1,141 @@
+"""The `fakehop` command, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from fakehop.library import bundled_directory
+
+
+def fakehop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fakehop", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def broken_dir(tmp_path: Path) -> Path:
+    (tmp_path / "good.yaml").write_text("steps: [{text: fine}]\n")
+    (tmp_path / "typo.yaml").write_text("description: typo\nsteps:\n  - txt: hello\n")
+    (tmp_path / "broken.yaml").write_text("steps:\n  - text: [unclosed\n")
+    return tmp_path
+
+
+def test_validate_lists_every_error_with_file_and_line(broken_dir: Path):
+    result = fakehop("validate", str(broken_dir))
+    assert result.returncode == 1
+    assert f"{broken_dir / 'typo.yaml'}:3: unknown key 'txt' in a step; did you mean 'text'?" in result.stderr
+    assert f"{broken_dir / 'broken.yaml'}:3: not valid YAML" in result.stderr
+    assert "2 problems found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_ok(tmp_path: Path):
+    (tmp_path / "a.yaml").write_text("steps: [{text: fine}]\n")
+    result = fakehop("validate", str(tmp_path / "a.yaml"), str(bundled_directory()))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: ")
+
+
+def test_serve_refuses_to_start_on_a_broken_file(broken_dir: Path):
+    result = fakehop("serve", "--port", "0", "--scenarios", str(broken_dir))
+    assert result.returncode == 1
+    assert f"{broken_dir / 'typo.yaml'}:3:" in result.stderr
+    assert "nothing was started" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_prints_its_url_and_answers(tmp_path: Path):
+    (tmp_path / "mine.yaml").write_text("steps: [{text: from my dir}]\n")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--scenarios", str(tmp_path), "--default", "mine"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        first = server.stdout.readline()
+        url = first.split("listening on ")[1].strip()
+        request = urllib.request.Request(
+            url + "/v1/chat/completions", method="POST",
+            data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = json.load(response)
+        assert answer["choices"][0]["message"]["content"] == "from my dir"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_unknown_default_is_refused():
+    result = fakehop("serve", "--port", "0", "--default", "nope")
+    assert result.returncode == 2
+    assert "Unknown scenario 'nope'" in result.stderr and "hello" in result.stderr
+
+
+def test_play_unknown_scenario_and_bad_body():
+    result = fakehop("play", "nope")
+    assert result.returncode == 2 and "Known scenarios:" in result.stderr
+    result = fakehop("play", "hello", "--body", '{"model": "m"}')
+    assert result.returncode == 2 and "Missing required parameter: 'messages'" in result.stderr
+
+
+def test_play_no_stream_prints_one_json_body():
+    result = fakehop("play", "weather-tool", "--no-stream", "--no-wait")
+    answer = json.loads(result.stdout)
+    assert answer["object"] == "chat.completion"
+    assert answer["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_play_http_error_reports_status_on_stderr():
+    result = fakehop("play", "rate-limited", "--no-wait")
+    assert json.loads(result.stdout)["error"]["code"] == "rate_limit_exceeded"
+    assert "HTTP 429" in result.stderr and "Retry-After: 2" in result.stderr
+
+
+def test_play_waits_unless_told_not_to():
+    import time
+
+    started = time.monotonic()
+    result = fakehop("play", "slow-typing", "--time-scale", "0.2")
+    elapsed = time.monotonic() - started
+    assert result.stdout.count("data: ") > 40
+    assert elapsed >= 43 * 0.05 * 0.2
+
+
+def test_list_shows_names_and_descriptions():
+    result = fakehop("list")
+    assert result.returncode == 0
+    assert any(line.startswith("weather-tool ") and "get_weather" in line for line in result.stdout.splitlines())
+
+
+def test_schema_is_valid_and_accepts_every_bundled_scenario():
+    schema = json.loads(fakehop("schema").stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted(bundled_directory().glob("*.yaml")):
+        errors = list(validator.iter_errors(yaml.safe_load(path.read_text())))
+        assert not errors, f"{path.name}: {errors[0].message}"
+
+
+@pytest.mark.parametrize("document", [
+    {"stepz": [{"text": "a"}]},
+    {"steps": [{"txt": "a"}]},
+    {"steps": [{"text": "a", "chunk": "sentence"}]},
+    {"steps": [{"fail": "meltdown"}]},
+    {"http_error": {"status": 200}},
+    {"steps": []},
+])
+def test_schema_rejects_what_the_loader_rejects(document):
+    from fakehop.scenario import ScenarioError, parse_text
+    from fakehop.schema import scenario_schema
+
+    with pytest.raises(ScenarioError):
+        parse_text(json.dumps(document), "<t>", "t")
+    assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
