@@ -228,3 +228,40 @@ async def test_hang_keeps_the_stream_open_until_the_client_leaves(base_url, gate
     record = gateway.journal.since(0)[-1]
     assert record.end == "client_disconnected"
     assert record.events > 0
+
+
+async def test_malformed_frame_reaches_the_sdk_as_a_json_error(openai_client):
+    import json as json_module
+
+    stream = await openai_client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=scenario("malformed"))
+    received = []
+    with pytest.raises(json_module.JSONDecodeError):
+        async for chunk in stream:
+            received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received) == "Fine so far."
+
+
+async def test_interrupted_then_ok_is_not_retried_but_the_next_request_succeeds(openai_client):
+    stream = await openai_client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=scenario("interrupted-then-ok"))
+    with pytest.raises(openai.APIError, match="interrupted"):
+        async for _ in stream:
+            pass
+    again = await openai_client.chat.completions.create(model="m", messages=MESSAGES, extra_headers=scenario("interrupted-then-ok"))
+    assert again.choices[0].message.content == "Hello! How can I help you today?"
+
+
+def test_every_bundled_scenario_is_exercised_here(library):
+    covered = set(STREAMING_SCENARIOS_THAT_FINISH) | set(FAIL_CODES) | {
+        "rate-limited", "server-error", "flaky-then-ok", "interrupted-then-ok", "disconnect", "hang", "max-tokens", "malformed",
+    }
+    assert set(library.names()) - covered == set()
+
+
+async def test_max_tokens_scenario_finishes_with_length(openai_client):
+    completion = await openai_client.chat.completions.create(model="m", messages=MESSAGES, extra_headers=scenario("max-tokens"))
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.choices[0].message.content == "This answer is cut off in the middle of a"
+    assert completion.usage.completion_tokens == 16
+    with pytest.raises(openai.LengthFinishReasonError):
+        async with openai_client.chat.completions.stream(model="m", messages=MESSAGES, extra_headers=scenario("max-tokens")) as stream:
+            await stream.get_final_completion()
