@@ -25,8 +25,9 @@ the Responses failure form.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from .. import player as p
 from .common import (
@@ -115,10 +116,21 @@ def input_items(value: str | list) -> list[dict]:
         param = f"input[{number}]"
         if not isinstance(item, dict):
             raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
-        require_type(item, "type", (str,), "a string")
-        if is_message(item):
-            check_message(item, param)
+        with naming_under(param):
+            require_type(item, "type", (str,), "a string")
+            if is_message(item):
+                check_message(item)
     return value
+
+
+@contextmanager
+def naming_under(prefix: str) -> Iterator[None]:
+    """A BadRequest raised inside names its parameter under `prefix`: `input[2].content`."""
+    try:
+        yield
+    except BadRequest as exc:
+        param = f"{prefix}.{exc.param}"
+        raise BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param) from None
 
 
 def is_message(item: dict) -> bool:
@@ -126,16 +138,13 @@ def is_message(item: dict) -> bool:
     return item.get("type") in (None, "message")
 
 
-def check_message(message: dict, param: str) -> None:
-    """A message item needs a string role and content that is a string or a list of parts."""
-    try:
-        require_type(message, "role", (str,), "a string", required=True)
-        content = require_type(message, "content", (str, list), "a string or an array of content parts", required=True)
-    except BadRequest as exc:
-        raise BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}.{exc.param}'"), param=f"{param}.{exc.param}") from None
+def check_message(message: dict) -> None:
+    """A message item needs a string role and content that is a string or a list of part objects."""
+    require_type(message, "role", (str,), "a string", required=True)
+    content = require_type(message, "content", (str, list), "a string or an array of content parts", required=True)
     for number, part in enumerate(content if isinstance(content, list) else []):
         if not isinstance(part, dict):
-            where = f"{param}.content[{number}]"
+            where = f"content[{number}]"
             raise BadRequest(f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.", param=where)
 
 
