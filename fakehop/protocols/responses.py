@@ -1,0 +1,415 @@
+"""OpenAI Responses: `POST /v1/responses`.
+
+Stream: `event: <type>\\ndata: <json>` frames, every event with a `sequence_number` counting
+from 0, and no `[DONE]`. `response.created` and `response.in_progress` open the stream with an
+empty `output`. Each block is then one output item, numbered by `output_index` in order:
+reasoning is a `reasoning` item with one summary part, text a `message` item with one
+`output_text` part, a tool call a `function_call` item. Every item opens with
+`response.output_item.added` and closes with `response.output_item.done`. The terminal event,
+`response.completed` (or `response.incomplete` for the `length` and `content_filter`
+finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
+Keepalives are bare comments and take no sequence number.
+
+A block's closing events wait for the happening after its BlockEnd: only the Finish that
+follows tells whether the last item completed or was cut short (status `incomplete`).
+
+A `fail` is one `response.failed` event, then the end of the stream: status `failed`,
+`error: {code, message}` with the code of the fail kind, `output` with the items so far (an
+unfinished one as far as it got, status `in_progress`) and `usage: null`. No `error` event goes
+before it, though the real API often sends a nested one: the Python SDK raises APIError on a
+nested `error` event, so a client iterating the stream would never see `response.failed`, and
+Node's SDK throws on the flat form. HopBase's streaming page names `response.failed` alone as
+the Responses failure form.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .. import player as p
+from .common import (
+    KEEPALIVE_FRAME,
+    OPENAI_FAIL,
+    BadRequest,
+    Meta,
+    ParsedRequest,
+    Template,
+    content_text,
+    dumps,
+    event_frame,
+    json_type,
+    openai_error_body,
+    openai_failure_response,
+    positive_int,
+    require_type,
+)
+from ..player import PlayRequest, estimate_tokens
+
+NAME = "responses"
+PATH = "/v1/responses"
+EXAMPLE_REQUEST = {"model": "gpt-5.6-sol", "input": "Hello", "stream": True}
+
+# Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "tool_call": "fc_"}
+
+# Request fields the response object echoes: (value when the request has none, JSON kinds, what).
+ECHOED = {
+    "instructions": (None, (str,), "a string"),
+    "parallel_tool_calls": (True, (bool,), "a boolean"),
+    "previous_response_id": (None, (str,), "a string"),
+    "prompt_cache_key": (None, (str,), "a string"),
+    "reasoning": ({"effort": None, "summary": None}, (dict,), "an object"),
+    "safety_identifier": (None, (str,), "a string"),
+    "store": (True, (bool,), "a boolean"),
+    "temperature": (1.0, (int, float), "a number"),
+    "text": ({"format": {"type": "text"}, "verbosity": "medium"}, (dict,), "an object"),
+    "tool_choice": ("auto", (str, dict), "a string or an object"),
+    "tools": ([], (list,), "an array"),
+    "top_logprobs": (0, (int,), "an integer"),
+    "top_p": (1.0, (int, float), "a number"),
+    "truncation": ("disabled", (str,), "a string"),
+    "user": (None, (str,), "a string"),
+    "metadata": ({}, (dict,), "an object"),
+}
+# The response object's keys, in the order the real API writes them.
+RESPONSE_FIELDS = (
+    "id", "object", "created_at", "status", "background", "error", "incomplete_details",
+    "instructions", "max_output_tokens", "max_tool_calls", "model", "output",
+    "parallel_tool_calls", "previous_response_id", "prompt_cache_key", "reasoning",
+    "safety_identifier", "service_tier", "store", "temperature", "text", "tool_choice", "tools",
+    "top_logprobs", "top_p", "truncation", "usage", "user", "metadata",
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------- the request
+
+
+def parse(body: dict) -> ParsedRequest:
+    model = require_type(body, "model", (str,), "a string", required=True)
+    items = input_items(require_type(body, "input", (str, list), "a string or an array of input items", required=True))
+    stream = bool(require_type(body, "stream", (bool,), "a boolean"))
+    limit = positive_int(body, "max_output_tokens")
+    echo = echoed_fields(body)
+    echo["max_output_tokens"] = limit
+    echo["max_tool_calls"] = positive_int(body, "max_tool_calls")
+    messages = [item for item in items if is_message(item)]
+    prompt = next((content_text(m.get("content")) for m in reversed(messages) if m["role"] == "user"), "")
+    chars = sum(len(content_text(m.get("content"))) for m in messages) + len(echo["instructions"] or "")
+    return ParsedRequest(
+        model=model,
+        stream=stream,
+        prompt=prompt,
+        play=PlayRequest(input_tokens=estimate_tokens(chars) + 3 * len(items), max_output_tokens=limit),
+        options={"echo": echo},
+    )
+
+
+def input_items(value: str | list) -> list[dict]:
+    """The request's input as a list of items: a string is one user message."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    for number, item in enumerate(value):
+        param = f"input[{number}]"
+        if not isinstance(item, dict):
+            raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
+        with naming_under(param):
+            require_type(item, "type", (str,), "a string")
+            if is_message(item):
+                check_message(item)
+    return value
+
+
+@contextmanager
+def naming_under(prefix: str) -> Iterator[None]:
+    """A BadRequest raised inside names its parameter under `prefix`: `input[2].content`."""
+    try:
+        yield
+    except BadRequest as exc:
+        param = f"{prefix}.{exc.param}"
+        raise BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param) from None
+
+
+def is_message(item: dict) -> bool:
+    """Messages may leave out their `type`; every other input item names its own."""
+    return item.get("type") in (None, "message")
+
+
+def check_message(message: dict) -> None:
+    """A message item needs a string role and content that is a string or a list of part objects."""
+    require_type(message, "role", (str,), "a string", required=True)
+    content = require_type(message, "content", (str, list), "a string or an array of content parts", required=True)
+    for number, part in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(part, dict):
+            where = f"content[{number}]"
+            raise BadRequest(f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.", param=where)
+
+
+def echoed_fields(body: dict) -> dict:
+    """The request's values of the fields the response object echoes, defaults filled in."""
+    echo = {}
+    for key, (default, kinds, what) in ECHOED.items():
+        value = require_type(body, key, kinds, what)
+        if value is None:
+            echo[key] = default
+        elif isinstance(default, dict):
+            echo[key] = {**default, **value}
+        else:
+            echo[key] = value
+    return echo
+
+
+# ---------------------------------------------------------------- objects both answers share
+
+
+def usage_object(usage: p.TokenUsage) -> dict:
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def response_object(response_id: str, meta: Meta, request: ParsedRequest, status: str, output: list, **fields: Any) -> dict:
+    """The `response` object; `fields` sets `usage`, `error` or `incomplete_details`."""
+    values = {
+        **request.options["echo"],
+        "id": response_id,
+        "object": "response",
+        "created_at": meta.created,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "model": meta.model,
+        "output": output,
+        "service_tier": "default",
+        "usage": None,
+        **fields,
+    }
+    return {key: values[key] for key in RESPONSE_FIELDS}
+
+
+def output_text_part(text: str) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def summary_part(text: str) -> dict:
+    return {"type": "summary_text", "text": text}
+
+
+def message_item(item_id: str, status: str, content: list) -> dict:
+    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+
+
+def function_call_item(item_id: str, status: str, call_id: str, name: str, arguments: str) -> dict:
+    return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None) -> dict:
+    """An output item with all its text, as `response.output_item.done` and the final `output` show it."""
+    if kind == "text":
+        return message_item(item_id, status, [output_text_part(text)])
+    if kind == "reasoning":
+        return {"id": item_id, "type": "reasoning", "summary": [summary_part(text)], "encrypted_content": None}
+    return function_call_item(item_id, status, call_id, name, text)
+
+
+error_body = openai_error_body
+failure_response = openai_failure_response
+
+
+def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
+    """The non-streaming `response` object: the same as the streamed terminal event's."""
+    finish: p.Finish = outcome.ending
+    response_id = meta.new_id("resp_")
+    incomplete = INCOMPLETE_REASONS.get(finish.reason)
+    output = []
+    for number, block in enumerate(outcome.blocks):
+        item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
+        call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
+        cut = incomplete is not None and number == len(outcome.blocks) - 1
+        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id))
+    if incomplete is None:
+        return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
+    return response_object(response_id, meta, request, "incomplete", output, usage=usage_object(finish.usage), incomplete_details={"reason": incomplete})
+
+
+# ---------------------------------------------------------------- the stream
+
+
+class SequencedTemplate:
+    """An event frame with two slots, its sequence number and one string, encoded once.
+
+    `fill(n, s)` equals framing the whole event with `n` and `s` in place, for the price of one
+    json.dumps of `s`. Build it from the frame of an event whose `sequence_number` is `NUMBER`
+    and whose string slot holds `Template.SLOT`.
+    """
+
+    NUMBER = "\x00number\x00"
+
+    def __init__(self, frame: bytes):
+        head, rest = frame.decode().split(dumps(self.NUMBER))
+        middle, tail = rest.split(dumps(Template.SLOT))
+        self.head, self.middle, self.tail = head.encode(), middle.encode(), tail.encode()
+
+    def fill(self, number: int, text: str) -> bytes:
+        return b"".join((self.head, str(number).encode(), self.middle, json.dumps(text, ensure_ascii=False).encode(), self.tail))
+
+
+@dataclass
+class OpenItem:
+    """The output item being streamed, with its text so far and the frame of its deltas."""
+
+    kind: str
+    item_id: str
+    output_index: int
+    delta: SequencedTemplate
+    name: str | None = None
+    call_id: str | None = None
+    parts: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def object(self, status: str) -> dict:
+        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id)
+
+
+class StreamEncoder:
+    """Turns happenings into Responses SSE bytes, one answer's worth."""
+
+    def __init__(self, meta: Meta, request: ParsedRequest):
+        self.meta = meta
+        self.request = request
+        self.response_id = meta.new_id("resp_")
+        self.sequence_number = 0
+        self.items: list[dict] = []  # finished items, as their output_item.done showed them
+        self.open: OpenItem | None = None
+        self.closing = False  # the open item's block ended; its done events wait for what follows
+        self.starters = {"text": self.start_message, "reasoning": self.start_reasoning, "tool_call": self.start_function_call}
+        self.closers = {"text": self.close_message, "reasoning": self.close_reasoning, "tool_call": self.close_function_call}
+        self.handlers = {
+            p.Start: self.start,
+            p.BlockStart: self.block_start,
+            p.Delta: self.delta,
+            p.BlockEnd: self.block_end,
+            p.Keepalive: lambda h: KEEPALIVE_FRAME,
+            p.RawBytes: lambda h: h.data,
+            p.Failure: self.failure,
+            p.Finish: self.finish,
+            p.Disconnect: self.nothing,
+            p.Hang: self.nothing,
+        }
+
+    def encode(self, happening: p.Happening) -> bytes:
+        handler = self.handlers[type(happening)]
+        if self.closing and type(happening) is not p.Finish:
+            return self.close_item("completed") + handler(happening)
+        return handler(happening)
+
+    def next_number(self) -> int:
+        number = self.sequence_number
+        self.sequence_number += 1
+        return number
+
+    def event(self, event_type: str, **fields: Any) -> bytes:
+        return event_frame(event_type, {"type": event_type, "sequence_number": self.next_number(), **fields})
+
+    def delta_template(self, event_type: str, **fields: Any) -> SequencedTemplate:
+        """The frame of this item's delta events, `delta` being the string slot."""
+        event = {"type": event_type, "sequence_number": SequencedTemplate.NUMBER, **fields}
+        return SequencedTemplate(event_frame(event_type, event))
+
+    def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
+        response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
+        return self.event(event_type, response=response)
+
+    def nothing(self, happening: p.Happening) -> bytes:
+        return b""
+
+    def start(self, start: p.Start) -> bytes:
+        return self.lifecycle("response.created", "in_progress", []) + self.lifecycle("response.in_progress", "in_progress", [])
+
+    # -------------------------------------------- items
+
+    def block_start(self, start: p.BlockStart) -> bytes:
+        item_id = self.meta.new_id(ITEM_ID_PREFIXES[start.kind])
+        return self.starters[start.kind](item_id, len(self.items), start)
+
+    def start_message(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
+        delta = self.delta_template(
+            "response.output_text.delta", item_id=item_id, output_index=index, content_index=0, delta=Template.SLOT, logprobs=[]
+        )
+        self.open = OpenItem("text", item_id, index, delta)
+        return self.event("response.output_item.added", output_index=index, item=message_item(item_id, "in_progress", [])) + self.event(
+            "response.content_part.added", item_id=item_id, output_index=index, content_index=0, part=output_text_part("")
+        )
+
+    def start_reasoning(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
+        delta = self.delta_template(
+            "response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0, delta=Template.SLOT
+        )
+        self.open = OpenItem("reasoning", item_id, index, delta)
+        item = {"id": item_id, "type": "reasoning", "summary": []}
+        return self.event("response.output_item.added", output_index=index, item=item) + self.event(
+            "response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0, part=summary_part("")
+        )
+
+    def start_function_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
+        call_id = start.call_id or self.meta.new_id("call_")
+        delta = self.delta_template("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=Template.SLOT)
+        self.open = OpenItem("tool_call", item_id, index, delta, start.name, call_id)
+        item = function_call_item(item_id, "in_progress", call_id, start.name, "")
+        return self.event("response.output_item.added", output_index=index, item=item)
+
+    def delta(self, delta: p.Delta) -> bytes:
+        self.open.parts.append(delta.text)
+        return self.open.delta.fill(self.next_number(), delta.text)
+
+    def block_end(self, end: p.BlockEnd) -> bytes:
+        self.closing = True
+        return b""
+
+    def close_item(self, status: str) -> bytes:
+        """The open item's done events, ending with `response.output_item.done`."""
+        item, self.open, self.closing = self.open, None, False
+        text = item.text()
+        done = item.object(status)
+        self.items.append(done)
+        return self.closers[item.kind](item, text) + self.event("response.output_item.done", output_index=item.output_index, item=done)
+
+    def close_message(self, item: OpenItem, text: str) -> bytes:
+        where = {"item_id": item.item_id, "output_index": item.output_index, "content_index": 0}
+        return self.event("response.output_text.done", **where, text=text, logprobs=[]) + self.event(
+            "response.content_part.done", **where, part=output_text_part(text)
+        )
+
+    def close_reasoning(self, item: OpenItem, text: str) -> bytes:
+        where = {"item_id": item.item_id, "output_index": item.output_index, "summary_index": 0}
+        return self.event("response.reasoning_summary_text.done", **where, text=text) + self.event(
+            "response.reasoning_summary_part.done", **where, part=summary_part(text)
+        )
+
+    def close_function_call(self, item: OpenItem, text: str) -> bytes:
+        return self.event("response.function_call_arguments.done", item_id=item.item_id, output_index=item.output_index, arguments=text)
+
+    # -------------------------------------------- endings
+
+    def failure(self, failure: p.Failure) -> bytes:
+        output = self.items + ([self.open.object("in_progress")] if self.open else [])
+        error = {"code": OPENAI_FAIL[failure.kind][0], "message": failure.message}
+        return self.lifecycle("response.failed", "failed", output, error=error)
+
+    def finish(self, finish: p.Finish) -> bytes:
+        incomplete = INCOMPLETE_REASONS.get(finish.reason)
+        closed = self.close_item("completed" if incomplete is None else "incomplete") if self.closing else b""
+        usage = usage_object(finish.usage)
+        if incomplete is None:
+            return closed + self.lifecycle("response.completed", "completed", self.items, usage=usage)
+        return closed + self.lifecycle("response.incomplete", "incomplete", self.items, usage=usage, incomplete_details={"reason": incomplete})

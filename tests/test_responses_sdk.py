@@ -1,0 +1,351 @@
+"""The official openai SDK's Responses API, pointed at a real fakehop server, gets every scenario right.
+
+Expected text, reasoning, tool calls and fail codes come from the scenario files and from the
+SCENARIOS.md table, never from the encoder under test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+import openai
+import pytest
+
+from fakehop import scenario as sc
+from fakehop.library import Library, resolve
+from fakehop.player import FAIL_MESSAGES
+
+MODEL = "gpt-5.6-sol"
+LIBRARY = Library.load()
+# SCENARIOS.md: the `error.code` of `response.failed` for each fail kind.
+FAIL_CODES = {
+    "rate_limit": "rate_limit_exceeded",
+    "server_error": "server_error",
+    "invalid_prompt": "invalid_prompt",
+    "overloaded": "server_error",
+    "interrupted": "server_error",
+}
+# SCENARIOS.md: the HTTP status of a `fail` in an answer that was not streamed.
+FAIL_STATUSES = {"rate_limit": 429, "server_error": 500, "invalid_prompt": 400, "overloaded": 503, "interrupted": 500}
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def first_script(name: str) -> sc.Script:
+    return resolve(LIBRARY, name, 1)[1]
+
+
+def ending(script: sc.Script) -> str:
+    """How a script's answer ends: http_error, raw, failed, disconnect, hang, incomplete or completed."""
+    if script.http_error is not None:
+        return "http_error"
+    kinds = {type(step) for step in script.steps}
+    if sc.Raw in kinds:
+        return "raw"
+    last = script.steps[-1]
+    if isinstance(last, sc.Fail) or (isinstance(last, sc.Stall) and not last.resume):
+        return "failed"
+    if isinstance(last, (sc.Disconnect, sc.Hang)):
+        return type(last).__name__.lower()
+    return "incomplete" if script.finish in ("length", "content_filter") else "completed"
+
+
+def scenarios_ending(kind: str) -> list[str]:
+    return [name for name in LIBRARY.names() if ending(first_script(name)) == kind]
+
+
+COMPLETING = scenarios_ending("completed")
+FAILING = scenarios_ending("failed")
+
+
+def joined(script: sc.Script, kind: str) -> str:
+    return "".join("".join(step.deltas) for step in script.steps if isinstance(step, sc.Output) and step.kind == kind)
+
+
+def tool_calls(script: sc.Script) -> list[sc.ToolCall]:
+    return [step for step in script.steps if isinstance(step, sc.ToolCall)]
+
+
+def expected_failure(script: sc.Script) -> tuple[str, str]:
+    """(code, message) of the `response.failed` a failing script ends with."""
+    last = script.steps[-1]
+    if isinstance(last, sc.Stall):
+        return "server_error", f"Stream stalled: no output for {script.stall_timeout:g}s"
+    return FAIL_CODES[last.kind], last.message or FAIL_MESSAGES[last.kind]
+
+
+@pytest.fixture
+async def retrying_client(base_url):
+    """An SDK client that retries as the SDK does by default: up to two more attempts."""
+    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as client:
+        yield client
+
+
+def header(name: str) -> dict:
+    return {"X-Fakehop-Scenario": name}
+
+
+async def stream_events(client, name: str, **params) -> list:
+    params.setdefault("input", "Hello")
+    stream = await client.responses.create(model=MODEL, stream=True, extra_headers=header(name), **params)
+    return [event async for event in stream]
+
+
+def check_response_matches(response, script: sc.Script) -> None:
+    """A final response holds the script's text, reasoning summary, tool calls and usage."""
+    assert response.output_text == joined(script, "text")
+    summaries = [part.text for item in response.output if item.type == "reasoning" for part in item.summary]
+    assert "".join(summaries) == joined(script, "reasoning")
+    calls = [item for item in response.output if item.type == "function_call"]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [(t.name, json.loads(t.arguments)) for t in tool_calls(script)]
+    for call, step in zip(calls, tool_calls(script)):
+        assert call.call_id == step.call_id if step.call_id else call.call_id.startswith("call_")
+        assert call.status == "completed"
+    usage = response.usage
+    assert usage.output_tokens > 0 and usage.input_tokens > 0
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+    if script.usage.output_tokens is not None:
+        assert (usage.input_tokens, usage.output_tokens) == (script.usage.input_tokens, script.usage.output_tokens)
+    assert usage.input_tokens_details.cached_tokens == 0
+    assert 0 <= usage.output_tokens_details.reasoning_tokens <= usage.output_tokens
+
+
+# ---------------------------------------------------------------- streams that end well
+
+
+@pytest.mark.parametrize("name", COMPLETING)
+async def test_raw_stream_of_every_completing_scenario(openai_client, name):
+    script = first_script(name)
+    events = await stream_events(openai_client, name)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.completed"
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == joined(script, "text")
+    reasoning = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
+    assert reasoning == joined(script, "reasoning")
+    arguments = [e.arguments for e in events if e.type == "response.function_call_arguments.done"]
+    assert arguments == [t.arguments for t in tool_calls(script)]
+    final = events[-1].response
+    assert final.status == "completed" and final.error is None and final.incomplete_details is None
+    assert final.output == [e.item for e in events if e.type == "response.output_item.done"]
+    check_response_matches(final, script)
+
+
+@pytest.mark.parametrize("name", COMPLETING)
+async def test_stream_helper_final_response_of_every_completing_scenario(openai_client, name):
+    script = first_script(name)
+    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header(name)) as stream:
+        snapshots = [event.snapshot async for event in stream if event.type == "response.output_text.delta"]
+        final = await stream.get_final_response()
+    check_response_matches(final, script)
+    if snapshots:
+        assert snapshots[-1] == joined(script, "text")
+
+
+async def test_stream_helper_parses_tool_arguments_for_strict_tools(openai_client):
+    tool = {**WEATHER_TOOL, "strict": True}
+    tool["parameters"] = {**tool["parameters"], "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city", "unit"], "additionalProperties": False}
+    async with openai_client.responses.stream(model=MODEL, input="Weather in Paris?", tools=[tool], extra_headers=header("weather-tool")) as stream:
+        argument_snapshots = [event.snapshot async for event in stream if event.type == "response.function_call_arguments.delta"]
+        final = await stream.get_final_response()
+    call = next(item for item in final.output if item.type == "function_call")
+    assert (call.name, call.call_id, call.parsed_arguments) == ("get_weather", "call_weather_1", {"city": "Paris", "unit": "celsius"})
+    assert argument_snapshots[-1] == call.arguments
+    assert final.tools[0].name == "get_weather"
+
+
+async def test_response_echoes_the_request(openai_client):
+    events = await stream_events(
+        openai_client, "hello", instructions="Be brief.", tools=[WEATHER_TOOL], tool_choice="required",
+        max_output_tokens=500, metadata={"run": "7"}, temperature=0.2, reasoning={"effort": "low"},
+    )
+    for response in (events[0].response, events[-1].response):
+        assert response.instructions == "Be brief."
+        assert [t.name for t in response.tools] == ["get_weather"]
+        assert (response.tool_choice, response.max_output_tokens, response.metadata) == ("required", 500, {"run": "7"})
+        assert (response.temperature, response.reasoning.effort, response.model) == (0.2, "low", MODEL)
+    assert len({e.response.id for e in events if hasattr(e, "response")}) == 1
+
+
+@pytest.mark.parametrize(
+    "prompt_input, scenario",
+    [
+        ("What is the weather?", "sunny"),
+        ([{"role": "user", "content": [{"type": "input_text", "text": "The weather in Paris?"}]}], "sunny"),
+        (
+            [
+                {"role": "user", "content": "What is the weather?"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Where?"}]},
+                {"type": "function_call_output", "call_id": "call_1", "output": "{}"},
+                {"role": "user", "content": "Never mind."},
+            ],
+            "hello",
+        ),
+    ],
+    ids=["string", "parts", "earlier-message"],
+)
+async def test_match_reads_the_last_user_message(openai_client, gateway, prompt_input, scenario):
+    gateway.add(sc.parse_text("match: {protocol: responses, prompt: weather}\nsteps: [{text: Sunny.}]", "test", "sunny"))
+    response = await openai_client.responses.create(model=MODEL, input=prompt_input)
+    assert gateway.journal.records[-1].scenario == scenario
+    assert response.output_text == ("Sunny." if scenario == "sunny" else "Hello! How can I help you today?")
+
+
+# ---------------------------------------------------------------- incomplete answers
+
+
+async def test_max_tokens_scenario_ends_incomplete(openai_client):
+    events = await stream_events(openai_client, "max-tokens")
+    final = events[-1]
+    assert final.type == "response.incomplete"
+    assert final.response.status == "incomplete"
+    assert final.response.incomplete_details.reason == "max_output_tokens"
+    message = final.response.output[-1]
+    assert (message.type, message.status) == ("message", "incomplete")
+    assert final.response.output_text == joined(first_script("max-tokens"), "text")
+    assert (final.response.usage.input_tokens, final.response.usage.output_tokens) == (12, 16)
+
+
+async def test_stream_helper_get_final_response_raises_when_incomplete(openai_client):
+    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("max-tokens")) as stream:
+        types = [event.type async for event in stream]
+        with pytest.raises(RuntimeError, match="response.completed"):
+            await stream.get_final_response()
+    assert types[-1] == "response.incomplete"
+
+
+async def test_request_max_output_tokens_cuts_the_answer(openai_client):
+    events = await stream_events(openai_client, "hello", max_output_tokens=2)
+    final = events[-1].response
+    assert (events[-1].type, final.incomplete_details.reason) == ("response.incomplete", "max_output_tokens")
+    assert final.output_text == "Hello! H"
+    assert (final.usage.output_tokens, final.max_output_tokens) == (2, 2)
+
+
+async def test_content_filter_finish_ends_incomplete(openai_client, gateway):
+    gateway.add(sc.parse_text("finish: content_filter\nsteps: [{text: 'I cannot'}]", "test", "filtered"))
+    events = await stream_events(openai_client, "filtered")
+    assert events[-1].type == "response.incomplete"
+    assert events[-1].response.incomplete_details.reason == "content_filter"
+    assert events[-1].response.output[0].status == "incomplete"
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("name", FAILING)
+async def test_failures_arrive_as_response_failed_with_their_code(openai_client, name):
+    code, message = expected_failure(first_script(name))
+    events = await stream_events(openai_client, name)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    failed = events[-1]
+    assert failed.type == "response.failed"
+    assert failed.response.status == "failed"
+    assert (failed.response.error.code, failed.response.error.message) == (code, message)
+    assert [e.type for e in events].count("response.failed") == 1
+    assert "error" not in [e.type for e in events]
+    assert failed.response.output_text == joined(first_script(name), "text")
+
+
+def test_every_fail_kind_is_covered_by_a_bundled_scenario():
+    kinds = {first_script(name).steps[-1].kind for name in FAILING if isinstance(first_script(name).steps[-1], sc.Fail)}
+    assert kinds == set(FAIL_CODES)
+    assert any(isinstance(first_script(name).steps[-1], sc.Stall) for name in FAILING)
+
+
+async def test_stream_helper_sees_response_failed(openai_client):
+    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("fail-rate-limit")) as stream:
+        events = [event async for event in stream]
+        with pytest.raises(RuntimeError, match="response.completed"):
+            await stream.get_final_response()
+    assert events[-1].type == "response.failed"
+    assert events[-1].response.error.code == "rate_limit_exceeded"
+
+
+async def test_an_interrupted_stream_is_not_retried_and_the_next_request_succeeds(retrying_client, gateway):
+    first = await stream_events(retrying_client, "interrupted-then-ok")
+    second = await stream_events(retrying_client, "interrupted-then-ok")
+    assert (first[-1].type, first[-1].response.error.code) == ("response.failed", "server_error")
+    assert second[-1].response.output_text == "Hello! How can I help you today?"
+    assert [r.scenario for r in gateway.journal.records] == ["interrupted-then-ok[1]", "interrupted-then-ok[2]->hello"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_http_errors_are_retried_then_succeed(retrying_client, gateway, stream):
+    if stream:
+        events = await stream_events(retrying_client, "flaky-then-ok")
+        response = events[-1].response
+    else:
+        response = await retrying_client.responses.create(model=MODEL, input="Hello", extra_headers=header("flaky-then-ok"))
+    assert response.output_text == "Hello! How can I help you today?"
+    assert [r.status for r in gateway.journal.records] == [429, 500, 200]
+    assert [r.headers.get("x-stainless-retry-count") for r in gateway.journal.records] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_disconnect_raises_a_connection_error(openai_client, stream):
+    with pytest.raises(openai.APIConnectionError):
+        if stream:
+            await stream_events(openai_client, "disconnect")
+        else:
+            await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("disconnect"))
+
+
+async def test_hang_runs_into_the_client_timeout(openai_client):
+    with pytest.raises(openai.APITimeoutError):
+        await stream_events(openai_client.with_options(timeout=0.5), "hang")
+
+
+async def test_malformed_frame_breaks_the_sdk_parser(openai_client):
+    with pytest.raises(json.JSONDecodeError):
+        await stream_events(openai_client, "malformed")
+
+
+# ---------------------------------------------------------------- keepalives
+
+
+@pytest.mark.parametrize("name", ["keepalive-demo", "stall", "reasoning-pause"])
+async def test_keepalives_never_reach_the_sdk(openai_client, base_url, name):
+    async with aiohttp.ClientSession() as session:
+        request = {"model": MODEL, "input": "Hello", "stream": True}
+        async with session.post(base_url + "/v1/responses", json=request, headers=header(name)) as raw:
+            frames = (await raw.text()).split("\n\n")
+    assert frames.count(": hopbase-keepalive") >= 3
+    events = await stream_events(openai_client, name)
+    assert len(events) == sum(frame.startswith("event: ") for frame in frames)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+# ---------------------------------------------------------------- answers that are not streamed
+
+
+@pytest.mark.parametrize("name", COMPLETING)
+async def test_whole_response_of_every_completing_scenario(openai_client, name):
+    response = await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header(name))
+    assert (response.object, response.status, response.model) == ("response", "completed", MODEL)
+    assert response.id.startswith("resp_")
+    check_response_matches(response, first_script(name))
+
+
+async def test_whole_response_when_cut_short(openai_client):
+    response = await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("max-tokens"))
+    assert (response.status, response.incomplete_details.reason, response.output[-1].status) == ("incomplete", "max_output_tokens", "incomplete")
+
+
+@pytest.mark.parametrize("name", [n for n in FAILING if isinstance(first_script(n).steps[-1], sc.Fail)])
+async def test_whole_response_failure_is_an_http_error(openai_client, name):
+    kind = first_script(name).steps[-1].kind
+    with pytest.raises(openai.APIStatusError) as caught:
+        await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header(name))
+    assert (caught.value.status_code, caught.value.code) == (FAIL_STATUSES[kind], FAIL_CODES[kind])
+
+
+async def test_bad_request_names_the_parameter(openai_client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        await openai_client.responses.create(model=MODEL, input="Hello", max_output_tokens=0)
+    assert (caught.value.param, caught.value.type) == ("max_output_tokens", "invalid_request_error")
