@@ -1,9 +1,11 @@
-"""The `fakehop` command: serve, validate, play, list, schema."""
+"""The `fakehop` command: serve, validate, play, list, schema, and queue, default, requests, reset
+to drive a running server."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -12,7 +14,9 @@ from . import __version__
 from .library import Library
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import ScenarioError, load_file, scenario_files
+from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, scenario_files
+from .journal import DEFAULT_CAPACITY, Journal, Record
+from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .server import DEFAULT_SCENARIO, Gateway, UnknownScenario, start, time_scale_from_env
 
 
@@ -21,6 +25,12 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1, got {text}")
+    return int(text)
 
 
 def add_library_options(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)")
     serve.add_argument("--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any")
     serve.add_argument("--admin-token", default=None, metavar="TOKEN", help="require this bearer token on /_fakehop/")
+    serve.add_argument("--journal-size", type=positive_int, default=DEFAULT_CAPACITY, metavar="N",
+                       help=f"keep the last N requests in the journal (default {DEFAULT_CAPACITY})")
+    serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
     serve.set_defaults(run=run_serve)
 
     validate = commands.add_parser("validate", help="check scenario files; exit 1 listing every error")
@@ -66,7 +79,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario format")
     schema.set_defaults(run=run_schema)
+    add_control_commands(commands)
     return parser
+
+
+def add_control_commands(commands) -> None:
+    """Commands that drive a running server through its control API."""
+    queue = commands.add_parser("queue", help="queue a scenario for the next requests that name none")
+    queue.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and queue")
+    queue.add_argument("--times", type=positive_int, default=1, metavar="N", help="for the next N such requests (default 1)")
+    add_server_options(queue)
+    queue.set_defaults(run=run_queue)
+
+    default = commands.add_parser("default", help="set the scenario for requests that name none and find the queue empty")
+    default.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and use")
+    add_server_options(default)
+    default.set_defaults(run=run_default)
+
+    requests = commands.add_parser("requests", help="print the request journal, one line a request")
+    requests.add_argument("--follow", "-f", action="store_true", help="keep printing requests as they finish")
+    requests.add_argument("--since", type=int, default=0, metavar="SEQ", help="only requests after this seq")
+    requests.add_argument("--json", action="store_true", help="print each whole record (with the request body) as JSON")
+    requests.add_argument("--interval", type=positive_float, default=0.5, metavar="SECONDS", help="how often --follow polls (default 0.5)")
+    add_server_options(requests)
+    requests.set_defaults(run=run_requests)
+
+    reset = commands.add_parser("reset", help="clear the queue, journal, sequence counters and added scenarios")
+    add_server_options(reset)
+    reset.set_defaults(run=run_reset)
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
+    parser.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN")
 
 
 def fail(message: str, code: int = 2) -> int:
@@ -77,7 +122,10 @@ def fail(message: str, code: int = 2) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     library = Library.load(args.scenarios)
     scale = args.time_scale or time_scale_from_env()
-    gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token)
+    gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
+                      journal=Journal(args.journal_size))
+    if not args.quiet:
+        gateway.journal.listeners.append(print_finished)
     if args.host in ("0.0.0.0", "::", "") and not (args.api_key or args.admin_token):
         print("fakehop: warning: listening on all interfaces with no --api-key or --admin-token; "
               "anyone who can reach this machine can drive it", file=sys.stderr)
@@ -88,12 +136,19 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_finished(record: Record) -> None:
+    try:
+        print(record.log_line(), flush=True)
+    except (OSError, ValueError):  # stdout was closed: the server goes on without its log
+        pass
+
+
 async def serve_until_stopped(gateway: Gateway, host: str, port: int) -> None:
     runner, url = await start(gateway, host, port)
     names = gateway.library.names()
     print(f"fakehop {__version__} listening on {url}", flush=True)
     print(f"  {len(names)} scenarios, default {gateway.default!r}, time scale {gateway.time_scale:g}; "
-          f"OpenAI base URL {url}/v1, Anthropic base URL {url}; Ctrl-C stops", flush=True)
+          f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
@@ -174,6 +229,64 @@ def run_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def scenario_name_for(client: ControlClient, target: str) -> str:
+    """A name as given; a .yaml/.yml file (or any path with a slash) is checked here, then added."""
+    path = Path(target)
+    if path.suffix not in SCENARIO_SUFFIXES and "/" not in target:
+        return target
+    try:
+        scenario = load_file(path)
+    except ScenarioError as exc:
+        count = len(exc.problems)
+        raise ControlFailed(f"{count} problem{'s' if count != 1 else ''} in {target}; nothing was sent", [str(p) for p in exc.problems]) from None
+    client.call("POST", "/scenarios", text=path.read_text(encoding="utf-8"), query={"name": path.stem})
+    return scenario.name
+
+
+def client_of(args: argparse.Namespace) -> ControlClient:
+    return ControlClient(args.url, args.admin_token)
+
+
+def run_queue(args: argparse.Namespace) -> int:
+    client = client_of(args)
+    name = scenario_name_for(client, args.scenario)
+    answer = client.call("POST", "/queue", {"scenario": name, "times": args.times})
+    requests = "the next request" if args.times == 1 else f"the next {args.times} requests"
+    print(f"queued {name} for {requests} that name no scenario; queue now: {runs(answer['queue'])}")
+    return 0
+
+
+def runs(names: list[str]) -> str:
+    """A queue written short: `stall x3, hello`."""
+    grouped = [(name, len(list(group))) for name, group in itertools.groupby(names)]
+    return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in grouped) or "(empty)"
+
+
+def run_default(args: argparse.Namespace) -> int:
+    client = client_of(args)
+    answer = client.call("PUT", "/default", {"scenario": scenario_name_for(client, args.scenario)})
+    print(f"default scenario: {answer['default']}")
+    return 0
+
+
+def run_requests(args: argparse.Namespace) -> int:
+    client = client_of(args)
+    show = (lambda record: json.dumps(record.as_json())) if args.json else Record.log_line
+    if args.follow:
+        records = client.follow(args.since, args.interval)
+    else:
+        records = (Record.from_json(data) for data in client.call("GET", "/requests", query={"since": args.since})["requests"])
+    for record in records:
+        print(show(record), flush=True)
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    answer = client_of(args).call("POST", "/reset")
+    print(f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -183,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; nothing was started", 1)
     except UnknownScenario as exc:
         return fail(str(exc))
+    except ControlFailed as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return fail(str(exc), 1)
     except OSError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:

@@ -1,14 +1,42 @@
-"""The control API under /_fakehop/: health, the request journal, reset."""
+"""The control API under /_fakehop/: change what the next requests get while the server runs,
+and see what they sent. JSON in, JSON out; every error is `{"error": message}` with a 4xx."""
 
 from __future__ import annotations
 
 import hmac
+import json
+import logging
+from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from . import __version__
+from .library import bundled_directory
+from .scenario import Scenario, ScenarioError, parse_document, parse_text
+from .yamlsource import LineDict, LineList
+
+log = logging.getLogger("fakehop")
 
 PREFIX = "/_fakehop"
+SCENARIOS_SOURCE = f"<POST {PREFIX}/scenarios>"
+QUEUE_SOURCE = f"<POST {PREFIX}/queue>"
+DEFAULT_SOURCE = f"<PUT {PREFIX}/default>"
+MAX_TIMES = 10_000
+ROUTES = (
+    "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
+    "PUT /default", "GET /requests", "DELETE /requests", "POST /reset",
+)
+
+
+class ControlError(Exception):
+    """A control call that cannot be done: answered as `{"error": message, **details}`."""
+
+    def __init__(self, message: str, status: int = 400, **details: Any):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.details = details
 
 
 def gateway_of(request: web.Request):
@@ -17,15 +45,140 @@ def gateway_of(request: web.Request):
     return request.app[GATEWAY_KEY]
 
 
+def error_response(status: int, message: str, **details: Any) -> web.Response:
+    return web.json_response({"error": message, **details}, status=status)
+
+
+def is_control(request: web.Request) -> bool:
+    return request.path.startswith(PREFIX + "/")
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler):
+    """Every failure of a control call, aiohttp's own 404/405/413 included, as a JSON error."""
+    if not is_control(request):
+        return await handler(request)
+    try:
+        return await handler(request)
+    except ControlError as exc:
+        return error_response(exc.status, exc.message, **exc.details)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        messages = {
+            404: f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}",
+            405: f"{request.method} is not allowed on {request.path}",
+        }
+        headers = {k: v for k, v in exc.headers.items() if k == "Allow"}
+        response = error_response(exc.status, messages.get(exc.status, exc.reason))
+        response.headers.update(headers)
+        return response
+    except Exception:
+        log.exception("control call %s %s failed", request.method, request.path)
+        return error_response(500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details")
+
+
 @web.middleware
 async def admin_token_required(request: web.Request, handler):
     """With --admin-token, every control call needs `Authorization: Bearer TOKEN`."""
     token = gateway_of(request).admin_token
-    if token is not None and request.path.startswith(PREFIX + "/"):
+    if token is not None and is_control(request):
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), token.encode()):
-            return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"}, status=401)
+            return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
+                                     status=401, headers={"WWW-Authenticate": "Bearer"})
     return await handler(request)
+
+
+# ---------------------------------------------------------------- reading requests
+
+
+async def body_text(request: web.Request) -> str:
+    try:
+        return (await request.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ControlError("the body is not UTF-8 text") from None
+
+
+async def json_object(request: web.Request, example: str, keys: tuple[str, ...]) -> dict:
+    """The body as a JSON object holding only `keys`."""
+    try:
+        body = json.loads(await body_text(request))
+    except ValueError as exc:
+        raise ControlError(f"the body is not valid JSON ({exc}); send an object such as {example}") from None
+    if not isinstance(body, dict):
+        raise ControlError(f"the body must be a JSON object such as {example}")
+    unknown = sorted(set(body) - set(keys))
+    if unknown:
+        raise ControlError(f"unknown key {unknown[0]!r}; the keys are: {', '.join(keys)}")
+    return body
+
+
+def whole_number(text: str, name: str, low: int) -> int:
+    """A query parameter that must be a whole number of at least `low`."""
+    if not (text.isascii() and text.isdigit()) or int(text) < low:
+        raise ControlError(f"{name}: expected a whole number from {low}, got {text!r}")
+    return int(text)
+
+
+def times_of(body: dict) -> int:
+    times = body.get("times", 1)
+    if isinstance(times, bool) or not isinstance(times, int) or not 1 <= times <= MAX_TIMES:
+        raise ControlError(f"times: expected a whole number from 1 to {MAX_TIMES}, got {json.dumps(times)}")
+    return times
+
+
+def with_lines(value: Any) -> Any:
+    """JSON values as the loader's LineDict/LineList (with no line numbers), for parse_document."""
+    if isinstance(value, dict):
+        return LineDict({key: with_lines(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return LineList(with_lines(item) for item in value)
+    return value
+
+
+def scenario_problems(exc: ScenarioError) -> ControlError:
+    count = len(exc.problems)
+    return ControlError(f"{count} problem{'s' if count != 1 else ''} in the scenario; nothing was changed",
+                        problems=[str(problem) for problem in exc.problems])
+
+
+def add_scenario(gateway, scenario: Scenario) -> None:
+    try:
+        gateway.add(scenario)
+    except ScenarioError as exc:
+        raise scenario_problems(exc) from None
+
+
+def free_inline_name(gateway) -> str:
+    number = 1
+    while f"inline-{number}" in gateway.library:
+        number += 1
+    return f"inline-{number}"
+
+
+def scenario_named_by(gateway, body: dict, source: str) -> str:
+    """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
+    from .server import UnknownScenario
+
+    given = body.get("scenario")
+    if isinstance(given, str):
+        try:
+            gateway.check_name(given)
+        except UnknownScenario as exc:
+            raise ControlError(str(exc), known=exc.known) from None
+        return given
+    if isinstance(given, dict):
+        try:
+            scenario = parse_document(with_lines(given), source, free_inline_name(gateway))
+        except ScenarioError as exc:
+            raise scenario_problems(exc) from None
+        add_scenario(gateway, scenario)
+        return scenario.name
+    raise ControlError('scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}')
+
+
+# ---------------------------------------------------------------- health and scenarios
 
 
 async def health(request: web.Request) -> web.Response:
@@ -33,22 +186,134 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "version": __version__, "scenarios": len(gateway.library.names()), "default": gateway.default, "time_scale": gateway.time_scale})
 
 
-async def list_requests(request: web.Request) -> web.Response:
+def origin_of(gateway, scenario: Scenario) -> str:
+    """Where a scenario came from: "bundled", the directory of its file, or "api" when added by a call."""
+    if gateway.base_library.scenarios.get(scenario.name) is not scenario:
+        return "api"
+    directory = Path(scenario.source).parent
+    return "bundled" if directory == bundled_directory() else str(directory)
+
+
+def kind_of(scenario: Scenario) -> str:
+    if scenario.is_sequence:
+        return "sequence"
+    return "http_error" if scenario.entries[0].script.http_error is not None else "steps"
+
+
+def summary(gateway, scenario: Scenario) -> dict:
+    return {"name": scenario.name, "description": scenario.description, "kind": kind_of(scenario),
+            "origin": origin_of(gateway, scenario), "source": scenario.source}
+
+
+async def list_scenarios(request: web.Request) -> web.Response:
+    gateway = gateway_of(request)
+    scenarios = [summary(gateway, gateway.library[name]) for name in gateway.library.names()]
+    return web.json_response({"default": gateway.default, "scenarios": scenarios})
+
+
+async def add_scenario_call(request: web.Request) -> web.Response:
+    """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not."""
+    gateway = gateway_of(request)
+    unknown = sorted(set(request.query) - {"name"})
+    if unknown:
+        raise ControlError(f"unknown query parameter {unknown[0]!r}; the only one is name")
+    default_name = request.query.get("name")
+    text = await body_text(request)
     try:
-        since = int(request.query.get("since", "0"))
-    except ValueError:
-        return web.json_response({"error": "since: expected a whole number (a request's seq)"}, status=400)
+        scenario = parse_scenario_body(text, request.content_type, default_name)
+    except ScenarioError as exc:
+        raise scenario_problems(exc) from None
+    replaced = scenario.name in gateway.library
+    add_scenario(gateway, scenario)
+    return web.json_response({"scenario": summary(gateway, scenario), "replaced": replaced}, status=200 if replaced else 201)
+
+
+def parse_scenario_body(text: str, content_type: str, default_name: str | None) -> Scenario:
+    """A JSON body (by its Content-Type) is read as JSON; any other as YAML, whose errors carry lines."""
+    if content_type == "application/json" or content_type.endswith("+json"):
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise ControlError(f"the body is not valid JSON ({exc})") from None
+        return parse_document(with_lines(document), SCENARIOS_SOURCE, default_name)
+    return parse_text(text, SCENARIOS_SOURCE, default_name)
+
+
+# ---------------------------------------------------------------- queue and default
+
+
+QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
+
+
+def queue_json(gateway) -> dict:
+    return {"queue": list(gateway.queue)}
+
+
+async def queue_scenario(request: web.Request) -> web.Response:
+    gateway = gateway_of(request)
+    body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
+    times = times_of(body)
+    name = scenario_named_by(gateway, body, QUEUE_SOURCE)
+    gateway.queue.extend([name] * times)
+    return web.json_response({"queued": name, "times": times, **queue_json(gateway)})
+
+
+async def show_queue(request: web.Request) -> web.Response:
+    return web.json_response(queue_json(gateway_of(request)))
+
+
+async def clear_queue(request: web.Request) -> web.Response:
+    gateway = gateway_of(request)
+    removed = len(gateway.queue)
+    gateway.queue.clear()
+    return web.json_response({"removed": removed, **queue_json(gateway)})
+
+
+async def set_default(request: web.Request) -> web.Response:
+    gateway = gateway_of(request)
+    body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
+    gateway.default = scenario_named_by(gateway, body, DEFAULT_SOURCE)
+    return web.json_response({"default": gateway.default})
+
+
+# ---------------------------------------------------------------- journal and reset
+
+
+async def list_requests(request: web.Request) -> web.Response:
+    """The journal after `since`, oldest first, at most `limit`; `next_since` is the next call's `since`."""
+    unknown = sorted(set(request.query) - {"since", "limit"})
+    if unknown:
+        raise ControlError(f"unknown query parameter {unknown[0]!r}; the parameters are since and limit")
+    since = whole_number(request.query.get("since", "0"), "since", 0)
     records = gateway_of(request).journal.since(since)
-    return web.json_response({"requests": [r.as_json() for r in records]})
+    limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else len(records)
+    page = records[:limit]
+    next_since = page[-1].seq if page else since
+    return web.json_response({"requests": [r.as_json() for r in page], "next_since": next_since, "more": len(records) > limit})
+
+
+async def clear_requests(request: web.Request) -> web.Response:
+    journal = gateway_of(request).journal
+    removed = len(journal.records)
+    journal.clear()
+    return web.json_response({"removed": removed})
 
 
 async def reset(request: web.Request) -> web.Response:
-    gateway_of(request).reset()
-    return web.json_response({"status": "reset"})
+    gateway = gateway_of(request)
+    gateway.reset()
+    return web.json_response({"status": "reset", "default": gateway.default})
 
 
 def add_routes(app: web.Application) -> None:
-    app.middlewares.append(admin_token_required)
+    app.middlewares.extend([errors_as_json, admin_token_required])
     app.router.add_get(PREFIX + "/health", health)
+    app.router.add_get(PREFIX + "/scenarios", list_scenarios)
+    app.router.add_post(PREFIX + "/scenarios", add_scenario_call)
+    app.router.add_get(PREFIX + "/queue", show_queue)
+    app.router.add_post(PREFIX + "/queue", queue_scenario)
+    app.router.add_delete(PREFIX + "/queue", clear_queue)
+    app.router.add_put(PREFIX + "/default", set_default)
     app.router.add_get(PREFIX + "/requests", list_requests)
+    app.router.add_delete(PREFIX + "/requests", clear_requests)
     app.router.add_post(PREFIX + "/reset", reset)

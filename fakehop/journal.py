@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 DEFAULT_CAPACITY = 1000
@@ -17,6 +17,7 @@ DISCONNECTED = "disconnected"  # the scenario closed the connection
 CLIENT_DISCONNECTED = "client_disconnected"  # the client went away first
 REJECTED = "rejected"  # a bad request, answered with a 4xx
 IN_PROGRESS = "in_progress"
+MAX_ERROR_IN_LINE = 160
 
 @dataclass
 class Record:
@@ -49,6 +50,23 @@ class Record:
         data = asdict(self)
         data.pop("_started")
         return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Record":
+        """A record read back from the control API (keys this version does not know are left out)."""
+        known = {f.name for f in fields(cls) if f.init and not f.name.startswith("_")}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def log_line(self) -> str:
+        """One readable line: when, what was asked, the scenario it got, and how it ended."""
+        clock = time.strftime("%H:%M:%S", time.localtime(self.started_at)) + f".{int(self.started_at * 1000) % 1000:03d}"
+        duration = "-" if self.duration is None else f"{self.duration:.3f}s"
+        line = (f"{clock} #{self.seq:<4} {self.method:<4} {self.path:<22} {self.protocol or '-':<9} "
+                f"{self.scenario or '-':<18} {self.status or '-':>3} {self.end:<19} {self.events:>4} events {duration:>8}")
+        if self.error:
+            error = " ".join(self.error.split())
+            line += "  " + (error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…")
+        return line
 
 
 class Journal:

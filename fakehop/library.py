@@ -102,6 +102,10 @@ class SequenceCounters:
     def clear(self) -> None:
         self._counts.clear()
 
+    def forget(self, name: str) -> None:
+        """Start `name` again from its first entry (after it was replaced)."""
+        self._counts.pop(name, None)
+
     def next_script(self, library: Library, name: str) -> tuple[str, Script]:
         """The script the next request for `name` plays, and the label the journal records."""
         count = self._counts.get(name, 0) + 1

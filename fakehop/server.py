@@ -77,8 +77,9 @@ class Gateway:
         self.default = self.base_default
 
     def add(self, scenario: Scenario) -> None:
-        """Add or replace a scenario (ScenarioError if its `use` does not resolve)."""
+        """Add or replace a scenario (ScenarioError if its `use` does not resolve); a replaced one starts over."""
         self.library = self.library.with_scenario(scenario)
+        self.counters.forget(scenario.name)
 
     def select(self, protocol: str, request: ParsedRequest, header: str | None) -> str:
         """The scenario a request gets: header, then queue, then `match`, then the default."""

@@ -1,0 +1,93 @@
+"""A client for a running server's control API, on the standard library's urllib."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterator
+
+from .control import PREFIX
+from .journal import IN_PROGRESS, Record
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TIMEOUT = 10.0
+
+
+def default_url() -> str:
+    return os.environ.get("FAKEHOP_URL") or DEFAULT_URL
+
+
+def default_admin_token() -> str | None:
+    return os.environ.get("FAKEHOP_ADMIN_TOKEN") or None
+
+
+class ControlFailed(Exception):
+    """The server could not be reached, or refused the call; str() is one readable line."""
+
+    def __init__(self, message: str, problems: list[str] = ()):
+        super().__init__(message)
+        self.problems = list(problems)
+
+
+class ControlClient:
+    def __init__(self, url: str, admin_token: str | None = None, timeout: float = TIMEOUT):
+        if not url.startswith(("http://", "https://")):
+            raise ControlFailed(f"the server URL must look like {DEFAULT_URL}, got {url!r}")
+        self.url = url.rstrip("/")
+        self.admin_token = admin_token
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, payload: Any = None, *, text: str | None = None, query: dict | None = None) -> dict:
+        """One control call: `payload` goes as JSON, `text` as YAML; returns the JSON answer."""
+        address = f"{self.url}{PREFIX}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        headers = {"Accept": "application/json"}
+        data = None
+        if payload is not None:
+            data, headers["Content-Type"] = json.dumps(payload).encode(), "application/json"
+        elif text is not None:
+            data, headers["Content-Type"] = text.encode(), "application/yaml"
+        if self.admin_token:
+            headers["Authorization"] = f"Bearer {self.admin_token}"
+        request = urllib.request.Request(address, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return self.answer_of(response.status, response.read())
+        except urllib.error.HTTPError as exc:
+            return self.answer_of(exc.code, exc.read())
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            reason = getattr(reason, "strerror", None) or reason
+            raise ControlFailed(f"cannot reach a fakehop server at {self.url} ({reason}); start one with `fakehop serve` or pass --url") from None
+
+    def answer_of(self, status: int, raw: bytes) -> dict:
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise ControlFailed(f"{self.url} answered HTTP {status} without fakehop's JSON; is it a fakehop server?")
+        if status >= 400:
+            raise ControlFailed(f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []))
+        return answer
+
+    def follow(self, since: int, interval: float) -> Iterator[Record]:
+        """Each request once it has finished, polling forever from after `since`.
+
+        Polling resumes just before the oldest request still in progress, so one that finishes
+        after later ones is still seen; `shown` keeps the finished ones from repeating."""
+        shown: set[int] = set()
+        while True:
+            page = [Record.from_json(data) for data in self.call("GET", "/requests", query={"since": since})["requests"]]
+            for record in page:
+                if record.end != IN_PROGRESS and record.seq not in shown:
+                    shown.add(record.seq)
+                    yield record
+            in_progress = [record.seq for record in page if record.end == IN_PROGRESS]
+            since = min(in_progress) - 1 if in_progress else max((record.seq for record in page), default=since)
+            shown = {seq for seq in shown if seq > since}
+            time.sleep(interval)
