@@ -251,8 +251,8 @@ def run_queue(args: argparse.Namespace) -> int:
     client = client_of(args)
     name = scenario_name_for(client, args.scenario)
     answer = client.call("POST", "/queue", {"scenario": name, "times": args.times})
-    requests = "the next request" if args.times == 1 else f"the next {args.times} requests"
-    print(f"queued {name} for {requests} that name no scenario; queue now: {runs(answer['queue'])}")
+    requests = "the next request that names" if args.times == 1 else f"the next {args.times} requests that name"
+    print(f"queued {name} for {requests} no scenario; queue now: {runs(answer['queue'])}")
     return 0
 
 
