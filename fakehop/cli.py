@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .journal import DEFAULT_CAPACITY, Journal, Record
 from .library import Library
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
 from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, scenario_files
-from .journal import DEFAULT_CAPACITY, Journal, Record
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .server import DEFAULT_SCENARIO, Gateway, UnknownScenario, start, time_scale_from_env
 

@@ -69,9 +69,9 @@ async def errors_as_json(request: web.Request, handler):
             404: f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}",
             405: f"{request.method} is not allowed on {request.path}",
         }
-        headers = {k: v for k, v in exc.headers.items() if k == "Allow"}
         response = error_response(exc.status, messages.get(exc.status, exc.reason))
-        response.headers.update(headers)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
         return response
     except Exception:
         log.exception("control call %s %s failed", request.method, request.path)
