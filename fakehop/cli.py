@@ -7,17 +7,18 @@ import argparse
 import asyncio
 import itertools
 import json
+import signal
 import sys
 from pathlib import Path
 
 from . import __version__
 from .journal import DEFAULT_CAPACITY, Journal, Record
-from .library import Library
+from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, scenario_files
+from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
-from .server import DEFAULT_SCENARIO, Gateway, UnknownScenario, start, time_scale_from_env
+from .player import time_scale_from_env
 
 
 def positive_float(text: str) -> float:
@@ -120,6 +121,8 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from .server import Gateway
+
     library = Library.load(args.scenarios)
     scale = args.time_scale or time_scale_from_env()
     gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
@@ -143,14 +146,20 @@ def print_finished(record: Record) -> None:
         pass
 
 
-async def serve_until_stopped(gateway: Gateway, host: str, port: int) -> None:
+async def serve_until_stopped(gateway, host: str, port: int) -> None:
+    from .server import start
+
     runner, url = await start(gateway, host, port)
     names = gateway.library.names()
     print(f"fakehop {__version__} listening on {url}", flush=True)
     print(f"  {len(names)} scenarios, default {gateway.default!r}, time scale {gateway.time_scale:g}; "
           f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signal_number, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         await runner.cleanup()
 

@@ -11,14 +11,14 @@ from typing import Any
 
 from aiohttp import web
 
-from . import __version__
+from . import CONTROL_PREFIX, __version__
 from .library import bundled_directory
 from .scenario import Scenario, ScenarioError, parse_document, parse_text
 from .yamlsource import LineDict, LineList
 
 log = logging.getLogger("fakehop")
 
-PREFIX = "/_fakehop"
+PREFIX = CONTROL_PREFIX
 SCENARIOS_SOURCE = f"<POST {PREFIX}/scenarios>"
 QUEUE_SOURCE = f"<POST {PREFIX}/queue>"
 DEFAULT_SOURCE = f"<PUT {PREFIX}/default>"
@@ -159,7 +159,7 @@ def free_inline_name(gateway) -> str:
 
 def scenario_named_by(gateway, body: dict, source: str) -> str:
     """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
-    from .server import UnknownScenario
+    from .library import UnknownScenario
 
     given = body.get("scenario")
     if isinstance(given, str):

@@ -9,6 +9,16 @@ from typing import Iterable, Mapping
 from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
 
 
+DEFAULT_SCENARIO = "hello"
+
+
+class UnknownScenario(LookupError):
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(f"Unknown scenario {name!r}. Known scenarios: {', '.join(known)}")
+        self.name = name
+        self.known = known
+
+
 def bundled_directory() -> Path:
     """The bundled scenarios: inside the installed package, or beside it in a checkout."""
     packaged = Path(__file__).parent / "scenarios"

@@ -9,6 +9,7 @@ happenings in batches as they fall due; offsets are absolute, so pauses never dr
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from typing import AsyncIterator, Iterator, Protocol, Union
 
@@ -118,6 +119,12 @@ class PlayRequest:
 
     input_tokens: int = 0
     max_output_tokens: int | None = None
+
+
+def time_scale_from_env(default: float = 1.0) -> float:
+    """FAKEHOP_TIME_SCALE, or `default` when it is not set."""
+    value = os.environ.get("FAKEHOP_TIME_SCALE")
+    return float(value) if value else default
 
 
 def estimate_tokens(chars: int) -> int:

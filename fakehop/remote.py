@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Iterator
 
-from .control import PREFIX
+from . import CONTROL_PREFIX as PREFIX
 from .journal import IN_PROGRESS, Record
 
 DEFAULT_URL = "http://127.0.0.1:8080"

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from . import journal as jr
 from . import player
-from .library import Library, SequenceCounters
+from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, whole_answer
@@ -26,24 +26,11 @@ from .scenario import Scenario, Script
 log = logging.getLogger("fakehop")
 
 SCENARIO_HEADER = "X-Fakehop-Scenario"
-DEFAULT_SCENARIO = "hello"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 MAX_BODY_BYTES = 32 * 1024 * 1024
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def time_scale_from_env(default: float = 1.0) -> float:
-    value = os.environ.get("FAKEHOP_TIME_SCALE")
-    return float(value) if value else default
-
-
-class UnknownScenario(LookupError):
-    def __init__(self, name: str, known: list[str]):
-        super().__init__(f"Unknown scenario {name!r}. Known scenarios: {', '.join(known)}")
-        self.name = name
-        self.known = known
 
 
 @dataclass
