@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -69,8 +70,10 @@ def test_serve_prints_its_url_and_answers(tmp_path: Path):
             answer = json.load(response)
         assert answer["choices"][0]["message"]["content"] == "from my dir"
     finally:
-        server.terminate()
+        server.send_signal(signal.SIGINT)
         server.wait(timeout=10)
+    assert server.returncode == 0
+    assert "Traceback" not in server.stderr.read()
 
 
 def test_unknown_default_is_refused():
