@@ -343,3 +343,15 @@ async def test_system_thinking_and_tool_choice_are_accepted(anthropic_client):
         extra_headers={"anthropic-version": "2099-01-01"},
     )
     assert message.content[0].text == "Hello! How can I help you today?"
+
+
+@pytest.mark.parametrize(("method", "path", "status", "error_type"), [
+    ("GET", "/v1/messages", 405, "invalid_request_error"),
+    ("POST", "/v1/messages/nope", 404, "not_found_error"),
+])
+async def test_unknown_routes_answer_anthropic_clients_in_their_shape(base_url, method, path, status, error_type):
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, base_url + path, headers={"anthropic-version": "2023-06-01"}) as response:
+            answer = await response.json()
+    assert response.status == status
+    assert answer["type"] == "error" and answer["error"]["type"] == error_type
