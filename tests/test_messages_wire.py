@@ -132,3 +132,13 @@ def test_templated_delta_equals_the_whole_event_encoded(kind, delta_type, key, t
     encoder.encode(player.BlockStart(kind, 3, "f", "call_1"))
     whole = event_frame("content_block_delta", {"type": "content_block_delta", "index": 3, "delta": {"type": delta_type, key: text}})
     assert encoder.encode(player.Delta(text)) == whole
+
+
+def test_streamed_and_whole_answers_share_ids_for_one_seed():
+    out = bytearray()
+    asyncio.run(render(LIBRARY, "think-then-tool", "messages", dict(messages.EXAMPLE_REQUEST, stream=False), write=out.extend))
+    whole = json.loads(out)
+    events = events_of(streamed("think-then-tool"))
+    assert whole["id"] == events[0]["message"]["id"]
+    assert whole["content"][0]["signature"] == next(e["delta"]["signature"] for e in events if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta")
+    assert whole["content"][2]["id"] == next(e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["index"] == 2)

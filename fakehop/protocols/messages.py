@@ -45,6 +45,7 @@ FAIL_TYPES = {
     "overloaded": "overloaded_error",
     "interrupted": "api_error",
 }
+FAIL_STATUSES = {**FAIL_STATUS, "overloaded": 529}
 SIGNATURE_BYTES = 96
 PING_FRAME = event_frame("ping", {"type": "ping"})
 MESSAGE_STOP_FRAME = event_frame("message_stop", {"type": "message_stop"})
@@ -123,7 +124,7 @@ def error_body(status: int, message: str, request_id: str | None = None, param: 
 
 def failure_response(kind: str, message: str, request_id: str | None = None) -> tuple[int, dict]:
     """Status and body of a non-streamed `fail` (overloaded is Anthropic's 529)."""
-    status = FAIL_STATUS.get(kind, 529)
+    status = FAIL_STATUSES[kind]
     return status, anthropic_error_body(status, message, request_id, FAIL_TYPES[kind])
 
 
@@ -269,7 +270,11 @@ def content_block(meta: Meta, block: p.Block) -> dict:
 
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
-    """The non-streaming message object for a stream that finished."""
+    """The non-streaming message object for a stream that finished.
+
+    Ids and signatures are drawn from the rng in the stream's order, so one seed gives the
+    same ones streamed or not.
+    """
     finish: p.Finish = outcome.ending
     msg_id = message_id(meta)
     content = [content_block(meta, block) for block in outcome.blocks]
