@@ -50,3 +50,10 @@ def openai_client(base_url):
     import openai
 
     return openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+
+
+@pytest.fixture
+def anthropic_client(base_url):
+    import anthropic
+
+    return anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=0)

@@ -6,7 +6,7 @@ answer; error_body(status, message, request_id, ...) -> dict; failure_response(k
 message, request_id) -> (status, body), a `fail` in a non-streamed answer.
 """
 
-from . import chat, responses
+from . import chat, messages, responses
 
-PROTOCOLS = {module.NAME: module for module in (chat, responses)}
+PROTOCOLS = {module.NAME: module for module in (chat, responses, messages)}
 BY_PATH = {module.PATH: module for module in PROTOCOLS.values()}

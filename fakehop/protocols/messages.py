@@ -1,0 +1,282 @@
+"""Anthropic Messages: `POST /v1/messages`.
+
+Stream: `event: <type>` + `data: <json>` frames, no terminator. `message_start` (empty
+`content`, output_tokens 1), then per block `content_block_start` / `content_block_delta`s /
+`content_block_stop` with a `ping` after the first block's start, then `message_delta`
+(stop_reason, cumulative usage) and `message_stop`. Reasoning is a `thinking` block that
+ends with one `signature_delta`; tool calls are `tool_use` blocks fed by `input_json_delta`s.
+A `fail` is one `event: error`, after which the stream simply ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from .. import player as p
+from .common import (
+    FAIL_STATUS,
+    KEEPALIVE_FRAME,
+    BadRequest,
+    Meta,
+    ParsedRequest,
+    Template,
+    anthropic_error_body,
+    content_text,
+    event_frame,
+)
+from ..player import PlayRequest, estimate_tokens
+
+NAME = "messages"
+PATH = "/v1/messages"
+EXAMPLE_REQUEST = {
+    "model": "claude-sonnet-5",
+    "max_tokens": 1024,
+    "messages": [{"role": "user", "content": "Hello"}],
+    "stream": True,
+}
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
+FAIL_TYPES = {
+    "rate_limit": "rate_limit_error",
+    "server_error": "api_error",
+    "invalid_prompt": "invalid_request_error",
+    "overloaded": "overloaded_error",
+    "interrupted": "api_error",
+}
+FAIL_STATUSES = {**FAIL_STATUS, "overloaded": 529}
+SIGNATURE_BYTES = 96
+PING_FRAME = event_frame("ping", {"type": "ping"})
+MESSAGE_STOP_FRAME = event_frame("message_stop", {"type": "message_stop"})
+
+
+# ---------------------------------------------------------------- the request
+
+
+def checked_field(body: dict, key: str, kinds: tuple, what: str, required: bool = False) -> Any:
+    """body[key] if it has one of `kinds`; BadRequest in Anthropic's wording otherwise."""
+    if body.get(key) is None:
+        if required:
+            raise BadRequest(f"{key}: Field required", param=key)
+        return None
+    value = body[key]
+    wrong_boolean = isinstance(value, bool) and bool not in kinds
+    if wrong_boolean or not isinstance(value, kinds):
+        raise BadRequest(f"{key}: Input should be {what}", param=key)
+    return value
+
+
+def check_messages(messages: list) -> None:
+    if not messages:
+        raise BadRequest("messages: at least one message is required", param="messages")
+    for number, message in enumerate(messages):
+        where = f"messages.{number}"
+        if not isinstance(message, dict):
+            raise BadRequest(f"{where}: Input should be a valid dictionary", param=where)
+        if message.get("role") not in ("user", "assistant"):
+            raise BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
+        if "content" not in message:
+            raise BadRequest(f"{where}.content: Field required", param=f"{where}.content")
+        if not isinstance(message["content"], (str, list)):
+            raise BadRequest(f"{where}.content: Input should be a valid string or a list of content blocks", param=f"{where}.content")
+
+
+def system_text(system: Any) -> str:
+    """The text of `system`: a string, or a list of text blocks."""
+    if system is None or isinstance(system, str):
+        return system or ""
+    if isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system):
+        return "".join(block["text"] for block in system)
+    raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
+
+
+def parse(body: dict) -> ParsedRequest:
+    model = checked_field(body, "model", (str,), "a valid string", required=True)
+    max_tokens = checked_field(body, "max_tokens", (int,), "a valid integer", required=True)
+    if max_tokens < 1:
+        raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
+    messages = checked_field(body, "messages", (list,), "a valid list", required=True)
+    check_messages(messages)
+    stream = bool(checked_field(body, "stream", (bool,), "a valid boolean"))
+    system = system_text(body.get("system"))
+    checked_field(body, "thinking", (dict,), "a valid dictionary")
+    checked_field(body, "tools", (list,), "a valid list")
+    checked_field(body, "tool_choice", (dict,), "a valid dictionary")
+    texts = [content_text(m["content"]) for m in messages]
+    prompt = next((text for m, text in zip(reversed(messages), reversed(texts)) if m["role"] == "user"), "")
+    input_tokens = estimate_tokens(len(system) + sum(len(t) for t in texts)) + 3 * len(messages)
+    return ParsedRequest(
+        model=model,
+        stream=stream,
+        prompt=prompt,
+        play=PlayRequest(input_tokens=input_tokens, max_output_tokens=max_tokens),
+    )
+
+
+# ---------------------------------------------------------------- errors
+
+
+def error_body(status: int, message: str, request_id: str | None = None, param: str | None = None, code: str | None = None) -> dict:
+    """Anthropic's error body; `param` and `code` have no place in it."""
+    return anthropic_error_body(status, message, request_id)
+
+
+def failure_response(kind: str, message: str, request_id: str | None = None) -> tuple[int, dict]:
+    """Status and body of a non-streamed `fail` (overloaded is Anthropic's 529)."""
+    status = FAIL_STATUSES[kind]
+    return status, anthropic_error_body(status, message, request_id, FAIL_TYPES[kind])
+
+
+# ---------------------------------------------------------------- shared by stream and whole
+
+
+def message_id(meta: Meta) -> str:
+    return meta.new_id("msg_01", 22)
+
+
+def tool_use_id(meta: Meta, call_id: str | None) -> str:
+    return call_id or meta.new_id("toolu_01", 22)
+
+
+def signature(meta: Meta) -> str:
+    """A thinking block's signature: opaque base64, as the real one is, drawn from the meta's rng."""
+    return base64.b64encode(meta.rng.randbytes(SIGNATURE_BYTES)).decode()
+
+
+def usage_object(input_tokens: int, output_tokens: int) -> dict:
+    return {
+        "input_tokens": input_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": output_tokens,
+        "service_tier": "standard",
+    }
+
+
+def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | None, usage: dict) -> dict:
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "model": meta.model,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+# ---------------------------------------------------------------- the stream
+
+
+class StreamEncoder:
+    """Turns happenings into Anthropic Messages SSE bytes, one answer's worth."""
+
+    def __init__(self, meta: Meta, request: ParsedRequest):
+        self.meta = meta
+        self.message_id = message_id(meta)
+        self.block_kind: str | None = None
+        self.block_index = 0
+        self.delta_template: Template | None = None
+        self.pinged = False
+        self.handlers = {
+            p.Start: self.start,
+            p.BlockStart: self.block_start,
+            p.Delta: self.delta,
+            p.BlockEnd: self.block_end,
+            p.Keepalive: lambda h: KEEPALIVE_FRAME,
+            p.RawBytes: lambda h: h.data,
+            p.Failure: self.failure,
+            p.Finish: self.finish,
+            p.Disconnect: self.nothing,
+            p.Hang: self.nothing,
+        }
+
+    def encode(self, happening: p.Happening) -> bytes:
+        return self.handlers[type(happening)](happening)
+
+    def nothing(self, happening: p.Happening) -> bytes:
+        return b""
+
+    def start(self, start: p.Start) -> bytes:
+        message = message_object(self.meta, self.message_id, [], None, usage_object(start.input_tokens, 1))
+        return event_frame("message_start", {"type": "message_start", "message": message})
+
+    def block_start(self, start: p.BlockStart) -> bytes:
+        self.block_kind, self.block_index = start.kind, start.index
+        if start.kind == "reasoning":
+            block, delta = {"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": Template.SLOT}
+        elif start.kind == "tool_call":
+            block = {"type": "tool_use", "id": tool_use_id(self.meta, start.call_id), "name": start.name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
+        else:
+            block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": Template.SLOT}
+        self.delta_template = Template(self.block_event("content_block_delta", delta=delta))
+        frame = self.block_event("content_block_start", content_block=block)
+        if self.pinged:
+            return frame
+        self.pinged = True
+        return frame + PING_FRAME
+
+    def block_event(self, kind: str, **fields: Any) -> bytes:
+        return event_frame(kind, {"type": kind, "index": self.block_index, **fields})
+
+    def delta(self, delta: p.Delta) -> bytes:
+        return self.delta_template.fill(delta.text)
+
+    def block_end(self, end: p.BlockEnd) -> bytes:
+        stop = self.block_event("content_block_stop")
+        if self.block_kind != "reasoning":
+            return stop
+        return self.block_event("content_block_delta", delta={"type": "signature_delta", "signature": signature(self.meta)}) + stop
+
+    def failure(self, failure: p.Failure) -> bytes:
+        return event_frame("error", {"type": "error", "error": {"type": FAIL_TYPES[failure.kind], "message": failure.message}})
+
+    def finish(self, finish: p.Finish) -> bytes:
+        usage = finish.usage
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": None},
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": usage.output_tokens,
+            },
+        }
+        return event_frame("message_delta", delta) + MESSAGE_STOP_FRAME
+
+
+# ---------------------------------------------------------------- the whole message
+
+
+def tool_input(arguments: str) -> Any:
+    """A tool call's arguments as an object; {} when the token limit cut the JSON short."""
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {}
+
+
+def content_block(meta: Meta, block: p.Block) -> dict:
+    if block.kind == "reasoning":
+        return {"type": "thinking", "thinking": block.text, "signature": signature(meta)}
+    if block.kind == "tool_call":
+        return {"type": "tool_use", "id": tool_use_id(meta, block.call_id), "name": block.name, "input": tool_input(block.text)}
+    return {"type": "text", "text": block.text}
+
+
+def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
+    """The non-streaming message object for a stream that finished.
+
+    Ids and signatures are drawn from the rng in the stream's order, so one seed gives the
+    same ones streamed or not.
+    """
+    finish: p.Finish = outcome.ending
+    msg_id = message_id(meta)
+    content = [content_block(meta, block) for block in outcome.blocks]
+    usage = usage_object(finish.usage.input_tokens, finish.usage.output_tokens)
+    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], usage)
