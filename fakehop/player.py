@@ -207,12 +207,12 @@ class _Layout:
         if isinstance(step, sc.Output) and step.kind == "reasoning":
             self.reasoning_chars += len(text)
 
-    def finish(self, reason: str | None) -> Iterator[tuple[float, Happening]]:
+    def finish(self, cut: bool = False) -> Iterator[tuple[float, Happening]]:
+        """The good ending; `cut`: the request's token limit ended the output."""
         yield from self.close_block()
         script = self.script
-        if reason is None:
-            reason = script.finish or ("tool_calls" if self.tool_calls else "stop")
-        if reason == "length" and self.budget is not None:
+        reason = "length" if cut else script.finish or ("tool_calls" if self.tool_calls else "stop")
+        if cut:
             output_tokens = self.budget // CHARS_PER_TOKEN
         elif script.usage.output_tokens is not None:
             output_tokens = script.usage.output_tokens
@@ -228,7 +228,7 @@ class _Layout:
             if kind is sc.Output or kind is sc.ToolCall:
                 cut = yield from self.output(step)
                 if cut:
-                    yield from self.finish("length")
+                    yield from self.finish(cut=True)
                     return
             elif kind is sc.Delay:
                 self.wait(step.seconds)
@@ -251,7 +251,7 @@ class _Layout:
             elif kind is sc.Hang:
                 yield from self.at(Hang())
                 return
-        yield from self.finish(None)
+        yield from self.finish()
 
 
 def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale: float = 1.0) -> Iterator[tuple[float, Happening]]:

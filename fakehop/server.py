@@ -153,7 +153,7 @@ class Answer:
     async def answer(self) -> web.StreamResponse:
         gateway, protocol = self.gateway, self.protocol
         if not authorized(self.request, gateway.api_key):
-            raise BadRequest("Incorrect API key provided.", status=401, code="invalid_api_key")
+            raise BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
         body = await read_body(self.request)
         self.record.body = body
         parsed = protocol.parse(body)

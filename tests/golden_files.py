@@ -17,6 +17,7 @@ from fakehop import player
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.render import render
+from fakehop.scenario import Raw
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -56,6 +57,15 @@ def cases(library: Library) -> list[Case]:
                 for stream in (True, False):
                     found.append(Case(protocol, name, stream, request))
     return found
+
+
+def raw_frames(library: Library) -> set[str]:
+    """The frames the bundled scenarios write with `raw:`, as they appear between blank lines."""
+    return {
+        step.data.removesuffix("\n\n")
+        for name in library.names() for entry in library[name].entries if entry.script
+        for step in entry.script.steps if isinstance(step, Raw)
+    }
 
 
 def play_bytes(library: Library, case: Case) -> bytes:

@@ -18,6 +18,7 @@ import pytest
 from fakehop import player
 from fakehop.library import Library
 from fakehop.protocols import messages
+from fakehop import scenario as sc
 from fakehop.scenario import parse_text
 
 MODEL = "claude-sonnet-5"
@@ -40,11 +41,12 @@ def expected_outcome(name: str) -> player.Outcome:
 
 
 def finishing_scenarios() -> list[str]:
-    """Bundled single scenarios that end well (no http_error, fail, disconnect or hang)."""
+    """Bundled single scenarios that end well (no http_error, fail, disconnect, hang or raw bytes)."""
     names = []
     for name in LIBRARY.names():
         scenario = LIBRARY[name]
-        if not scenario.is_sequence and scenario.entries[0].script.http_error is None:
+        script = scenario.entries[0].script
+        if not scenario.is_sequence and script.http_error is None and not any(isinstance(s, sc.Raw) for s in script.steps):
             if isinstance(expected_outcome(name).ending, player.Finish):
                 names.append(name)
     return names
@@ -355,3 +357,14 @@ async def test_unknown_routes_answer_anthropic_clients_in_their_shape(base_url, 
             answer = await response.json()
     assert response.status == status
     assert answer["type"] == "error" and answer["error"]["type"] == error_type
+
+
+async def test_malformed_frame_reaches_the_sdk_as_a_json_error(anthropic_client):
+    texts = []
+    with pytest.raises(json.JSONDecodeError):
+        async for event in await anthropic_client.messages.create(
+            model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True, extra_headers=scenario_header("malformed"),
+        ):
+            if event.type == "content_block_delta":
+                texts.append(event.delta.text)
+    assert "".join(texts) == "Fine so far."

@@ -17,8 +17,11 @@ from fakehop.protocols import messages
 from fakehop.protocols.common import event_frame
 from fakehop.render import render, seeded_meta
 
+from .golden_files import raw_frames
+
 LIBRARY = Library.load()
 KEEPALIVE = ": hopbase-keepalive"
+RAW_FRAMES = raw_frames(LIBRARY)
 DELTA_TYPES = {"text": "text_delta", "thinking": "thinking_delta", "tool_use": "input_json_delta"}
 
 
@@ -29,10 +32,10 @@ def streamed(name: str, **body) -> bytes:
 
 
 def events_of(wire: bytes) -> list[dict]:
-    """The SSE events of a stream, keepalive comments and raw frames left out, checking event == type."""
+    """The SSE events of a stream, keepalive comments and the scenarios' raw frames left out, checking event == type."""
     events = []
     for frame in wire.decode().split("\n\n")[:-1]:
-        if frame == KEEPALIVE or not frame.startswith("event: "):
+        if frame == KEEPALIVE or frame in RAW_FRAMES:
             continue
         event_line, data_line = frame.split("\n")
         data = json.loads(data_line.removeprefix("data: "))
@@ -105,7 +108,7 @@ def test_keepalives_are_comment_frames_between_events():
 
 
 def test_raw_bytes_go_out_as_they_are():
-    assert b"\n\ndata: {not json\n\nevent: content_block_stop\n" in STREAMED["malformed"]
+    assert b"\n\nevent: content_block_delta\ndata: {not json\n\nevent: content_block_stop\n" in STREAMED["malformed"]
 
 
 def test_interrupted_ends_with_the_gateway_error_event():

@@ -12,20 +12,23 @@ from hypothesis import strategies as st
 from fakehop.protocols import responses
 from fakehop.protocols.common import Template, dumps, event_frame
 
-from .golden_files import GOLDEN_DIR
+from fakehop.library import Library
+
+from .golden_files import GOLDEN_DIR, raw_frames
 
 # The .sse files of scenarios that answer with an HTTP error hold that error's JSON body instead.
 GOLDEN_STREAMS = [p for p in sorted((GOLDEN_DIR / "responses").glob("*.sse")) if not p.read_text().startswith('{"error":')]
 TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 KEEPALIVE = ": hopbase-keepalive"
+RAW_FRAMES = raw_frames(Library.load())
 
 
 def events_of(path) -> list[dict]:
     """The JSON events of a golden stream, each checked to be framed as the real API frames it."""
     events = []
     for frame in path.read_text().split("\n\n")[:-1]:
-        if frame == KEEPALIVE or not frame.startswith("event: "):
-            continue  # keepalives, and the raw bytes of the malformed scenario
+        if frame == KEEPALIVE or frame in RAW_FRAMES:
+            continue
         event_line, data_line = frame.split("\n")
         event = json.loads(data_line.removeprefix("data: "))
         assert event_line == f"event: {event['type']}"
