@@ -16,6 +16,11 @@ from fakehop.library import Library
 LIBRARY = Library.load()
 HEADER = "X-Fakehop-Scenario"
 MESSAGES = [{"role": "user", "content": "Hello"}]
+EXPECTED_ENDINGS = {
+    "hello": "completed", "weather-tool": "completed", "fail-rate-limit": "failed", "stall": "failed",
+    "interrupted": "failed", "disconnect": "disconnected", "hang": "hung", "malformed": "malformed",
+    "rate-limited": "http 429", "flaky-then-ok": "http 429", "server-error": "http 500",
+}
 TIMEOUT = 1.5  # a `hang` ends in the client's timeout
 
 
@@ -126,9 +131,8 @@ async def test_every_protocol_tells_the_same_story(base_url, gateway, name):
         assert chat_seen.parsed_calls() == responses_seen.parsed_calls() == messages_seen.parsed_calls()
     assert responses_seen.reasoning == messages_seen.reasoning
     assert chat_seen.reasoning == ""
+    assert chat_seen.ending == EXPECTED_ENDINGS.get(name, chat_seen.ending)
 
 
-def test_the_stories_are_not_all_alike():
-    endings = {"hello": "completed", "fail-rate-limit": "failed", "disconnect": "disconnected", "hang": "hung",
-               "malformed": "malformed", "rate-limited": "http 429", "flaky-then-ok": "http 429"}
-    assert set(endings) <= set(LIBRARY.names())
+def test_the_expected_endings_name_bundled_scenarios():
+    assert set(EXPECTED_ENDINGS) <= set(LIBRARY.names())
