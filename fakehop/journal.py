@@ -19,6 +19,12 @@ REJECTED = "rejected"  # a bad request, answered with a 4xx
 IN_PROGRESS = "in_progress"
 MAX_ERROR_IN_LINE = 160
 
+
+def sse_events(data: bytes) -> int:
+    """How many SSE events `data` holds: frames ended by a blank line; comments (keepalives) do not count."""
+    return sum(1 for frame in data.split(b"\n\n")[:-1] if frame and not frame.startswith(b":"))
+
+
 @dataclass
 class Record:
     seq: int
@@ -33,7 +39,7 @@ class Record:
     stream: bool = False
     status: int | None = None
     end: str = IN_PROGRESS
-    events: int = 0
+    events: int = 0  # SSE events written to the client so far (see sse_events)
     error: str | None = None
     duration: float | None = None
     _started: float = field(default_factory=time.monotonic, repr=False)

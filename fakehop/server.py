@@ -184,7 +184,7 @@ class Answer:
             data = b"".join([encoder.encode(happening) for happening in batch])
             if data:
                 await response.write(data)
-            record.events += len(batch)
+                record.events += jr.sse_events(data)
             ending = batch[-1]
             if type(ending) in player.ENDINGS:
                 return await self.end_stream(response, ending)
@@ -249,6 +249,14 @@ def protocol_for_request(request: web.Request):
     return PROTOCOLS.get("messages") if anthropic and "messages" in PROTOCOLS else PROTOCOLS["chat"]
 
 
+def journal_unrouted(request: web.Request, status: int, message: str) -> None:
+    """A request that reached no protocol route still goes in the journal, so a test can see where it went."""
+    journal = request.app[GATEWAY_KEY].journal
+    record = journal.open(request[REQUEST_ID], request.method, request.path, dict(request.headers))
+    record.close(jr.REJECTED, status, message)
+    journal.closed(record)
+
+
 @web.middleware
 async def errors_in_protocol_shape(request: web.Request, handler):
     """404, 405 and 413 answered in the error shape of the protocol the client speaks."""
@@ -259,6 +267,7 @@ async def errors_in_protocol_shape(request: web.Request, handler):
             raise
         protocol = protocol_for_request(request)
         message = {404: f"Unknown path {request.path}", 405: f"Method {request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
+        journal_unrouted(request, exc.status, message)
         return error_response(protocol, exc.status, message, request[REQUEST_ID], headers={k: v for k, v in exc.headers.items() if k == "Allow"})
 
 
@@ -307,7 +316,7 @@ async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shu
     """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
     runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, shutdown_timeout=shutdown_timeout)
+    site = web.TCPSite(runner, host, port)
     await site.start()
     bound_port = site._server.sockets[0].getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host

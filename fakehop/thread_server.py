@@ -1,0 +1,95 @@
+"""A fakehop server on its own event loop in a background thread.
+
+Sync tests, async tests on any loop, and clients in other processes can all reach it. The
+Gateway belongs to the server's loop: change it only through `call`, which runs a function
+there and hands back its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Callable, TypeVar
+
+from .server import Gateway, start
+
+T = TypeVar("T")
+CALL_TIMEOUT = 10.0
+
+
+class ThreadServer:
+    """`start()` binds a free port and returns the base URL; `stop()` ends it. Also a context manager."""
+
+    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0):
+        self.gateway = gateway
+        self.host = host
+        self.port = port
+        self.shutdown_timeout = shutdown_timeout
+        self.url: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None
+
+    def start(self) -> str:
+        if self._thread is not None:
+            raise RuntimeError("this fakehop server is already running")
+        started: concurrent.futures.Future[str] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="fakehop-server", daemon=True)
+        self._thread.start()
+        try:
+            self.url = started.result()
+        except BaseException:
+            self._thread.join()
+            self._thread = self._loop = None
+            raise
+        return self.url
+
+    def _serve(self, started: concurrent.futures.Future) -> None:
+        asyncio.run(self._main(started))
+
+    async def _main(self, started: concurrent.futures.Future) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            runner, url = await start(self.gateway, self.host, self.port, shutdown_timeout=self.shutdown_timeout)
+        except BaseException as exc:  # the caller of start() gets the error (port in use, ...)
+            started.set_exception(exc)
+            return
+        started.set_result(url)
+        try:
+            await self._stopping.wait()
+        finally:
+            await runner.cleanup()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)` on the server's loop and return its result (or raise its exception)."""
+        if self._loop is None or self._thread is None:
+            raise RuntimeError("this fakehop server is not running")
+        if threading.current_thread() is self._thread:
+            return fn(*args)
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result(CALL_TIMEOUT)
+
+    def stop(self) -> None:
+        """Stop serving: open streams get `shutdown_timeout` seconds, then are cut off."""
+        if self._thread is None:
+            return
+        self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join()
+        self._thread = self._loop = None
+
+    def __enter__(self) -> "ThreadServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
