@@ -101,7 +101,7 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
     from .scenario import ScenarioError
     from .testing import Fakehop
 
-    handle = Fakehop(fakehop_server.gateway, fakehop_server.url, fakehop_server.call)
+    handle = Fakehop(fakehop_server)
     options = marker_options(request.node)
     handle.reset(time_scale=options.get("time_scale", session_time_scale(request.config)))
     if "scenario" in options:

@@ -23,6 +23,7 @@ from .library import DEFAULT_SCENARIO, Library
 from .player import time_scale_from_env
 from .scenario import Scenario, parse_document
 from .server import GATEWAY_KEY, Gateway, create_app
+from .thread_server import ThreadServer
 from .yamlsource import LineDict, LineList
 
 ScenarioSpec = Union[str, Mapping[str, Any]]
@@ -84,24 +85,37 @@ def inline_scenario(mapping: Mapping[str, Any], default_name: str) -> Scenario:
     return parse_document(_with_lines(mapping), source, default_name)
 
 
+class SameLoop:
+    """A server on the caller's own event loop: functions run at once, right here."""
+
+    def __init__(self, gateway: Gateway, url: str):
+        self.gateway = gateway
+        self.url = url
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    post = call
+
+
 class Fakehop:
     """A fakehop server as a test drives it.
 
-    `call` runs a function on the server's event loop (the Gateway may only change there);
-    without one, the server runs on the caller's own loop and functions run directly.
+    `server` has the `gateway`, its `url`, and `call`/`post` to run a function on the server's
+    event loop (the Gateway may change only there): a `fakehop.thread_server.ThreadServer`,
+    or a `SameLoop` for a server on the test's own loop.
     """
 
-    def __init__(self, gateway: Gateway, url: str, call: Callable[..., Any] | None = None):
-        self._gateway = gateway
-        self._same_loop = call is None
-        self._call = call or (lambda fn, *args: fn(*args))
+    def __init__(self, server: ThreadServer | SameLoop):
+        self._server = server
+        self._gateway = server.gateway
         self._inline_numbers = itertools.count(1)
-        self.url = url
+        self.url = server.url
 
     @classmethod
     def for_server(cls, test_server) -> "Fakehop":
         """The handle for a `make_app()` app served by pytest-aiohttp's `aiohttp_server`."""
-        return cls(test_server.app[GATEWAY_KEY], str(test_server.make_url("")).rstrip("/"))
+        return cls(SameLoop(test_server.app[GATEWAY_KEY], str(test_server.make_url("")).rstrip("/")))
 
     @property
     def openai_base_url(self) -> str:
@@ -114,55 +128,59 @@ class Fakehop:
     # ------------------------------------------------------------ scenarios
 
     def reset(self, time_scale: float | None = None) -> None:
-        """Empty queue and journal, sequence counters at zero, added scenarios gone, the default back."""
+        """Empty queue and journal, sequence counters at zero, added scenarios gone, the default back.
+
+        Posted, not awaited, so a test that never talks to the server pays nothing for it: the
+        server handles it before anything the test sends afterwards.
+        """
 
         def reset_gateway() -> None:
             self._gateway.reset()
             if time_scale is not None:
                 self._gateway.time_scale = time_scale
 
-        self._call(reset_gateway)
+        self._server.post(reset_gateway)
         self._inline_numbers = itertools.count(1)
 
     def use(self, scenario: ScenarioSpec) -> str:
         """Make `scenario` (a name, or a mapping in the v1 format) the default; returns its name."""
         name = self._known_name(scenario)
-        self._call(setattr, self._gateway, "default", name)
+        self._server.call(setattr, self._gateway, "default", name)
         return name
 
     def queue(self, *scenarios: ScenarioSpec) -> list[str]:
         """The next requests that name no scenario get these, in order; returns their names."""
         names = [self._known_name(scenario) for scenario in scenarios]
-        self._call(self._gateway.queue.extend, names)
+        self._server.call(self._gateway.queue.extend, names)
         return names
 
     def _known_name(self, scenario: ScenarioSpec) -> str:
         """A name the server knows (UnknownScenario otherwise); a mapping is added first."""
         if isinstance(scenario, str):
-            self._call(self._gateway.check_name, scenario)
+            self._server.call(self._gateway.check_name, scenario)
             return scenario
         if isinstance(scenario, Mapping):
             parsed = inline_scenario(scenario, f"inline-{next(self._inline_numbers)}")
-            self._call(self._gateway.add, parsed)
+            self._server.call(self._gateway.add, parsed)
             return parsed.name
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
 
     @property
     def time_scale(self) -> float:
-        return self._gateway.time_scale
+        return self._server.call(getattr, self._gateway, "time_scale")
 
     @time_scale.setter
     def time_scale(self, value: float) -> None:
         if not value > 0:
             raise ValueError(f"time_scale must be more than 0, got {value!r}")
-        self._call(setattr, self._gateway, "time_scale", float(value))
+        self._server.call(setattr, self._gateway, "time_scale", float(value))
 
     # ------------------------------------------------------------ what the server saw
 
     @property
     def requests(self) -> list[RecordedRequest]:
         """Every request since the test began, oldest first."""
-        return self._call(lambda: [RecordedRequest.from_record(r) for r in self._gateway.journal.records])
+        return self._server.call(lambda: [RecordedRequest.from_record(r) for r in self._gateway.journal.records])
 
     def wait_for_requests(self, count: int = 1, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until `count` requests have arrived and every one has ended; returns `requests`.
@@ -170,7 +188,7 @@ class Fakehop:
         A client that hangs up is seen by the server a moment later: wait before asserting
         `client_disconnected`. On a server that shares the test's loop, use the async form.
         """
-        if self._same_loop:
+        if isinstance(self._server, SameLoop):
             raise RuntimeError("this server runs on the test's own loop: use `await async_wait_for_requests()`")
         deadline = time.monotonic() + timeout
         while not self._settled(requests := self.requests, count):

@@ -79,6 +79,17 @@ class ThreadServer:
         self._loop.call_soon_threadsafe(run)
         return done.result(CALL_TIMEOUT)
 
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the server's loop soon, without waiting for it.
+
+        It still comes first: whatever reaches the server afterwards, a `call` or a request on
+        a socket, is handled after it, because the loop runs callbacks in order and handles
+        a socket's bytes only after the callbacks queued before they arrived.
+        """
+        if self._loop is None or self._thread is None:
+            raise RuntimeError("this fakehop server is not running")
+        self._loop.call_soon_threadsafe(fn, *args)
+
     def stop(self) -> None:
         """Stop serving: open streams get `shutdown_timeout` seconds, then are cut off."""
         if self._thread is None:

@@ -91,3 +91,15 @@ def test_stop_ends_a_stream_that_would_hang_forever(library):
     connection.close()
     [record] = server.gateway.journal.since(0)
     assert record.scenario == "hang" and record.end == jr.CLIENT_DISCONNECTED
+
+
+def test_what_is_posted_comes_before_what_is_sent_after(server):
+    """post() does not wait, yet a request sent after it is already answered in its light."""
+    address = urlsplit(server.url)
+    for scenario in ("fail-rate-limit", "hello", "fail-server-error"):
+        server.post(setattr, server.gateway, "default", scenario)
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+        connection.request("POST", "/v1/chat/completions", CHAT_BODY, {"Content-Type": "application/json"})
+        connection.getresponse().read()
+        connection.close()
+    assert [r.scenario for r in server.call(server.gateway.journal.since, 0)] == ["fail-rate-limit", "hello", "fail-server-error"]
