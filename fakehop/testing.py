@@ -9,7 +9,6 @@ Application to serve on a test's own event loop (pytest-aiohttp's `aiohttp_serve
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -19,12 +18,12 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from . import journal as jr
+from .control import free_inline_name, with_lines
 from .library import DEFAULT_SCENARIO, Library
 from .player import time_scale_from_env
-from .scenario import Scenario, parse_document
+from .scenario import parse_document
 from .server import GATEWAY_KEY, Gateway, create_app
 from .thread_server import ThreadServer
-from .yamlsource import LineDict, LineList
 
 ScenarioSpec = Union[str, Mapping[str, Any]]
 FAKE_API_KEY = "sk-fakehop"
@@ -70,19 +69,13 @@ class RecordedRequest:
         return f"#{self.seq} {self.method} {self.path} scenario={self.scenario}: {self.end}{status}{events}{error}"
 
 
-def _with_lines(value: Any) -> Any:
-    """Plain data in the shape the YAML loader builds (LineDict/LineList, line 0), for parse_document."""
-    if isinstance(value, Mapping):
-        return LineDict((key, _with_lines(item)) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return LineList(_with_lines(item) for item in value)
-    return value
-
-
-def inline_scenario(mapping: Mapping[str, Any], default_name: str) -> Scenario:
-    """A scenario written as a mapping in the v1 format; without `name` it is called `default_name`."""
+def add_inline(gateway: Gateway, mapping: Mapping[str, Any]) -> str:
+    """Add a scenario written as a mapping in the v1 format; without `name` it gets a free `inline-N`."""
+    default_name = free_inline_name(gateway)
     source = f"inline scenario {mapping.get('name', default_name)!r}"
-    return parse_document(_with_lines(mapping), source, default_name)
+    scenario = parse_document(with_lines(dict(mapping)), source, default_name)
+    gateway.add(scenario)
+    return scenario.name
 
 
 class SameLoop:
@@ -109,7 +102,6 @@ class Fakehop:
     def __init__(self, server: ThreadServer | SameLoop):
         self._server = server
         self._gateway = server.gateway
-        self._inline_numbers = itertools.count(1)
         self.url = server.url
 
     @classmethod
@@ -140,7 +132,6 @@ class Fakehop:
                 self._gateway.time_scale = time_scale
 
         self._server.post(reset_gateway)
-        self._inline_numbers = itertools.count(1)
 
     def use(self, scenario: ScenarioSpec) -> str:
         """Make `scenario` (a name, or a mapping in the v1 format) the default; returns its name."""
@@ -160,9 +151,7 @@ class Fakehop:
             self._server.call(self._gateway.check_name, scenario)
             return scenario
         if isinstance(scenario, Mapping):
-            parsed = inline_scenario(scenario, f"inline-{next(self._inline_numbers)}")
-            self._server.call(self._gateway.add, parsed)
-            return parsed.name
+            return self._server.call(add_inline, self._gateway, scenario)
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
 
     @property
