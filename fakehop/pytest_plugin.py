@@ -27,6 +27,7 @@ class Settings:
 
 
 SETTINGS = pytest.StashKey[Settings]()
+HANDLE = pytest.StashKey[Any]()  # the test's Fakehop, for its failure report
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,7 +110,19 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
             handle.use(options["scenario"])
         except (UnknownScenario, ScenarioError, TypeError) as exc:
             pytest.fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}", pytrace=False)
+    request.node.stash[HANDLE] = handle
     return handle
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test that used `fakehop` reports what the server saw, one line a request."""
+    report = yield
+    handle = item.stash.get(HANDLE, None)
+    if handle is not None and report.when == "call" and report.failed:
+        seen = "\n".join(str(request) for request in handle.requests)
+        report.sections.append(("fakehop requests", seen or "(none)"))
+    return report
 
 
 def marker_options(node: pytest.Item) -> dict[str, Any]:

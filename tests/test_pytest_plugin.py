@@ -169,14 +169,24 @@ def test_marker_with_a_bad_time_scale(fakehop):
 @pytest.mark.fakehop(scenaro="hello")
 def test_marker_with_a_misspelt_option(fakehop):
     pass
+
+
+def test_a_failing_test_shows_what_fakehop_saw(fakehop):
+    fakehop.queue("rate-limited")
+    client = fakehop.openai_client(max_retries=0, timeout=10)
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
 '''
 
 
 def test_mistakes_fail_the_test_at_once_and_say_why(project):
     project.makepyfile(test_failing=FAILING_TESTS)
     result = project.runpytest()
-    result.assert_outcomes(passed=1, failed=3, errors=3)
+    result.assert_outcomes(passed=1, failed=4, errors=3)
     output = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*- fakehop requests -*",
+        "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
+    ])
     unknown = [line for line in result.outlines if "Unknown scenario 'nope'. Known scenarios: " in line]
     assert len(unknown) >= 3 and all("hang, hello" in line for line in unknown)
     assert "@pytest.mark.fakehop(scenario=...): Unknown scenario 'nope'" in output
