@@ -110,6 +110,39 @@ def test_the_journal_sees_a_client_hang_up_mid_stream(fakehop):
     assert request.events == 6  # the role chunk and five words, all sent before the hang
 
 
+def test_sync_anthropic_client(fakehop):
+    client = fakehop.anthropic_client(max_retries=0, timeout=10)
+    with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES) as stream:
+        text = "".join(stream.text_stream)
+    assert text == "Hello! How can I help you today?"
+    [request] = fakehop.requests
+    assert (request.path, request.protocol, request.scenario, request.end) == ("/v1/messages", "messages", "hello", "completed")
+    assert "anthropic-version" in request.headers and "sk-fakehop" in request.headers["authorization"]
+
+
+@pytest.mark.fakehop(scenario="fail-overloaded")
+async def test_async_anthropic_client(fakehop):
+    import anthropic
+
+    async with fakehop.async_anthropic_client(max_retries=0, timeout=10) as client:
+        with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+            await client.messages.create(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES)
+    [request] = fakehop.requests
+    assert (request.protocol, request.status, request.end) == ("messages", 529, "failed")
+
+
+@pytest.mark.fakehop(scenario="hang")
+def test_the_journal_sees_an_anthropic_client_hang_up(fakehop):
+    client = fakehop.anthropic_client(max_retries=0, timeout=10)
+    stream = client.messages.create(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES, stream=True)
+    events = iter(stream)
+    assert [next(events).type, next(events).type] == ["message_start", "content_block_start"]
+    stream.close()
+    [request] = fakehop.wait_for_requests()
+    assert (request.protocol, request.end) == ("messages", "client_disconnected")
+    assert request.events == 8  # message_start, content_block_start, ping and five words
+
+
 def test_a_request_to_a_wrong_path_shows_in_requests(fakehop):
     client = fakehop.openai_client(base_url=fakehop.url, max_retries=0, timeout=10)
     with pytest.raises(openai.NotFoundError):
@@ -129,7 +162,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_sdk_clients_marker_queue_and_journal(project):
     project.makepyfile(test_sdk=SDK_TESTS)
     result = project.runpytest("--strict-markers", "-W", "error::DeprecationWarning")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=11)
 
 
 FAILING_TESTS = '''
@@ -307,4 +340,4 @@ def test_the_readme_examples_run_as_written(pytester):
     for number, example in enumerate(examples, 1):
         pytester.path.joinpath(f"test_readme_{number}.py").write_text(example)
     result = pytester.runpytest("--strict-markers")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
