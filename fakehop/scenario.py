@@ -20,6 +20,7 @@ from . import textgen, yamlsource
 from .yamlsource import LineDict, LineList
 
 MAX_FILE_BYTES = 1_000_000
+MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of one scenario, faker text included
 MAX_DURATION = 86_400.0
 PROTOCOL_NAMES = ("chat", "responses", "messages")
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
@@ -188,9 +189,20 @@ class _Checker:
 
     source: str
     problems: list[Problem] = field(default_factory=list)
+    text_chars: int = 0  # so far, towards MAX_TEXT_CHARS
 
     def add(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.source, line, message))
+
+    def counted(self, line: int, text: str) -> str | None:
+        """`text`, counted towards MAX_TEXT_CHARS; None (and a problem, the first time) once over it."""
+        before = self.text_chars
+        self.text_chars += len(text)
+        if self.text_chars <= MAX_TEXT_CHARS:
+            return text
+        if before <= MAX_TEXT_CHARS:
+            self.add(line, f"the scenario's text adds up to more than {MAX_TEXT_CHARS:,} characters")
+        return None
 
 
 def _suggest(key: Any, valid: Iterable[str]) -> str:
@@ -322,10 +334,12 @@ def _text_source(check: _Checker, step: LineDict, key: str) -> str | None:
     value = step[key]
     line = _line_of(step, key)
     if isinstance(value, str):
-        return value
+        return check.counted(line, value)
     if isinstance(value, LineDict):
+        if check.text_chars > MAX_TEXT_CHARS:
+            return None  # over the limit already: generating more would only cost time
         try:
-            return textgen.generate(value)
+            return check.counted(line, textgen.generate(value))
         except textgen.TextgenError as exc:
             check.add(line, f"{key}: {exc}")
             return None
@@ -358,6 +372,8 @@ def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> 
         check.add(_line_of(spec, "arguments"), f"tool_call arguments: expected a mapping or a JSON string, got {_type_name(arguments)}")
         return None
     call_id = _string(check, spec, "id")
+    if check.counted(line, text) is None:
+        return None
     return ToolCall(name=name, arguments=text, call_id=call_id, deltas=split_deltas(text, chunk), interval=interval)
 
 

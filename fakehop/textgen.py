@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import threading
+from functools import lru_cache
 from typing import Any
 
 PROVIDERS = ("paragraph", "paragraphs", "sentence", "sentences", "text", "words", "word")
 ARGUMENTS = ("nb", "nb_words", "nb_sentences", "max_nb_chars", "variable_nb_words", "variable_nb_sentences")
 MAX_CHARS = 1_000_000
+_FAKER_LOCK = threading.Lock()  # the one Faker is reseeded for each text; a thread server may load scenarios too
 
 
 class TextgenError(ValueError):
     pass
+
+
+@lru_cache(maxsize=1)
+def _faker():
+    """One Faker for every text: making one takes milliseconds, reseeding it next to nothing."""
+    from faker import Faker  # imported on use: it takes a noticeable time to load
+
+    return Faker("en_US")
 
 
 def generate(spec: dict[str, Any]) -> str:
@@ -31,14 +42,13 @@ def generate(spec: dict[str, Any]) -> str:
                 raise TextgenError(f"{key}: expected true or false, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 10_000:
             raise TextgenError(f"{key}: expected a whole number from 1 to 10000, got {value!r}")
-    from faker import Faker  # imported on use: it takes a noticeable time to load
-
-    fake = Faker("en_US")
-    fake.seed_instance(seed)
-    try:
-        made = getattr(fake, provider)(**arguments)
-    except (TypeError, ValueError) as exc:
-        raise TextgenError(f"faker {provider}: {exc}") from None
+    with _FAKER_LOCK:
+        fake = _faker()
+        fake.seed_instance(seed)
+        try:
+            made = getattr(fake, provider)(**arguments)
+        except (TypeError, ValueError) as exc:
+            raise TextgenError(f"faker {provider}: {exc}") from None
     text = ("\n\n" if provider == "paragraphs" else " ").join(made) if isinstance(made, list) else made
     if len(text) > MAX_CHARS:
         raise TextgenError(f"faker text is {len(text):,} characters, over the limit of {MAX_CHARS:,}")

@@ -2,7 +2,10 @@
 
 Scenario errors must name the file and the line, so the loader builds plain dicts and
 lists that also carry the line of each key and item. Only the safe YAML subset is
-accepted: tags that would build Python objects are errors, like any other bad input.
+accepted: tags that would build Python objects are errors, like any other bad input. So is a
+document whose aliases would expand it far beyond its own size ("billion laughs"): a few
+lines of anchors can stand for billions of nodes, and whatever walked or serialised them
+(tool-call arguments are turned into JSON) would run out of time and memory.
 """
 
 from __future__ import annotations
@@ -44,8 +47,58 @@ class YamlProblem(Exception):
         self.line = line
 
 
+MAX_EXPANDED_SIZE = 4_000_000  # nodes plus scalar characters, aliases expanded; a 1 MB file without aliases stays below 2,000,000
+
+
 class _Loader(_BaseLoader):
     pass
+
+
+class _AliasCheckingLoader(_Loader):
+    """For text with anchors (`&name`), without which there are no aliases to expand."""
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return self.construct_document(node)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a document that aliases would expand beyond MAX_EXPANDED_SIZE, or that contains itself.
+
+    Each node's expanded size is counted once (an aliased node is the same object wherever it
+    appears), so this takes time in proportion to the text, whatever it expands to.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # nodes whose children are being counted: the path from the root
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        key = id(node)
+        if children_counted:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_EXPANDED_SIZE:
+                raise YamlProblem(f"aliases expand this document to more than {MAX_EXPANDED_SIZE:,} nodes and characters", node.start_mark.line + 1)
+        elif key in open_nodes:
+            raise YamlProblem("an alias refers to a node that contains it", node.start_mark.line + 1)
+        elif key not in sizes:
+            if isinstance(node, yaml.ScalarNode):
+                sizes[key] = 1 + len(node.value)
+                continue
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _construct_mapping(loader, node):
@@ -83,7 +136,7 @@ _Loader.add_multi_constructor("", _refuse_tag)
 def load(text: str):
     """Parse one YAML document into LineDict/LineList/scalars, or raise YamlProblem."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a safe loader
+        return yaml.load(text, Loader=_AliasCheckingLoader if "&" in text else _Loader)  # noqa: S506 - both are safe loaders
     except YamlProblem:
         raise
     except yaml.MarkedYAMLError as exc:
