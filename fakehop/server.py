@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -17,6 +16,7 @@ from aiohttp import web
 
 from . import journal as jr
 from . import player
+from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, read_json_object
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
@@ -27,7 +27,6 @@ log = logging.getLogger("fakehop")
 
 SCENARIO_HEADER = "X-Fakehop-Scenario"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
-MAX_BODY_BYTES = 32 * 1024 * 1024
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -106,22 +105,6 @@ def authorized(request: web.Request, api_key: str | None) -> bool:
     return request.headers.get("x-api-key") == api_key or bearer == f"Bearer {api_key}"
 
 
-async def read_body(request: web.Request) -> dict:
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise BadRequest(f"Request body is larger than the limit of {request.app._client_max_size:,} bytes.", status=413) from None
-    if not raw.strip():
-        raise BadRequest("The request body is empty; send a JSON object.")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object.") from None
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object.")
-    return body
-
-
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
@@ -154,7 +137,7 @@ class Answer:
         gateway, protocol = self.gateway, self.protocol
         if not authorized(self.request, gateway.api_key):
             raise BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
-        body = await read_body(self.request)
+        body = await read_json_object(self.request)
         self.record.body = body
         parsed = protocol.parse(body)
         self.record.stream = parsed.stream
@@ -314,7 +297,9 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.A
 
 async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
     """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
-    runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
+    logging.getLogger("aiohttp.server").addFilter(PARSER_ERRORS_AS_WARNINGS)
+    runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
+                           max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -1,0 +1,99 @@
+"""What fakehop takes from a client before it answers, and the limits on it.
+
+A buggy client must get a clear 4xx in its protocol's error shape, never a 500 or a dropped
+connection: the body is read as a JSON object whatever its Content-Type, and what json.loads
+lets through but fakehop could not carry on (nesting deep enough to overflow the stack when
+the journal copies the body, strings with unpaired surrogates that no answer can encode) is
+refused here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from .protocols.common import BadRequest, dumps
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
+MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
+NESTED_TOO_DEEPLY = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+async def read_json_object(request: web.Request) -> dict:
+    """The request body as a JSON object, or BadRequest saying what is wrong with it."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequest(f"Request body is larger than the limit of {request.app._client_max_size:,} bytes.", status=413) from None
+    if not raw.strip():
+        raise BadRequest("The request body is empty; send a JSON object.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise BadRequest(NESTED_TOO_DEEPLY) from None
+    except ValueError:
+        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
+                         f"{content_type_hint(request)}.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    if nested_deeper_than(body, MAX_JSON_DEPTH):
+        raise BadRequest(NESTED_TOO_DEEPLY)
+    if _SURROGATE_ESCAPE.search(text):
+        refuse_unpaired_surrogates(body)
+    return body
+
+
+def nested_deeper_than(value: dict | list, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels, found without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = container.values() if isinstance(container, dict) else container
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def content_type_hint(request: web.Request) -> str:
+    """A note on the Content-Type, when a body that is not JSON came with one that says so."""
+    content_type = request.headers.get("Content-Type", "")
+    if not content_type or "json" in content_type:
+        return ""
+    return f" (fakehop reads every body as JSON; this one came as {content_type.split(';')[0].strip()})"
+
+
+def refuse_unpaired_surrogates(body: dict) -> None:
+    r"""`\ud800` without its pair is valid JSON but no UTF-8: the answer could not echo it."""
+    try:
+        dumps(body).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("The request body holds a \\u escape of an unpaired UTF-16 surrogate, which is not text.") from None
+
+
+class ParserErrorsAsWarnings(logging.Filter):
+    """aiohttp logs a request it cannot parse (a header over the limit, bytes that are not HTTP)
+    with a traceback at ERROR, after answering it with a 400 itself. That is the client's fault,
+    not the server's: one line at WARNING says so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        problem = record.exc_info[1] if record.exc_info else None
+        if isinstance(problem, HttpProcessingError):
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.msg, record.args = "refused a request from %s that is not valid HTTP (%s %s)", (peer, problem.code, " ".join(problem.message.split()))
+            record.exc_info = record.exc_text = None
+        return True
+
+
+PARSER_ERRORS_AS_WARNINGS = ParserErrorsAsWarnings()
