@@ -21,7 +21,9 @@ from .protocols.common import BadRequest, dumps
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
+SEED_HEADER = "X-Fakehop-Seed"
 NESTED_TOO_DEEPLY = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
+_SEED = re.compile(r"^\s*-?\d{1,20}\s*$")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -79,6 +81,24 @@ def refuse_unpaired_surrogates(body: dict) -> None:
         dumps(body).encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequest("The request body holds a \\u escape of an unpaired UTF-16 surrogate, which is not text.") from None
+
+
+def parse_seed(text: str) -> int:
+    """The value of X-Fakehop-Seed: a whole number, as `fakehop play --seed` takes."""
+    if not _SEED.match(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def seed_of(request: web.Request) -> int | None:
+    """The request's seed, None without the header; BadRequest naming the header when it is not a number."""
+    text = request.headers.get(SEED_HEADER)
+    if text is None:
+        return None
+    try:
+        return parse_seed(text)
+    except ValueError:
+        raise BadRequest(f"Invalid {SEED_HEADER} header: expected a whole number such as 0, got {text[:40]!r}.", param=SEED_HEADER) from None
 
 
 class ParserErrorsAsWarnings(logging.Filter):

@@ -27,6 +27,10 @@ def seeded_meta(model: str, seed: int) -> Meta:
     return Meta(model=model, created=FIXED_CREATED, rng=random.Random(seed))
 
 
+def seeded_request_id(seed: int) -> str:
+    return f"req_{seed:024d}"
+
+
 def http_error_answer(protocol, error: HttpError, request_id: str) -> tuple[int, dict[str, str], dict]:
     """Status, headers and body of a scenario's `http_error`."""
     headers = dict(error.headers)
@@ -62,7 +66,7 @@ async def render(
     protocol = PROTOCOLS[protocol_name]
     parsed = protocol.parse(body)
     _, script = resolve(library, name, request_number)
-    request_id = f"req_{seed:024d}"
+    request_id = seeded_request_id(seed)
     if script.http_error is not None:
         status, headers, answer = http_error_answer(protocol, script.http_error, request_id)
         data = dumps(answer).encode()

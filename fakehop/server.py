@@ -16,11 +16,11 @@ from aiohttp import web
 
 from . import journal as jr
 from . import player
-from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, read_json_object
+from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, SEED_HEADER, parse_seed, read_json_object, seed_of
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
-from .render import http_error_answer, whole_answer
+from .render import http_error_answer, seeded_meta, seeded_request_id, whole_answer
 from .scenario import Scenario, Script
 
 log = logging.getLogger("fakehop")
@@ -88,6 +88,14 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
 
 
+def request_id_for(request: web.Request) -> str:
+    """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
+    try:
+        return seeded_request_id(parse_seed(request.headers[SEED_HEADER]))
+    except (KeyError, ValueError):
+        return new_request_id()
+
+
 def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
     body = protocol.error_body(status, message, request_id, param=param, code=code)
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
@@ -137,6 +145,7 @@ class Answer:
         gateway, protocol = self.gateway, self.protocol
         if not authorized(self.request, gateway.api_key):
             raise BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+        seed = seed_of(self.request)
         body = await read_json_object(self.request)
         self.record.body = body
         parsed = protocol.parse(body)
@@ -146,7 +155,8 @@ class Answer:
         self.record.scenario = label
         if script.http_error is not None:
             return self.http_error(script)
-        meta = Meta(model=script.model or parsed.model, created=int(time.time()), rng=random.Random())
+        model = script.model or parsed.model
+        meta = Meta(model=model, created=int(time.time()), rng=random.Random()) if seed is None else seeded_meta(model, seed)
         events = player.timeline(script, parsed.play, gateway.time_scale)
         if parsed.stream:
             return await self.stream(meta, parsed, events)
@@ -261,7 +271,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
 
 @web.middleware
 async def stamp_request_id(request: web.Request, handler):
-    request[REQUEST_ID] = new_request_id()
+    request[REQUEST_ID] = request_id_for(request)
     return await handler(request)
 
 

@@ -97,6 +97,7 @@ def matrix() -> list[Bad]:
             Bad("get-instead-of-post", p, method="GET", status=405, says="not allowed"),
             Bad("unknown-scenario", p, GOOD[p], headers={"X-Fakehop-Scenario": "no-such-thing"}, says="Unknown scenario 'no-such-thing'"),
             Bad("scenario-with-a-path", p, GOOD[p], headers={"X-Fakehop-Scenario": "../../../etc/passwd"}, says="Unknown scenario '../../../etc/passwd'"),
+            Bad("seed-not-a-number", p, GOOD[p], headers={"X-Fakehop-Seed": "one"}, says="X-Fakehop-Seed"),
             Bad("wrong-key", p, GOOD[p], headers=auth(p, "wrong"), status=401, says="Invalid API key"),
             Bad("empty-key", p, GOOD[p], headers={AUTH_HEADER[p]: ""}, status=401, says="Invalid API key"),
             Bad("invalid-utf8", p, b'{"model": "\xff\xfe", "stream": true}', says="not valid UTF-8"),
