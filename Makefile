@@ -17,6 +17,10 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+soak: $(STAMP)
+	$(PY) -m soak
+	FAKEHOP_FUZZ_EXAMPLES=5000 $(PY) -m pytest -q tests/test_scenario_fuzz.py tests/test_bad_requests.py
+
 golden: $(STAMP)
 	$(PY) -m tests.golden_files --write
 

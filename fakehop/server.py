@@ -27,6 +27,7 @@ log = logging.getLogger("fakehop")
 
 SCENARIO_HEADER = "X-Fakehop-Scenario"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
+LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -133,9 +134,14 @@ class Answer:
         except UnknownScenario as exc:
             self.record.close(jr.REJECTED, 400, str(exc))
             return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
-        except (asyncio.CancelledError, ConnectionError):
+        except asyncio.CancelledError:
             self.record.close(jr.CLIENT_DISCONNECTED)
             raise
+        except ConnectionError:
+            # The client went away before aiohttp cancelled this handler. Raised, this would be
+            # logged as an error in the handler; returned, aiohttp finds the connection gone.
+            self.record.close(jr.CLIENT_DISCONNECTED)
+            return web.Response()
         finally:
             if self.record.end == jr.IN_PROGRESS:
                 self.record.close(jr.FAILED, 500, "fakehop could not finish this answer")
@@ -201,7 +207,7 @@ class Answer:
     async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
         happenings: list[player.Happening] = []
         async for batch in player.play(events, player.LoopClock()):
-            happenings.extend(batch)
+            happenings.extend(h for h in batch if h is not player.KEEPALIVE)  # a long silence may hold millions
         outcome = player.Outcome.gather(happenings)
         ending = outcome.ending
         if isinstance(ending, player.Disconnect):
@@ -311,7 +317,7 @@ async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shu
     runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
                            max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     await site.start()
     bound_port = site._server.sockets[0].getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
