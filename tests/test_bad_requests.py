@@ -4,6 +4,7 @@ Each bad request gets the right status and its protocol's own error shape (OpenA
 `{"error": {...}}` on /v1/chat/completions and /v1/responses, Anthropic's
 `{"type": "error", "error": {...}}` on /v1/messages): never a stack trace, never a dropped
 connection. The server runs with --api-key, so bad input is also checked behind auth.
+FAKEHOP_FUZZ_EXAMPLES sets the number of random request bodies (150 by default; `make soak` sends more).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import http.client
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -227,7 +229,7 @@ def thread_url():
         yield server.url
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("FAKEHOP_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(protocol=st.sampled_from(sorted(PROTOCOLS)), changes=st.dictionaries(FIELDS, JSON_VALUES, max_size=4),
        scenario=st.sampled_from(["hello", "weather-tool", "think-then-tool", "fail-rate-limit", "max-tokens", "rate-limited"]))
 def test_any_json_object_gets_an_answer_or_a_4xx_in_shape(thread_url, protocol, changes, scenario):
