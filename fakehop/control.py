@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
+from .intake import loads
 from .library import bundled_directory
 from .scenario import Scenario, ScenarioError, parse_document, parse_text
 from .yamlsource import LineDict, LineList
@@ -103,7 +104,7 @@ async def body_text(request: web.Request) -> str:
 async def json_object(request: web.Request, example: str, keys: tuple[str, ...]) -> dict:
     """The body as a JSON object holding only `keys`."""
     try:
-        body = json.loads(await body_text(request))
+        body = loads(await body_text(request))
     except ValueError as exc:
         raise ControlError(f"the body is not valid JSON ({exc}); send an object such as {example}") from None
     if not isinstance(body, dict):
@@ -232,7 +233,7 @@ def parse_scenario_body(text: str, content_type: str, default_name: str | None) 
     """A JSON body (by its Content-Type) is read as JSON; any other as YAML, whose errors carry lines."""
     if content_type == "application/json" or content_type.endswith("+json"):
         try:
-            document = json.loads(text)
+            document = loads(text)
         except ValueError as exc:
             raise ControlError(f"the body is not valid JSON ({exc})") from None
         return parse_document(with_lines(document), SCENARIOS_SOURCE, default_name)

@@ -22,7 +22,6 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
 SEED_HEADER = "X-Fakehop-Seed"
-NESTED_TOO_DEEPLY = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
 _SEED = re.compile(r"^\s*-?\d{1,20}\s*$")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -40,19 +39,33 @@ async def read_json_object(request: web.Request) -> dict:
     except UnicodeDecodeError as exc:
         raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
     try:
-        body = json.loads(text)
-    except RecursionError:
-        raise BadRequest(NESTED_TOO_DEEPLY) from None
+        body = loads(text)
+    except UnfitJson as exc:
+        raise BadRequest(f"We could not use the JSON body of your request: {exc}.") from None
     except ValueError:
         raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
                          f"{content_type_hint(request)}.") from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
-    if nested_deeper_than(body, MAX_JSON_DEPTH):
-        raise BadRequest(NESTED_TOO_DEEPLY)
-    if _SURROGATE_ESCAPE.search(text):
-        refuse_unpaired_surrogates(body)
     return body
+
+
+class UnfitJson(ValueError):
+    """Valid JSON that fakehop could not carry on with."""
+
+
+def loads(text: str):
+    """json.loads, refusing with UnfitJson what fakehop could not carry on with: nesting deeper
+    than MAX_JSON_DEPTH, and strings with unpaired surrogates, which no answer can encode."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if isinstance(value, (dict, list)) and nested_deeper_than(value, MAX_JSON_DEPTH):
+        raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep")
+    if _SURROGATE_ESCAPE.search(text) and not encodable(value):
+        raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
+    return value
 
 
 def nested_deeper_than(value: dict | list, limit: int) -> bool:
@@ -75,12 +88,13 @@ def content_type_hint(request: web.Request) -> str:
     return f" (fakehop reads every body as JSON; this one came as {content_type.split(';')[0].strip()})"
 
 
-def refuse_unpaired_surrogates(body: dict) -> None:
-    r"""`\ud800` without its pair is valid JSON but no UTF-8: the answer could not echo it."""
+def encodable(value) -> bool:
+    r"""Whether every string in `value` is UTF-8: `\ud800` without its pair is valid JSON, but not text."""
     try:
-        dumps(body).encode("utf-8")
+        dumps(value).encode("utf-8")
     except UnicodeEncodeError:
-        raise BadRequest("The request body holds a \\u escape of an unpaired UTF-16 surrogate, which is not text.") from None
+        return False
+    return True
 
 
 def parse_seed(text: str) -> int:

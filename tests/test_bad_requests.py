@@ -172,6 +172,20 @@ async def test_a_body_just_under_the_limit_is_read(real_url):
     assert status == 200
 
 
+@pytest.mark.parametrize("path,body,says", [
+    ("/_fakehop/queue", b'{"scenario": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than"),
+    ("/_fakehop/default", b'{"scenario": ' + b'{"a": ' * 500 + b"1" + b"}" * 500 + b"}", "nested more than"),
+    ("/_fakehop/queue", b'{"scenario": {"steps": [{"text": "\\ud800"}]}}', "unpaired UTF-16 surrogate"),
+    ("/_fakehop/scenarios?name=deep", b'{"steps": [{"tool_call": {"name": "f", "arguments": ' + b'{"a": ' * 900 + b"1" + b"}" * 900 + b"}}]}",
+     "nested more than"),
+], ids=["queue-100000-deep", "default-500-deep", "queue-unpaired-surrogate", "scenario-900-deep"])
+async def test_control_api_refuses_json_fakehop_could_not_carry_on_with(real_url, caplog, path, body, says):
+    method = "PUT" if path.endswith("default") else "POST"
+    status, _, text = await send(real_url, method, path, body, JSON)
+    assert status == 400 and says in json.loads(text)["error"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 # ---------------------------------------------------------------- headers aiohttp answers itself
 
 
