@@ -24,7 +24,7 @@ import aiohttp
 from fakehop.library import Library
 
 from .server import Figures, ServerProcess
-from .streams import Cut, Result, Target, client_session, fetch, targets
+from .streams import EVERY_STEP, EVERY_STEP_NAME, Cut, Result, Target, client_session, fetch, library_with_every_step, targets
 
 SOAK_TIME_SCALE = 0.005  # a 120 s stall lasts 0.6 s: long enough to be cut in the middle
 LOAD_TIME_SCALE = 0.01
@@ -88,11 +88,14 @@ async def warm_up(server: ServerProcess, session: aiohttp.ClientSession, all_tar
 
 
 async def aborts(server: ServerProcess, streams: int, cut_share: float = 0.2, seed: int = 1, checkpoints: int = 2) -> Run:
-    """`streams` requests over every bundled target, `cut_share` of them cut short at random points."""
+    """`streams` requests over every bundled target and EVERY_STEP's, `cut_share` of them cut
+    short at random points."""
     rng = random.Random(seed)
     run = Run("aborts")
-    all_targets = targets(Library.load())
+    all_targets = await targets(library_with_every_step())
     async with client_session(SOAK_CONCURRENCY) as session:
+        async with session.post(server.url + "/_fakehop/scenarios", params={"name": EVERY_STEP_NAME}, data=EVERY_STEP) as response:
+            response.raise_for_status()
         run.baseline = await warm_up(server, session, all_targets)
         started = time.monotonic()
         for _ in range(checkpoints):
@@ -139,7 +142,7 @@ async def load(server: ServerProcess, streams: int, rounds: int = 2) -> Run:
     start from their first entry each round. The first round's thousands of connections leave
     the allocator holding a high-water mark of memory; RSS growth counts from after it."""
     run = Run("load")
-    stream_targets = targets(Library.load(), streams_only=True)
+    stream_targets = await targets(Library.load(), streams_only=True)
     plan = [stream_targets[i % len(stream_targets)] for i in range(streams)]
     async with client_session() as session:
         run.baseline = await warm_up(server, session, stream_targets)

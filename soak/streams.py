@@ -1,7 +1,8 @@
 """One request to a soak server as a client would send it, cut short or not, and what its bytes should be.
 
 Every request carries `X-Fakehop-Seed: 0` and its protocol's EXAMPLE_REQUEST, so what comes
-back is exactly what the golden files under tests/golden hold (`fakehop play --seed 0`).
+back is exactly what the golden files under tests/golden hold (`fakehop play --seed 0`), or
+for EVERY_STEP, which has no golden file, what `fakehop play` prints for it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,31 @@ from fakehop import player
 from fakehop import scenario as sc
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
-from tests.golden_files import Case
+from fakehop.scenario import parse_text
+from tests.golden_files import Case, played_bytes
 
 HANG_WAIT = 0.3  # how long a client waits for the headers of a non-streamed `hang` before giving up
+EVERY_STEP_NAME = "every-step"
+EVERY_STEP = """\
+description: One of every step that can come before the end, then a failure.
+keepalive: 2s
+stall_timeout: 6s
+steps:
+  - reasoning: "Thinking it over."
+    chunk: word
+  - delay: 5s
+  - keepalive
+  - tool_call: {name: lookup, arguments: {query: soak}}
+    chunk: 4
+    interval: 500ms
+  - text: "Here it comes"
+    chunk: char
+    interval: 1s
+  - stall: continue
+  - raw: ": a comment of our own\n\n"
+  - text: " and a little more."
+  - fail: interrupted
+"""
 
 
 @dataclass(frozen=True)
@@ -61,15 +84,22 @@ def longest_seconds(library: Library, name: str) -> float:
     return max((offset for script in scripts for offset, _ in player.timeline(script)), default=0.0)
 
 
-def targets(library: Library, streams_only: bool = False) -> list[Target]:
-    """Every bundled scenario in every protocol, streamed and (unless `streams_only`) not."""
+def library_with_every_step() -> Library:
+    return Library.load().with_scenario(parse_text(EVERY_STEP, "<soak>", EVERY_STEP_NAME))
+
+
+async def targets(library: Library, streams_only: bool = False) -> list[Target]:
+    """Every scenario in every protocol, streamed and (unless `streams_only`) not."""
     found = []
     for protocol in sorted(PROTOCOLS):
         for name in library.names():
             entries = len(library[name].entries) if library[name].is_sequence else 0
             for stream in (True,) if streams_only else (True, False):
                 cases = [Case(protocol, name, stream, number) for number in range(1, entries + 1)] or [Case(protocol, name, stream, 0)]
-                answers = tuple(case.path.read_bytes() for case in cases)
+                if name == EVERY_STEP_NAME:
+                    answers = tuple([await played_bytes(library, case) for case in cases])
+                else:
+                    answers = tuple(case.path.read_bytes() for case in cases)
                 found.append(Target(protocol, name, stream, answers, ends_with(library, name, sc.Hang),
                                     ends_with(library, name, sc.Disconnect), longest_seconds(library, name)))
     return found

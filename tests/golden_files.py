@@ -70,11 +70,16 @@ def raw_frames(library: Library) -> set[str]:
 
 def play_bytes(library: Library, case: Case) -> bytes:
     """What `fakehop play` writes to stdout for this case."""
+    return asyncio.run(played_bytes(library, case))
+
+
+async def played_bytes(library: Library, case: Case) -> bytes:
+    """play_bytes, for a caller already on an event loop."""
     module = PROTOCOLS[case.protocol]
     body = dict(module.EXAMPLE_REQUEST, stream=case.stream)
     out = bytearray()
-    asyncio.run(render(library, case.scenario, case.protocol, body, request_number=case.request or 1,
-                       clock=player.InstantClock(), write=out.extend))
+    await render(library, case.scenario, case.protocol, body, request_number=case.request or 1,
+                 clock=player.InstantClock(), write=out.extend)
     return bytes(out)
 
 

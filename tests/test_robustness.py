@@ -8,10 +8,15 @@ reads; the clients are real aiohttp clients and raw sockets. soak/runs.py has th
 
 from __future__ import annotations
 
+import typing
+
 import pytest
+
+from fakehop import scenario as sc
 
 from soak.runs import LOAD_TIME_SCALE, RSS_TOLERANCE_MIB, SLOW_MEMORY_BOUND_MIB, SOAK_TIME_SCALE, aborts, load, slow_readers
 from soak.server import ServerProcess
+from soak.streams import library_with_every_step
 
 JOURNAL_SIZE = 100  # a short warm-up fills it
 
@@ -50,3 +55,11 @@ async def test_streams_at_once_are_each_exactly_as_golden(soak_server):
     assert run.wrong == [] and run.surprises == []
     assert run.logged == "" and run.unfinished == 0
     assert run.back_to_baseline, (run.baseline, run.after)
+
+
+def test_clients_hang_up_during_every_kind_of_step():
+    """The hang-up runs play every bundled scenario and EVERY_STEP, so every kind of step is cut."""
+    library = library_with_every_step()
+    scripts = [entry.script for name in library.names() for entry in library[name].entries if entry.script]
+    assert {type(step) for script in scripts for step in script.steps} == set(typing.get_args(sc.Step))
+    assert any(script.http_error for script in scripts)
