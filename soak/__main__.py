@@ -13,8 +13,8 @@ from .child import raise_open_file_limit
 from .runs import LOAD_TIME_SCALE, RSS_TOLERANCE_MIB, SLOW_MEMORY_BOUND_MIB, SOAK_TIME_SCALE, Run, SlowRun, aborts, load, slow_readers
 from .server import ServerProcess
 
-FULL = {"streams": 20_000, "load": 2_000, "readers": 20, "stall_seconds": 5.0}
-QUICK = {"streams": 500, "load": 200, "readers": 3, "stall_seconds": 1.0}
+FULL = {"streams": 20_000, "load": 2_000, "rounds": 3, "readers": 20, "stall_seconds": 5.0}
+QUICK = {"streams": 500, "load": 200, "rounds": 2, "readers": 3, "stall_seconds": 1.0}
 
 
 def report(run: Run) -> list[str]:
@@ -66,7 +66,7 @@ async def main(sizes: dict) -> list[str]:
     with ServerProcess(SOAK_TIME_SCALE) as server:
         problems += report_slow(await slow_readers(server, sizes["readers"], sizes["stall_seconds"]))
     with ServerProcess(LOAD_TIME_SCALE) as server:
-        problems += report(await load(server, sizes["load"]))
+        problems += report(await load(server, sizes["load"], sizes["rounds"]))
     return problems
 
 

@@ -154,7 +154,7 @@ async def load(server: ServerProcess, streams: int, rounds: int = 2) -> Run:
                 results = await asyncio.gather(*(fetch(session, server.url, target) for target in plan))
             tally(run, results, [None] * len(results))
             run.surprises += sequence_surprises(results)
-            run.checkpoints.append((f"round {round_number}, at the peak", peak.figures))
+            run.checkpoints.append((f"round {round_number}, most connections", peak.figures))
             run.checkpoints.append((f"round {round_number}, after", await server.idle_figures(run.baseline.tasks)))
         run.seconds = time.monotonic() - started
     run.after = run.checkpoints[-1][1]
@@ -240,7 +240,7 @@ async def slow_readers(server: ServerProcess, readers: int, stall_seconds: float
             await asyncio.sleep(stall_seconds)
         run.rss_while_stalled = peak.rss
         run.most_events_written = await most_events_in_progress(session, server.url)
-        run.checkpoints.append((f"{readers} readers stalled for {stall_seconds:g}s", peak.figures))
+        run.checkpoints.append((f"{readers} readers stalled for {stall_seconds:g}s, most connections", peak.figures))
         for sock in sockets:
             sock.close()
         run.requests = readers
