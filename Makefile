@@ -21,6 +21,10 @@ soak: $(STAMP)
 	$(PY) -m soak
 	FAKEHOP_FUZZ_EXAMPLES=5000 $(PY) -m pytest -q tests/test_scenario_fuzz.py tests/test_bad_requests.py
 
+# fakehop against a bare aiohttp handler; BENCH_ARGS="--quick" for a smoke run (see python -m bench --help)
+bench: $(STAMP)
+	$(PY) -m bench $(BENCH_ARGS)
+
 golden: $(STAMP)
 	$(PY) -m tests.golden_files --write
 

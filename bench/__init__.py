@@ -1,0 +1,1 @@
+"""The fakehop benchmark: `make bench` or `python -m bench --help`."""

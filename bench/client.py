@@ -1,0 +1,344 @@
+"""The load client: one process that drives one server through one measurement.
+
+It reads one JSON spec per line on stdin and answers each with one JSON result line on stdout. It uses a bare aiohttp
+client (no SDK) and does not parse SSE: it counts the blank lines that end frames, which is
+all the measurements need and keeps the client cheap. It reads the server's CPU time and
+memory from /proc, so the figures cover exactly the measured window.
+
+Modes:
+  throughput  `concurrency` workers each send requests back to back for `duration` seconds
+  idle        open `streams` streams, hold them `hold` seconds, check their keepalives
+  timing      `concurrency` workers each play `streams_each` paced streams; every frame
+              group's arrival is compared with its schedule
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+OPEN_TIMEOUT = 60.0
+
+
+def raise_open_file_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User + system CPU time of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as file:
+        fields = file.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_kb(pid: int | str = "self") -> int:
+    """Resident memory of a process in KiB, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as file:
+        for line in file:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+@dataclass
+class Target:
+    """One scenario on one server, and what a correct answer to it looks like."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    frames: int  # frames in a whole answer
+    last_frame: bytes
+    group_starts: list[int]  # index of the first frame of each timed group
+    group_offsets: list[float]  # when each group is due, seconds from the first
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "Target":
+        groups = spec["groups"]
+        starts, count = [], 0
+        for _, frames in groups:
+            starts.append(count)
+            count += len(frames)
+        return cls(
+            url=spec["url"] + spec["path"],
+            body=json.dumps(spec["body"]).encode(),
+            headers={"Content-Type": "application/json", "Authorization": "Bearer sk-bench", "X-Fakehop-Scenario": spec["scenario"]},
+            frames=count,
+            last_frame=groups[-1][1][-1].encode(),
+            group_starts=starts,
+            group_offsets=[offset for offset, _ in groups],
+        )
+
+    def is_whole(self, status: int, data: bytes) -> bool:
+        return status == 200 and data.count(b"\n\n") == self.frames and data.endswith(self.last_frame)
+
+
+class Window:
+    """CPU time of the server and of this client, and wall time, over a measured stretch."""
+
+    def __init__(self, server_pid: int):
+        self.server_pid = server_pid
+        self.wall = time.monotonic()
+        self.server_cpu = cpu_seconds(server_pid)
+        self.client_cpu = cpu_seconds()
+
+    def close(self) -> dict:
+        wall = time.monotonic() - self.wall
+        server_cpu = cpu_seconds(self.server_pid) - self.server_cpu
+        return {
+            "seconds": round(wall, 3),
+            "server_cpu_seconds": round(server_cpu, 3),
+            "server_cpu_percent": round(100 * server_cpu / wall, 1),
+            "client_cpu_percent": round(100 * (cpu_seconds() - self.client_cpu) / wall, 1),
+        }
+
+
+def new_session(connections: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=connections, force_close=False, enable_cleanup_closed=False)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=OPEN_TIMEOUT))
+
+
+# ---------------------------------------------------------------- throughput
+
+
+async def throughput(spec: dict) -> dict:
+    target = Target.from_spec(spec)
+    concurrency, duration = spec["concurrency"], spec["duration"]
+    done, errors, latencies = 0, 0, []
+
+    async def worker(stop_at: float) -> None:
+        nonlocal done, errors
+        while time.monotonic() < stop_at:
+            sent = time.monotonic()
+            try:
+                async with session.post(target.url, data=target.body, headers=target.headers) as response:
+                    data = await response.read()
+                whole = target.is_whole(response.status, data)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                whole = False
+            if whole:
+                done += 1
+                latencies.append(time.monotonic() - sent)
+            else:
+                errors += 1
+
+    async with new_session(concurrency) as session:
+        window = Window(spec["server_pid"])
+        await asyncio.gather(*(worker(time.monotonic() + duration) for _ in range(concurrency)))
+        measured = window.close()
+    return {
+        **measured,
+        "requests": done,
+        "errors": errors,
+        "requests_per_s": round(done / measured["seconds"], 1),
+        "events_per_s": round(done * target.frames / measured["seconds"], 1),
+        "server_us_per_request": round(1e6 * measured["server_cpu_seconds"] / done, 1) if done else None,
+        "latency_p50_ms": _ms(percentile(latencies, 0.5)),
+        "latency_p99_ms": _ms(percentile(latencies, 0.99)),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+# ---------------------------------------------------------------- idle streams
+
+
+class IdleStreams:
+    """Many streams held open, each counting the frames (keepalives) it receives."""
+
+    OPEN, FAILED, ENDED = "open", "failed", "ended"
+
+    def __init__(self, target: Target, count: int, connecting: int):
+        self.target = target
+        self.count = count
+        self.connecting = asyncio.Semaphore(connecting)
+        self.frames = [0] * count
+        self.states: list[str | None] = [None] * count
+        self.settled = 0
+        self.all_settled = asyncio.Event()
+
+    def count_of(self, state: str) -> int:
+        return self.states.count(state)
+
+    def mark(self, number: int, state: str) -> None:
+        first = self.states[number] is None
+        self.states[number] = state
+        if first:
+            self.settled += 1
+            if self.settled == self.count:
+                self.all_settled.set()
+
+    async def hold(self, session: aiohttp.ClientSession, number: int) -> None:
+        try:
+            async with self.connecting:
+                response = await session.post(self.target.url, data=self.target.body, headers=self.target.headers)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            self.mark(number, self.FAILED)
+            return
+        if response.status != 200:
+            response.release()
+            self.mark(number, self.FAILED)
+            return
+        self.mark(number, self.OPEN)
+        try:
+            async for chunk in response.content.iter_any():
+                self.frames[number] += chunk.count(b"\n\n")
+        except (aiohttp.ClientError, OSError):
+            pass
+        self.mark(number, self.ENDED)
+
+
+async def idle(spec: dict) -> dict:
+    target = Target.from_spec(spec)
+    count, hold_seconds, keepalive = spec["streams"], spec["hold"], spec["keepalive_interval"]
+    pid = spec["server_pid"]
+    streams = IdleStreams(target, count, spec["connect_concurrency"])
+    baseline_kb = rss_kb(pid)
+    async with new_session(0) as session:
+        opening = time.monotonic()
+        tasks = [asyncio.create_task(streams.hold(session, n)) for n in range(count)]
+        try:
+            await asyncio.wait_for(streams.all_settled.wait(), OPEN_TIMEOUT)
+        except asyncio.TimeoutError:
+            pass
+        open_seconds = time.monotonic() - opening
+        await asyncio.sleep(spec["settle"])
+        frames_before = list(streams.frames)
+        window = Window(pid)
+        await asyncio.sleep(hold_seconds)
+        measured = window.close()
+        held_kb = rss_kb(pid)
+        received = [after - before for after, before in zip(streams.frames, frames_before)]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    expected = int(measured["seconds"] / keepalive) - 1
+    starved = sum(1 for state, got in zip(streams.states, received) if state == streams.OPEN and got < expected)
+    failed, ended = streams.count_of(streams.FAILED), streams.count_of(streams.ENDED)
+    opened = count - failed - streams.count_of(None)
+    return {
+        **measured,
+        "streams": count,
+        "opened": opened,
+        "open_seconds": round(open_seconds, 2),
+        "errors": count - opened + ended + starved,
+        "failed_to_open": count - opened,
+        "ended_early": ended,
+        "starved": starved,
+        "keepalives_per_s": round(sum(received) / measured["seconds"], 1),
+        "server_rss_baseline_kb": baseline_kb,
+        "server_rss_held_kb": held_kb,
+        "kb_per_stream": round((held_kb - baseline_kb) / max(1, opened - ended), 2),
+        "client_rss_kb": rss_kb(),
+    }
+
+
+# ---------------------------------------------------------------- timing fidelity
+
+
+async def timing(spec: dict) -> dict:
+    target = Target.from_spec(spec)
+    concurrency, streams_each, spread = spec["concurrency"], spec["streams_each"], spec["spread"]
+    errors_by_group: list[list[float]] = [[] for _ in target.group_offsets]
+    first_frame_ms: list[float] = []
+    failures = 0
+
+    async def one_stream() -> None:
+        nonlocal failures
+        arrivals: list[float] = []
+        seen, data_tail = 0, b""
+        sent = time.monotonic()
+        try:
+            async with session.post(target.url, data=target.body, headers=target.headers) as response:
+                async for chunk in response.content.iter_any():
+                    now = time.monotonic()
+                    joined = data_tail + chunk
+                    seen += joined.count(b"\n\n")
+                    data_tail = joined[-1:]
+                    while len(arrivals) < len(target.group_starts) and target.group_starts[len(arrivals)] < seen:
+                        arrivals.append(now)
+                status = response.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            status = 0
+        if status != 200 or seen != target.frames:
+            failures += 1
+            return
+        first_frame_ms.append((arrivals[0] - sent) * 1000)
+        for group, arrived in enumerate(arrivals):
+            errors_by_group[group].append((arrived - arrivals[0] - target.group_offsets[group] + target.group_offsets[0]) * 1000)
+
+    async def worker() -> None:
+        await asyncio.sleep(random.uniform(0, spread))
+        for _ in range(streams_each):
+            await one_stream()
+
+    async with new_session(concurrency) as session:
+        window = Window(spec["server_pid"])
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        measured = window.close()
+    return {**measured, **timing_summary(errors_by_group[1:]), "errors": failures,
+            "first_frame_p50_ms": _round(percentile(first_frame_ms, 0.5)),
+            "first_frame_p99_ms": _round(percentile(first_frame_ms, 0.99))}
+
+
+def timing_summary(errors_by_group: list[list[float]]) -> dict:
+    """Percentiles of every paced group's lateness, and early groups against late ones."""
+    every = [error for group in errors_by_group for error in group]
+    quarter = max(1, len(errors_by_group) // 4)
+    early = [error for group in errors_by_group[:quarter] for error in group]
+    late = [error for group in errors_by_group[-quarter:] for error in group]
+    return {
+        "deltas": len(every),
+        "error_p50_ms": _round(percentile(every, 0.5)),
+        "error_p99_ms": _round(percentile(every, 0.99)),
+        "error_max_ms": _round(max(every, default=None)),
+        "error_min_ms": _round(min(every, default=None)),
+        "early_p50_ms": _round(percentile(early, 0.5)),
+        "late_p50_ms": _round(percentile(late, 0.5)),
+        "drift_ms": _round(percentile(late, 0.5) - percentile(early, 0.5)) if every else None,
+        "early_p99_ms": _round(percentile(early, 0.99)),
+        "late_p99_ms": _round(percentile(late, 0.99)),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+MODES = {"throughput": throughput, "idle": idle, "timing": timing}
+
+
+def main() -> None:
+    """One spec per line on stdin, one result per line on stdout, until stdin closes."""
+    raise_open_file_limit()
+    for line in sys.stdin:
+        spec = json.loads(line)
+        try:
+            result = asyncio.run(MODES[spec["mode"]](spec))
+        except Exception as exc:  # reported to the bench, which stops with it
+            result = {"failure": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,437 @@
+"""`make bench`: fakehop against a hand-written aiohttp ceiling, in separate processes.
+
+For each protocol and section it starts `fakehop serve` and the ceiling (bench/ceiling.py,
+the same bytes from a bare handler), then drives them from a separate client process
+(bench/client.py), alternating which goes first, round after round; it reports medians,
+their spread across rounds, and fakehop / ceiling ratios, as a table and as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import re
+import resource
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Iterator
+
+from fakehop.protocols import PROTOCOLS
+
+from . import plan as bench_plan
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS = REPO / "bench-results.json"
+FIXTURE_OVERHEAD = Path(__file__).parent / "fixture_overhead.py"
+URL_PATTERN = re.compile(r"http://\S+")
+START_TIMEOUT = 60.0
+IDLE_KEEPALIVE = 1.0  # bench-idle.yaml's keepalive interval
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big and how long each measurement is."""
+
+    rounds: int = 3
+    warmup: float = 1.0  # seconds of throughput load before a throughput or timing section's rounds
+    long_clients: int = 50
+    long_seconds: float = 4.0
+    short_clients: int = 500
+    short_seconds: float = 4.0
+    idle_streams: int = 10_000
+    idle_rounds: int = 2
+    idle_hold: float = 5.0
+    idle_connecting: int = 200
+    timing_streams: int = 500
+    timing_cycles: int = 2
+
+    @classmethod
+    def quick(cls) -> "Sizes":
+        return cls(rounds=1, warmup=0.0, long_clients=4, long_seconds=0.5, short_clients=8, short_seconds=0.5,
+                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    scenario: str
+    mode: str
+    metrics: tuple[str, ...]  # the first is the headline, held to the target
+    ratio_at_least: float | None = None  # target: fakehop / ceiling of the headline
+    below: float | None = None  # target: fakehop's headline under this
+
+    @property
+    def headline(self) -> str:
+        return self.metrics[0]
+
+
+THROUGHPUT_METRICS = ("server_us_per_request", "latency_p50_ms", "latency_p99_ms", "server_cpu_percent", "client_cpu_percent", "errors")
+SECTIONS = {
+    "long_streams": Section("long_streams", "bench-long", "throughput", ("events_per_s", "requests_per_s", *THROUGHPUT_METRICS),
+                            ratio_at_least=0.9),
+    "short_requests": Section("short_requests", "bench-short", "throughput", ("requests_per_s", "events_per_s", *THROUGHPUT_METRICS),
+                              ratio_at_least=0.8),
+    "idle_streams": Section("idle_streams", "bench-idle", "idle",
+                            ("kb_per_stream", "server_cpu_percent", "keepalives_per_s", "open_seconds", "opened", "errors"), below=30),
+    "timing": Section("timing", "bench-paced", "timing",
+                      ("error_p99_ms", "error_p50_ms", "error_max_ms", "early_p50_ms", "late_p50_ms", "drift_ms", "early_p99_ms",
+                       "late_p99_ms", "first_frame_p50_ms", "server_cpu_percent", "client_cpu_percent", "errors"), below=5),
+}
+TARGETS = ("fakehop", "ceiling")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------- processes
+
+
+def raise_open_file_limit() -> None:
+    """Run in each server process before it starts: as many open files as the system allows."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class Server:
+    """A server process; `wait_ready()` returns once it has printed its URL."""
+
+    def __init__(self, name: str, command: list[str]):
+        self.name = name
+        self.url = ""
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        line, match = "", None
+        while match is None and select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            line = self.process.stdout.readline().decode()
+            if not line:
+                break
+            match = URL_PATTERN.search(line)
+        if match is None:
+            self.log.seek(0)
+            raise BenchError(f"{self.name} did not start: {line!r} {self.log.read().decode()[-2000:]}")
+        self.url = match.group(0)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()
+        self.log.close()
+
+
+def fakehop_command() -> list[str]:
+    return [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--time-scale", "1", "--scenarios", str(bench_plan.SCENARIO_DIR)]
+
+
+def ceiling_command(plan_path: Path) -> list[str]:
+    return [sys.executable, "-m", "bench.ceiling", str(plan_path)]
+
+
+@contextlib.contextmanager
+def servers(plan_path: Path) -> Iterator[dict[str, Server]]:
+    """fakehop and the ceiling, started side by side."""
+    started: dict[str, Server] = {}
+    try:
+        started["fakehop"] = Server("fakehop", fakehop_command())
+        started["ceiling"] = Server("ceiling", ceiling_command(plan_path))
+        for server in started.values():
+            server.wait_ready()
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+class Client:
+    """The load client process (bench/client.py): one JSON spec in, one JSON result out, per line."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.client"], cwd=REPO, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, preexec_fn=raise_open_file_limit)
+
+    def run(self, spec: dict) -> dict:
+        self.process.stdin.write(json.dumps(spec).encode() + b"\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise BenchError(f"the client died during {spec['mode']} {spec['scenario']}")
+        result = json.loads(line)
+        if "failure" in result:
+            raise BenchError(f"client failed ({spec['mode']} {spec['scenario']}): {result['failure']}")
+        return result
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(30)
+        self.process.stdout.close()
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def round_order(number: int) -> tuple[str, ...]:
+    return TARGETS if number % 2 == 0 else TARGETS[::-1]
+
+
+class Bench:
+    """One protocol's sections, measured against both servers."""
+
+    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str):
+        self.sizes = sizes
+        self.plan = plan
+        self.plan_path = plan_path
+        self.client = client
+        self.protocol = protocol
+
+    def spec(self, section: Section, server: Server, **overrides) -> dict:
+        protocol_plan, sizes = self.plan[self.protocol], self.sizes
+        spec = {
+            "mode": section.mode,
+            "url": server.url,
+            "server_pid": server.pid,
+            "path": protocol_plan["path"],
+            "body": protocol_plan["body"],
+            "scenario": section.scenario,
+            "groups": protocol_plan["scenarios"][section.scenario],
+        }
+        if section.name == "long_streams":
+            spec.update(concurrency=sizes.long_clients, duration=sizes.long_seconds)
+        elif section.name == "short_requests":
+            spec.update(concurrency=sizes.short_clients, duration=sizes.short_seconds)
+        elif section.name == "idle_streams":
+            spec.update(streams=sizes.idle_streams, hold=sizes.idle_hold, keepalive_interval=IDLE_KEEPALIVE,
+                        connect_concurrency=sizes.idle_connecting, settle=min(1.0, sizes.idle_hold / 4))
+        else:
+            spec.update(concurrency=sizes.timing_streams, streams_each=sizes.timing_cycles, spread=0.05)
+        spec.update(overrides)
+        return spec
+
+    def warm_up(self, running: dict[str, Server]) -> None:
+        """Load each server briefly so the measured rounds do not pay for first-request costs."""
+        if not self.sizes.warmup:
+            return
+        short = SECTIONS["short_requests"]
+        for server in running.values():
+            self.client.run(self.spec(short, server, concurrency=min(50, self.sizes.short_clients), duration=self.sizes.warmup))
+
+    def one_round(self, section: Section, running: dict[str, Server], number: int, runs: dict[str, list[dict]]) -> None:
+        for target in round_order(number):
+            runs[target].append(self.client.run(self.spec(section, running[target])))
+
+    def sections(self, names: list[str]) -> dict[str, dict]:
+        """Each section's outcome. Idle streams get fresh servers each round, for clean memory figures;
+        the others share one pair."""
+        runs = {name: {target: [] for target in TARGETS} for name in names}
+        shared = [name for name in names if name != "idle_streams"]
+        if shared:
+            with servers(self.plan_path) as running:
+                self.warm_up(running)
+                for name in shared:
+                    print(f"bench: {name} ({self.protocol})", file=sys.stderr, flush=True)
+                    for number in range(self.sizes.rounds):
+                        self.one_round(SECTIONS[name], running, number, runs[name])
+        if "idle_streams" in names:
+            print(f"bench: idle_streams ({self.protocol})", file=sys.stderr, flush=True)
+            for number in range(self.sizes.idle_rounds):
+                with servers(self.plan_path) as running:
+                    self.warm_up(running)
+                    self.one_round(SECTIONS["idle_streams"], running, number, runs["idle_streams"])
+        return {name: outcome(SECTIONS[name], runs[name]) for name in names}
+
+
+# ---------------------------------------------------------------- summaries
+
+
+def spread_percent(values: list[float]) -> float | None:
+    """(max - min) / median across rounds: how noisy a figure was."""
+    middle = statistics.median(values)
+    return round(100 * (max(values) - min(values)) / middle, 1) if middle else None
+
+
+def summarize_target(runs: list[dict], metrics: tuple[str, ...]) -> dict:
+    medians, spreads = {}, {}
+    for metric in metrics:
+        values = [run[metric] for run in runs if run.get(metric) is not None]
+        if not values:
+            medians[metric] = None
+            continue
+        medians[metric] = round(statistics.median(values), 3)
+        if len(values) > 1 and metric != "errors":
+            spreads[metric] = spread_percent(values)
+    medians["errors"] = sum(run["errors"] for run in runs)
+    return {"median": medians, "spread_percent": spreads, "runs": runs}
+
+
+def verdict(section: Section, summary: dict) -> dict:
+    """The headline figure, what it is held to, and whether it made it (with no errors)."""
+    fakehop, ceiling = summary["fakehop"]["median"], summary["ceiling"]["median"]
+    clean = fakehop["errors"] == 0
+    headline = section.headline
+    if section.ratio_at_least is not None:
+        ratio = round(fakehop[headline] / ceiling[headline], 3) if ceiling[headline] else None
+        rounds = [round(f[headline] / c[headline], 3) if c[headline] else None
+                  for f, c in zip(summary["fakehop"]["runs"], summary["ceiling"]["runs"])]
+        cost = fakehop["server_us_per_request"]
+        return {"metric": headline, "ratio": ratio, "round_ratios": rounds, "target": f">= {section.ratio_at_least:g}",
+                "met": clean and ratio is not None and ratio >= section.ratio_at_least,
+                "server_cost_ratio": round(ceiling["server_us_per_request"] / cost, 3) if cost else None}
+    return {"metric": headline, "fakehop": fakehop[headline], "ceiling": ceiling[headline], "target": f"< {section.below:g}",
+            "met": clean and fakehop[headline] is not None and fakehop[headline] < section.below}
+
+
+def outcome(section: Section, runs: dict[str, list[dict]]) -> dict:
+    summary = {target: summarize_target(runs[target], section.metrics) for target in TARGETS}
+    return {**summary, "verdict": verdict(section, summary)}
+
+
+# ---------------------------------------------------------------- fixture overhead
+
+
+def fixture_overhead(quick: bool) -> dict:
+    """Figures from bench/fixture_overhead.py, when it exists.
+
+    The hook: the script is run as `python bench/fixture_overhead.py` from the repository root,
+    with BENCH_QUICK=1 in its environment for a quick run, and prints a JSON object as the
+    last line of its output; that object is reported as it is.
+    """
+    if not FIXTURE_OVERHEAD.exists():
+        return {"status": "not present", "hook": str(FIXTURE_OVERHEAD.relative_to(REPO))}
+    env = {**os.environ, "BENCH_QUICK": "1" if quick else "0"}
+    done = subprocess.run([sys.executable, str(FIXTURE_OVERHEAD)], cwd=REPO, env=env, capture_output=True, timeout=600)
+    lines = done.stdout.decode().strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"status": "failed", "exit_code": done.returncode, "stderr": done.stderr.decode()[-2000:]}
+    try:
+        return {"status": "ok", "figures": json.loads(lines[-1])}
+    except ValueError:
+        return {"status": "ok", "output": "\n".join(lines[-40:])}
+
+
+# ---------------------------------------------------------------- report
+
+
+def format_number(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def table(results: dict) -> str:
+    rows = [("protocol", "section", "metric", "fakehop", "ceiling", "ratio", "target", "met", "spread f/c %")]
+    for name, by_protocol in results["sections"].items():
+        if name not in SECTIONS:
+            continue
+        section = SECTIONS[name]
+        for protocol, outcome in by_protocol.items():
+            for metric in section.metrics:
+                fakehop, ceiling = outcome["fakehop"], outcome["ceiling"]
+                f_value, c_value = fakehop["median"].get(metric), ceiling["median"].get(metric)
+                headline = metric == section.headline
+                ratio = outcome["verdict"].get("ratio") if headline else None
+                spreads = f"{format_number(fakehop['spread_percent'].get(metric))}/{format_number(ceiling['spread_percent'].get(metric))}"
+                rows.append((protocol, name if headline else "", metric, format_number(f_value), format_number(c_value),
+                             format_number(ratio), outcome["verdict"]["target"] if headline else "",
+                             ("yes" if outcome["verdict"]["met"] else "NO") if headline else "", spreads))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: a few clients, one round")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"comma-separated (default: all, {','.join(PROTOCOLS)})")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})")
+    parser.add_argument("--json", type=Path, default=DEFAULT_RESULTS, metavar="PATH", help="where to write the results")
+    parser.add_argument("--no-fixture-overhead", action="store_true", help="skip bench/fixture_overhead.py")
+    for field in fields(Sizes):
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, type=type(field.default), default=None, metavar="N",
+                            help=f"default {field.default} (or $BENCH_{field.name.upper()})")
+    args = parser.parse_args(argv)
+    for option, known in (("protocols", PROTOCOLS), ("sections", SECTIONS)):
+        chosen = [name for name in getattr(args, option).split(",") if name]
+        unknown = [name for name in chosen if name not in known]
+        if unknown or not chosen:
+            parser.error(f"--{option}: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(known)}")
+        setattr(args, option, chosen)
+    return args
+
+
+def sizes_from(args: argparse.Namespace) -> Sizes:
+    """Quick or full sizes, then $BENCH_* variables, then command-line options."""
+    sizes = Sizes.quick() if args.quick else Sizes()
+    changes = {}
+    for field in fields(Sizes):
+        from_env = os.environ.get(f"BENCH_{field.name.upper()}")
+        value = getattr(args, field.name)
+        if value is not None:
+            changes[field.name] = value
+        elif from_env:
+            changes[field.name] = type(field.default)(from_env)
+    return replace(sizes, **changes)
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "loadavg": list(os.getloadavg())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = sizes_from(args)
+    raise_open_file_limit()
+    started = time.monotonic()
+    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols,
+               "sections": {name: {} for name in args.sections}}
+    with tempfile.TemporaryDirectory(prefix="fakehop-bench-") as scratch:
+        plan = bench_plan.build(args.protocols)
+        plan_path = Path(scratch) / "plan.json"
+        bench_plan.write(plan, plan_path)
+        client = Client()
+        try:
+            for protocol in args.protocols:
+                outcomes = Bench(sizes, plan, plan_path, client, protocol).sections(args.sections)
+                for name, result in outcomes.items():
+                    results["sections"][name][protocol] = result
+        finally:
+            client.close()
+    if not args.no_fixture_overhead:
+        print("bench: fixture_overhead", file=sys.stderr, flush=True)
+        results["sections"]["fixture_overhead"] = fixture_overhead(args.quick)
+    results["machine_after"] = machine()
+    results["seconds"] = round(time.monotonic() - started, 1)
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    overhead = results["sections"].get("fixture_overhead")
+    if overhead is not None:
+        print(f"\nfixture overhead: {json.dumps({k: v for k, v in overhead.items() if k != 'stderr'})}")
+    print(f"\n{results['seconds']:g} s; load average before {results['machine_before']['loadavg']}, "
+          f"after {results['machine_after']['loadavg']}; results in {args.json}")
+    return 0
