@@ -6,17 +6,21 @@ import json
 import random
 import string
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..player import PlayRequest
 
 KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
 _ID_ALPHABET = string.ascii_letters + string.digits
+# json.dumps(value, ensure_ascii=False, separators=(",", ":")) builds an encoder on every call;
+# this one is built once and writes the same text.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps(value: Any) -> str:
     """Compact JSON, as the real APIs write it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def data_frame(value: Any) -> bytes:
@@ -31,18 +35,19 @@ class Template:
     """A frame with one string slot, encoded once: `fill(s)` equals framing the whole object.
 
     Build it from the frame of an object whose slot holds `SLOT`; filling in a string then
-    costs one json.dumps of that string instead of one of the whole object.
+    costs one JSON string encoding (`encode_basestring`, what json.dumps(text,
+    ensure_ascii=False) calls) instead of one of the whole object.
     """
 
     SLOT = "\x00slot\x00"
-    _SLOT_JSON = json.dumps(SLOT, ensure_ascii=False)
+    _SLOT_JSON = encode_basestring(SLOT)
 
     def __init__(self, frame: bytes):
         head, tail = frame.decode().split(self._SLOT_JSON)
         self.head, self.tail = head.encode(), tail.encode()
 
     def fill(self, text: str) -> bytes:
-        return self.head + json.dumps(text, ensure_ascii=False).encode() + self.tail
+        return self.head + encode_basestring(text).encode() + self.tail
 
 
 @dataclass
