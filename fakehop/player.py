@@ -9,6 +9,7 @@ happenings in batches as they fall due; offsets are absolute, so pauses never dr
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from dataclasses import dataclass
 from typing import AsyncIterator, Iterator, Protocol, Union
@@ -255,8 +256,29 @@ class _Layout:
 
 
 def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale: float = 1.0) -> Iterator[tuple[float, Happening]]:
-    """Every happening of `script` with its offset in seconds from the start of the stream."""
-    return _Layout(script, request, time_scale).steps()
+    """Every happening of `script` with its offset in seconds from the start of the stream.
+
+    A timeline depends on nothing else, so one of up to KEPT_HAPPENINGS is laid out once and
+    kept for the next answer with the same script, request facts and time scale: under load
+    most answers repeat one, and laying it out is most of the player's work per event.
+    """
+    key = (id(script), request, time_scale)
+    kept = _kept_timelines.get(key)
+    if kept is not None and kept[0] is script:
+        return iter(kept[1])
+    events = _Layout(script, request, time_scale).steps()
+    laid_out = tuple(itertools.islice(events, KEPT_HAPPENINGS + 1))
+    if len(laid_out) > KEPT_HAPPENINGS:
+        return itertools.chain(laid_out, events)
+    if len(_kept_timelines) >= KEPT_TIMELINES:
+        del _kept_timelines[next(iter(_kept_timelines))]
+    _kept_timelines[key] = (script, laid_out)  # holding the script keeps its id from being reused
+    return iter(laid_out)
+
+
+KEPT_HAPPENINGS = 4096
+KEPT_TIMELINES = 64
+_kept_timelines: dict[tuple, tuple[sc.Script, tuple[tuple[float, Happening], ...]]] = {}
 
 
 # ---------------------------------------------------------------- playing against a clock
@@ -295,15 +317,16 @@ class InstantClock:
 
 async def play(events: Iterator[tuple[float, Happening]], clock: Clock) -> AsyncIterator[list[Happening]]:
     """Batches of happenings, each handed out once its time has come (late ones together)."""
-    start = clock.now()
+    start = now = clock.now()
     batch: list[Happening] = []
     for offset, happening in events:
         due = start + offset
-        if due > clock.now():
+        if due > now and due > (now := clock.now()):  # the clock is read only when `now` is not late enough
             if batch:
                 yield batch
                 batch = []
             await clock.sleep_until(due)
+            now = clock.now()
         batch.append(happening)
         if len(batch) >= MAX_BATCH:
             yield batch
