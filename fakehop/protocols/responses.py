@@ -24,9 +24,9 @@ the Responses failure form.
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any, Iterator
 
 from .. import player as p
@@ -247,7 +247,7 @@ class SequencedTemplate:
     """An event frame with two slots, its sequence number and one string, encoded once.
 
     `fill(n, s)` equals framing the whole event with `n` and `s` in place, for the price of one
-    json.dumps of `s`. Build it from the frame of an event whose `sequence_number` is `NUMBER`
+    JSON string encoding of `s`. Build it from the frame of an event whose `sequence_number` is `NUMBER`
     and whose string slot holds `Template.SLOT`.
     """
 
@@ -259,7 +259,7 @@ class SequencedTemplate:
         self.head, self.middle, self.tail = head.encode(), middle.encode(), tail.encode()
 
     def fill(self, number: int, text: str) -> bytes:
-        return b"".join((self.head, str(number).encode(), self.middle, json.dumps(text, ensure_ascii=False).encode(), self.tail))
+        return b"".join((self.head, str(number).encode(), self.middle, encode_basestring(text).encode(), self.tail))
 
 
 @dataclass
