@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -30,6 +31,7 @@ DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+IDS = random.Random()  # one for every answer: seeding a Random per answer costs more than the rest of its ids
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -162,7 +164,7 @@ class Answer:
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
-        meta = Meta(model=model, created=int(time.time()), rng=random.Random()) if seed is None else seeded_meta(model, seed)
+        meta = Meta(model=model, created=int(time.time()), rng=IDS) if seed is None else seeded_meta(model, seed)
         events = player.timeline(script, parsed.play, gateway.time_scale)
         if parsed.stream:
             return await self.stream(meta, parsed, events)
@@ -179,14 +181,16 @@ class Answer:
         self.record.status = 200
         encoder = self.protocol.StreamEncoder(meta, parsed)
         record = self.record
-        async for batch in player.play(events, player.LoopClock()):
-            data = b"".join([encoder.encode(happening) for happening in batch])
-            if data:
-                await response.write(data)
-                record.events += jr.sse_events(data)
-            ending = batch[-1]
-            if type(ending) in player.ENDINGS:
-                return await self.end_stream(response, ending)
+        # Closed here, not left to the event loop's finalizer: the loop returns at the ending.
+        async with contextlib.aclosing(player.play(events, player.LoopClock())) as batches:
+            async for batch in batches:
+                data = b"".join([encoder.encode(happening) for happening in batch])
+                if data:
+                    await response.write(data)
+                    record.events += jr.sse_events(data)
+                ending = batch[-1]
+                if type(ending) in player.ENDINGS:
+                    return await self.end_stream(response, ending)
         raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
 
     async def end_stream(self, response: web.StreamResponse, ending: player.Happening) -> web.StreamResponse:
