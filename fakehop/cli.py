@@ -120,9 +120,21 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def raise_open_file_limit() -> None:
+    """Every stream holds a socket: let `serve` keep as many open as the hard limit allows."""
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):  # no such limit on this system, or no raising it
+        pass
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from .server import Gateway
 
+    raise_open_file_limit()
     library = Library.load(args.scenarios)
     scale = args.time_scale or time_scale_from_env()
     gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
