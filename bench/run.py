@@ -35,7 +35,6 @@ DEFAULT_RESULTS = REPO / "bench-results.json"
 FIXTURE_OVERHEAD = Path(__file__).parent / "fixture_overhead.py"
 URL_PATTERN = re.compile(r"http://\S+")
 START_TIMEOUT = 60.0
-IDLE_KEEPALIVE = 1.0  # bench-idle.yaml's keepalive interval
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Sizes:
     short_seconds: float = 4.0
     idle_streams: int = 10_000
     idle_rounds: int = 2
-    idle_hold: float = 5.0
+    idle_hold: float = 8.0
     idle_connecting: int = 200
     timing_streams: int = 500
     timing_cycles: int = 2
@@ -58,7 +57,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(rounds=1, warmup=0.0, long_clients=4, long_seconds=0.5, short_clients=8, short_seconds=0.5,
-                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
+                   idle_streams=20, idle_rounds=1, idle_hold=4.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,8 @@ SECTIONS = {
     "short_requests": Section("short_requests", "bench-short", "throughput", ("requests_per_s", "events_per_s", *THROUGHPUT_METRICS),
                               ratio_at_least=0.8),
     "idle_streams": Section("idle_streams", "bench-idle", "idle",
-                            ("kb_per_stream", "server_cpu_percent", "keepalives_per_s", "open_seconds", "opened", "errors"), below=30),
+                            ("kb_per_stream", "server_cpu_percent", "keepalives_per_s", "open_seconds", "listen_overflows", "opened", "errors"),
+                            below=30),
     "timing": Section("timing", "bench-paced", "timing",
                       ("error_p99_ms", "error_p50_ms", "error_max_ms", "early_p50_ms", "late_p50_ms", "drift_ms", "early_p99_ms",
                        "late_p99_ms", "first_frame_p50_ms", "server_cpu_percent", "client_cpu_percent", "errors"), below=5),
@@ -221,10 +221,11 @@ class Bench:
         elif section.name == "short_requests":
             spec.update(concurrency=sizes.short_clients, duration=sizes.short_seconds)
         elif section.name == "idle_streams":
-            spec.update(streams=sizes.idle_streams, hold=sizes.idle_hold, keepalive_interval=IDLE_KEEPALIVE,
+            groups = spec["groups"]
+            spec.update(streams=sizes.idle_streams, hold=sizes.idle_hold, keepalive_interval=groups[1][0] - groups[0][0],
                         connect_concurrency=sizes.idle_connecting, settle=min(1.0, sizes.idle_hold / 4))
-        else:
-            spec.update(concurrency=sizes.timing_streams, streams_each=sizes.timing_cycles, spread=0.05)
+        else:  # stream starts spread over one stream's length, so the load is steady rather than one burst
+            spec.update(concurrency=sizes.timing_streams, streams_each=sizes.timing_cycles, spread=spec["groups"][-1][0])
         spec.update(overrides)
         return spec
 
