@@ -142,7 +142,9 @@ class Server:
 
 
 def fakehop_command() -> list[str]:
-    return [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--time-scale", "1", "--scenarios", str(bench_plan.SCENARIO_DIR)]
+    """`fakehop serve` as a load test runs it: no line printed per request."""
+    return [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--time-scale", "1",
+            "--scenarios", str(bench_plan.SCENARIO_DIR)]
 
 
 def ceiling_command(plan_path: Path) -> list[str]:
