@@ -57,7 +57,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(rounds=1, warmup=0.0, long_clients=4, long_seconds=0.5, short_clients=8, short_seconds=0.5,
-                   idle_streams=20, idle_rounds=1, idle_hold=4.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
+                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
 
 
 @dataclass(frozen=True)
@@ -193,6 +193,13 @@ class Client:
 # ---------------------------------------------------------------- measuring
 
 
+STARTED = time.monotonic()
+
+
+def progress(step: str) -> None:
+    print(f"bench: {time.monotonic() - STARTED:6.1f} s  {step}", file=sys.stderr, flush=True)
+
+
 def round_order(number: int) -> tuple[str, ...]:
     return TARGETS if number % 2 == 0 else TARGETS[::-1]
 
@@ -252,11 +259,11 @@ class Bench:
             with servers(self.plan_path) as running:
                 self.warm_up(running)
                 for name in shared:
-                    print(f"bench: {name} ({self.protocol})", file=sys.stderr, flush=True)
+                    progress(f"{name} ({self.protocol})")
                     for number in range(self.sizes.rounds):
                         self.one_round(SECTIONS[name], running, number, runs[name])
         if "idle_streams" in names:
-            print(f"bench: idle_streams ({self.protocol})", file=sys.stderr, flush=True)
+            progress(f"idle_streams ({self.protocol})")
             for number in range(self.sizes.idle_rounds):
                 with servers(self.plan_path) as running:
                     self.warm_up(running)
@@ -313,23 +320,17 @@ def outcome(section: Section, runs: dict[str, list[dict]]) -> dict:
 
 
 def fixture_overhead(quick: bool) -> dict:
-    """Figures from bench/fixture_overhead.py, when it exists.
-
-    The hook: the script is run as `python bench/fixture_overhead.py` from the repository root,
-    with BENCH_QUICK=1 in its environment for a quick run, and prints a JSON object as the
-    last line of its output; that object is reported as it is.
-    """
+    """The pytest fixture's costs, from bench/fixture_overhead.py (which prints them as JSON)."""
     if not FIXTURE_OVERHEAD.exists():
         return {"status": "not present", "hook": str(FIXTURE_OVERHEAD.relative_to(REPO))}
-    env = {**os.environ, "BENCH_QUICK": "1" if quick else "0"}
-    done = subprocess.run([sys.executable, str(FIXTURE_OVERHEAD)], cwd=REPO, env=env, capture_output=True, timeout=600)
-    lines = done.stdout.decode().strip().splitlines()
-    if done.returncode != 0 or not lines:
+    command = [sys.executable, str(FIXTURE_OVERHEAD), *(["--tests", "10"] if quick else [])]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=600)
+    if done.returncode != 0:
         return {"status": "failed", "exit_code": done.returncode, "stderr": done.stderr.decode()[-2000:]}
     try:
-        return {"status": "ok", "figures": json.loads(lines[-1])}
+        return {"status": "ok", "figures": json.loads(done.stdout)}
     except ValueError:
-        return {"status": "ok", "output": "\n".join(lines[-40:])}
+        return {"status": "failed", "output": done.stdout.decode()[-2000:]}
 
 
 # ---------------------------------------------------------------- report
@@ -361,6 +362,18 @@ def table(results: dict) -> str:
                              ("yes" if outcome["verdict"]["met"] else "NO") if headline else "", spreads))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def fixture_summary(overhead: dict) -> str:
+    figures = overhead.get("figures")
+    if overhead["status"] != "ok" or not figures:
+        return f"fixture overhead: {overhead['status']} {overhead.get('hook') or overhead.get('stderr') or overhead.get('output', '')}"
+    per_test = ", ".join(f"{kind} {numbers['median_ms']:g} ms" for kind, numbers in figures["per_test"].items())
+    goals = figures["goals"]
+    return (f"fixture overhead: session start {figures['session_start_ms']:g} ms (goal < {goals['session_start_ms_below']:g}), "
+            f"warm start {figures['warm_start_ms']:g} ms; per test (median) {per_test}; "
+            f"the fixture adds {figures['fixture_overhead_ms']:g} ms (goal < {goals['fixture_overhead_ms_below']:g}); "
+            f"met: {'yes' if goals['met'] else 'NO'}")
 
 
 # ---------------------------------------------------------------- main
@@ -426,15 +439,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             client.close()
     if not args.no_fixture_overhead:
-        print("bench: fixture_overhead", file=sys.stderr, flush=True)
+        progress("fixture_overhead")
         results["sections"]["fixture_overhead"] = fixture_overhead(args.quick)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(table(results))
-    overhead = results["sections"].get("fixture_overhead")
-    if overhead is not None:
-        print(f"\nfixture overhead: {json.dumps({k: v for k, v in overhead.items() if k != 'stderr'})}")
+    if "fixture_overhead" in results["sections"]:
+        print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
     print(f"\n{results['seconds']:g} s; load average before {results['machine_before']['loadavg']}, "
           f"after {results['machine_after']['loadavg']}; results in {args.json}")
     return 0
