@@ -1,9 +1,10 @@
 """The load client: one process that drives one server through one measurement.
 
-It reads one JSON spec per line on stdin and answers each with one JSON result line on stdout. It uses a bare aiohttp
-client (no SDK) and does not parse SSE: it counts the blank lines that end frames, which is
-all the measurements need and keeps the client cheap. It reads the server's CPU time and
-memory from /proc, so the figures cover exactly the measured window.
+It reads one JSON spec per line on stdin and answers each with one JSON result line on
+stdout. It uses a bare aiohttp client (no SDK) and does not parse SSE: it counts the blank
+lines that end frames, which is all the measurements need and keeps the client cheap. It
+reads the server's CPU time and memory from /proc, so the figures cover exactly the
+measured window.
 
 Modes:
   throughput  `concurrency` workers each send requests back to back for `duration` seconds
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 import aiohttp
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 OPEN_TIMEOUT = 60.0
 
 
@@ -126,7 +126,7 @@ class Window:
 
 
 def new_session(connections: int) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=connections, force_close=False, enable_cleanup_closed=False)
+    connector = aiohttp.TCPConnector(limit=connections)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=OPEN_TIMEOUT))
 
 
@@ -156,7 +156,8 @@ async def throughput(spec: dict) -> dict:
 
     async with new_session(concurrency) as session:
         window = Window(spec["server_pid"])
-        await asyncio.gather(*(worker(time.monotonic() + duration) for _ in range(concurrency)))
+        stop_at = time.monotonic() + duration
+        await asyncio.gather(*(worker(stop_at) for _ in range(concurrency)))
         measured = window.close()
     return {
         **measured,
