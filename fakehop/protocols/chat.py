@@ -20,6 +20,7 @@ from .common import (
     Template,
     content_text,
     data_frame,
+    dumps,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
@@ -27,6 +28,7 @@ from .common import (
     require_type,
 )
 from ..player import PlayRequest, estimate_tokens
+from ..scenario import FINISH_REASONS
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -38,6 +40,17 @@ EXAMPLE_REQUEST = {
     "stream_options": {"include_usage": True},
 }
 SYSTEM_FINGERPRINT = "fp_fakehop"
+
+
+def choices_json(delta: dict, finish_reason: str | None = None) -> str:
+    """The `choices` of a chunk with its one choice."""
+    return dumps([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
+
+
+# The choices that every answer writes alike, encoded once.
+ROLE_CHOICES = choices_json({"role": "assistant", "content": "", "refusal": None})
+TEXT_CHOICES = choices_json({"content": Template.SLOT})
+FINISH_CHOICES = {reason: choices_json({}, reason) for reason in FINISH_REASONS}
 
 
 def parse(body: dict) -> ParsedRequest:
@@ -90,7 +103,9 @@ class StreamEncoder:
         self.role_sent = False
         self.block_kind: str | None = None
         self.tool_index = -1
-        self.text_template = Template(self.chunk_frame({"content": Template.SLOT}))
+        # The chunks of one answer (all but the usage one) differ only in their choices.
+        self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
+        self.text_template = Template(self.chunk_template.fill_json(TEXT_CHOICES))
         self.handlers = {
             p.Start: self.nothing,
             p.BlockStart: self.block_start,
@@ -123,7 +138,12 @@ class StreamEncoder:
         return chunk
 
     def chunk_frame(self, delta: dict, finish_reason: str | None = None) -> bytes:
-        return data_frame(self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]))
+        return self.chunk_template.fill_json(choices_json(delta, finish_reason))
+
+    def role_frame(self) -> bytes:
+        """The chunk that opens a text answer: the role, with empty content."""
+        self.role_sent = True
+        return self.chunk_template.fill_json(ROLE_CHOICES)
 
     def nothing(self, happening: p.Happening) -> bytes:
         return b""
@@ -138,7 +158,7 @@ class StreamEncoder:
     def block_start(self, start: p.BlockStart) -> bytes:
         self.block_kind = start.kind
         if start.kind == "text":
-            return b"" if self.role_sent else self.chunk_frame(self.role({"content": "", "refusal": None}))
+            return b"" if self.role_sent else self.role_frame()
         if start.kind == "tool_call":
             self.tool_index += 1
             call = {
@@ -164,8 +184,8 @@ class StreamEncoder:
     def finish(self, finish: p.Finish) -> bytes:
         frames = []
         if not self.role_sent:
-            frames.append(self.chunk_frame(self.role({"content": "", "refusal": None})))
-        frames.append(self.chunk_frame({}, finish.reason))
+            frames.append(self.role_frame())
+        frames.append(self.chunk_template.fill_json(FINISH_CHOICES[finish.reason]))
         if self.include_usage:
             frames.append(data_frame(self.chunk([], usage=usage_object(finish.usage))))
         frames.append(DONE_FRAME)

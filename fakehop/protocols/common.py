@@ -49,6 +49,10 @@ class Template:
     def fill(self, text: str) -> bytes:
         return self.head + encode_basestring(text).encode() + self.tail
 
+    def fill_json(self, json_text: str) -> bytes:
+        """The frame with `json_text`, a value already encoded as JSON, in the slot."""
+        return self.head + json_text.encode() + self.tail
+
 
 @dataclass
 class Meta:
