@@ -41,15 +41,15 @@ START_TIMEOUT = 60.0
 class Sizes:
     """How big and how long each measurement is."""
 
-    rounds: int = 3
+    rounds: int = 4
     warmup: float = 1.0  # seconds of throughput load before a throughput or timing section's rounds
     long_clients: int = 50
-    long_seconds: float = 4.0
+    long_seconds: float = 3.0
     short_clients: int = 500
-    short_seconds: float = 4.0
+    short_seconds: float = 3.0
     idle_streams: int = 10_000
-    idle_rounds: int = 2
-    idle_hold: float = 8.0
+    idle_rounds: int = 1
+    idle_hold: float = 6.0
     idle_connecting: int = 200
     timing_streams: int = 500
     timing_cycles: int = 2
