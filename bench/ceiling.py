@@ -19,7 +19,7 @@ import resource
 from aiohttp import web
 
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-BACKLOG = 4096  # the same listen backlog as fakehop's
+BACKLOG = 1024  # the same listen backlog as fakehop's
 
 
 def raise_open_file_limit() -> None:
