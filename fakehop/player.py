@@ -271,7 +271,7 @@ def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale
     if len(laid_out) > KEPT_HAPPENINGS:
         return itertools.chain(laid_out, events)
     if len(_kept_timelines) >= KEPT_TIMELINES:
-        del _kept_timelines[next(iter(_kept_timelines))]
+        _kept_timelines.clear()  # rare, and safe when a thread server and the main thread both play
     _kept_timelines[key] = (script, laid_out)  # holding the script keeps its id from being reused
     return iter(laid_out)
 
