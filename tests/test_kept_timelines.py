@@ -1,0 +1,42 @@
+"""Kept timelines: an answer that repeats a timeline gets exactly the one laid out afresh."""
+
+from __future__ import annotations
+
+import textwrap
+
+from fakehop import player as p
+from fakehop.scenario import parse_text
+
+
+def script(text: str):
+    return parse_text(textwrap.dedent(text), "t.yaml", "t").entries[0].script
+
+
+def fresh(script, request=p.PlayRequest(), scale=1.0) -> list:
+    return list(p._Layout(script, request, scale).steps())
+
+
+def test_a_repeated_timeline_is_the_one_laid_out_afresh():
+    paced = script("keepalive: 1s\nsteps: [{text: 'a b c', chunk: word, interval: 700ms}, {delay: 3s}, {text: d}]")
+    first, again = list(p.timeline(paced)), list(p.timeline(paced))
+    assert first == again == fresh(paced)
+
+
+def test_kept_timelines_follow_the_request_and_the_time_scale():
+    words = script("steps: [{text: 'one two three four', chunk: word, interval: 1s}]")
+    for request, scale in [(p.PlayRequest(3), 1.0), (p.PlayRequest(3, max_output_tokens=1), 1.0), (p.PlayRequest(3), 0.5)]:
+        assert list(p.timeline(words, request, scale)) == fresh(words, request, scale)
+
+
+def test_a_timeline_too_long_to_keep_still_plays_whole():
+    long = script(f"steps: [{{text: '{'x' * (p.KEPT_HAPPENINGS + 10)}', chunk: char}}]")
+    events = list(p.timeline(long))
+    assert events == fresh(long)
+    assert sum(isinstance(h, p.Delta) for _, h in events) == p.KEPT_HAPPENINGS + 10
+    assert list(p.timeline(long)) == events
+
+
+def test_kept_timelines_stay_few():
+    for number in range(p.KEPT_TIMELINES * 2):
+        p.timeline(script(f"steps: [{{text: 'n{number}'}}]"))
+    assert len(p._kept_timelines) <= p.KEPT_TIMELINES
