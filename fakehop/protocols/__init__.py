@@ -1,7 +1,8 @@
 """One encoder module per protocol. Each module provides:
 
 NAME, PATH; parse(body) -> ParsedRequest (raises BadRequest); StreamEncoder(meta, request)
-with encode(happening) -> bytes; complete(meta, request, outcome) -> dict, the non-streaming
+with encode(happening) -> bytes (subclass common.StreamEncoderBase, which dispatches each
+happening to a method for its kind); complete(meta, request, outcome) -> dict, the non-streaming
 answer; error_body(status, message, request_id, ...) -> dict; failure_response(kind,
 message, request_id) -> (status, body), a `fail` in a non-streamed answer.
 """

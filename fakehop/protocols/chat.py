@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import player as p
 from .common import (
-    KEEPALIVE_FRAME,
+    StreamEncoderBase,
     BadRequest,
     Meta,
     ParsedRequest,
@@ -93,7 +93,7 @@ error_body = openai_error_body
 failure_response = openai_failure_response
 
 
-class StreamEncoder:
+class StreamEncoder(StreamEncoderBase):
     """Turns happenings into Chat Completions SSE bytes, one answer's worth."""
 
     def __init__(self, meta: Meta, request: ParsedRequest):
@@ -106,21 +106,7 @@ class StreamEncoder:
         # The chunks of one answer (all but the usage one) differ only in their choices.
         self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
         self.text_template = Template(self.chunk_template.fill_json(TEXT_CHOICES))
-        self.handlers = {
-            p.Start: self.nothing,
-            p.BlockStart: self.block_start,
-            p.Delta: self.delta,
-            p.BlockEnd: self.nothing,
-            p.Keepalive: lambda h: KEEPALIVE_FRAME,
-            p.RawBytes: lambda h: h.data,
-            p.Failure: self.failure,
-            p.Finish: self.finish,
-            p.Disconnect: self.nothing,
-            p.Hang: self.nothing,
-        }
-
-    def encode(self, happening: p.Happening) -> bytes:
-        return self.handlers[type(happening)](happening)
+        super().__init__()
 
     def chunk(self, choices: list, **extra: Any) -> dict:
         chunk = {
@@ -144,9 +130,6 @@ class StreamEncoder:
         """The chunk that opens a text answer: the role, with empty content."""
         self.role_sent = True
         return self.chunk_template.fill_json(ROLE_CHOICES)
-
-    def nothing(self, happening: p.Happening) -> bytes:
-        return b""
 
     def role(self, delta: dict) -> dict:
         """`delta` with the role in front, the first time only."""

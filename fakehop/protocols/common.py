@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
+from .. import player as p
 from ..player import PlayRequest
 
 KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
@@ -214,3 +215,39 @@ def anthropic_error_body(status: int, message: str, request_id: str | None = Non
     if request_id:
         body["request_id"] = request_id
     return body
+
+
+class StreamEncoderBase:
+    """Hands each happening to the method for its kind; a protocol's encoder writes the frames.
+
+    Keepalives and raw bytes go out the same in every protocol; a happening a protocol writes
+    nothing for (the stream's start, a block's end, a disconnect or hang) defaults to nothing.
+    """
+
+    def __init__(self) -> None:
+        self.handlers = {
+            p.Start: self.start,
+            p.BlockStart: self.block_start,
+            p.Delta: self.delta,
+            p.BlockEnd: self.block_end,
+            p.Keepalive: self.keepalive,
+            p.RawBytes: self.raw,
+            p.Failure: self.failure,
+            p.Finish: self.finish,
+            p.Disconnect: self.nothing,
+            p.Hang: self.nothing,
+        }
+
+    def encode(self, happening: p.Happening) -> bytes:
+        return self.handlers[type(happening)](happening)
+
+    def nothing(self, happening: p.Happening) -> bytes:
+        return b""
+
+    start = block_end = nothing
+
+    def keepalive(self, keepalive: p.Keepalive) -> bytes:
+        return KEEPALIVE_FRAME
+
+    def raw(self, raw: p.RawBytes) -> bytes:
+        return raw.data

@@ -16,8 +16,8 @@ from typing import Any
 
 from .. import player as p
 from .common import (
+    StreamEncoderBase,
     FAIL_STATUS,
-    KEEPALIVE_FRAME,
     BadRequest,
     Meta,
     ParsedRequest,
@@ -171,7 +171,7 @@ def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | No
 # ---------------------------------------------------------------- the stream
 
 
-class StreamEncoder:
+class StreamEncoder(StreamEncoderBase):
     """Turns happenings into Anthropic Messages SSE bytes, one answer's worth."""
 
     def __init__(self, meta: Meta, request: ParsedRequest):
@@ -181,24 +181,7 @@ class StreamEncoder:
         self.block_index = 0
         self.delta_template: Template | None = None
         self.pinged = False
-        self.handlers = {
-            p.Start: self.start,
-            p.BlockStart: self.block_start,
-            p.Delta: self.delta,
-            p.BlockEnd: self.block_end,
-            p.Keepalive: lambda h: KEEPALIVE_FRAME,
-            p.RawBytes: lambda h: h.data,
-            p.Failure: self.failure,
-            p.Finish: self.finish,
-            p.Disconnect: self.nothing,
-            p.Hang: self.nothing,
-        }
-
-    def encode(self, happening: p.Happening) -> bytes:
-        return self.handlers[type(happening)](happening)
-
-    def nothing(self, happening: p.Happening) -> bytes:
-        return b""
+        super().__init__()
 
     def start(self, start: p.Start) -> bytes:
         message = message_object(self.meta, self.message_id, [], None, usage_object(start.input_tokens, 1))

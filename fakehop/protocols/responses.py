@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 from .. import player as p
 from .common import (
-    KEEPALIVE_FRAME,
+    StreamEncoderBase,
     OPENAI_FAIL,
     BadRequest,
     Meta,
@@ -281,7 +281,7 @@ class OpenItem:
         return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id)
 
 
-class StreamEncoder:
+class StreamEncoder(StreamEncoderBase):
     """Turns happenings into Responses SSE bytes, one answer's worth."""
 
     def __init__(self, meta: Meta, request: ParsedRequest):
@@ -294,18 +294,7 @@ class StreamEncoder:
         self.closing = False  # the open item's block ended; its done events wait for what follows
         self.starters = {"text": self.start_message, "reasoning": self.start_reasoning, "tool_call": self.start_function_call}
         self.closers = {"text": self.close_message, "reasoning": self.close_reasoning, "tool_call": self.close_function_call}
-        self.handlers = {
-            p.Start: self.start,
-            p.BlockStart: self.block_start,
-            p.Delta: self.delta,
-            p.BlockEnd: self.block_end,
-            p.Keepalive: lambda h: KEEPALIVE_FRAME,
-            p.RawBytes: lambda h: h.data,
-            p.Failure: self.failure,
-            p.Finish: self.finish,
-            p.Disconnect: self.nothing,
-            p.Hang: self.nothing,
-        }
+        super().__init__()
 
     def encode(self, happening: p.Happening) -> bytes:
         handler = self.handlers[type(happening)]
@@ -329,9 +318,6 @@ class StreamEncoder:
     def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
         response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
         return self.event(event_type, response=response)
-
-    def nothing(self, happening: p.Happening) -> bytes:
-        return b""
 
     def start(self, start: p.Start) -> bytes:
         return self.lifecycle("response.created", "in_progress", []) + self.lifecycle("response.in_progress", "in_progress", [])
