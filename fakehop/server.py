@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from . import journal as jr
-from . import player
+from . import player, prerender
 from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, SEED_HEADER, parse_seed, read_json_object, seed_of
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
@@ -165,6 +165,10 @@ class Answer:
             return self.http_error(script)
         model = script.model or parsed.model
         meta = Meta(model=model, created=int(time.time()), rng=IDS) if seed is None else seeded_meta(model, seed)
+        if parsed.stream:
+            rendering = prerender.kept(protocol, script, parsed, gateway.time_scale)
+            if rendering is not None:
+                return await self.stream_rendering(meta, rendering)
         events = player.timeline(script, parsed.play, gateway.time_scale)
         if parsed.stream:
             return await self.stream(meta, parsed, events)
@@ -175,10 +179,34 @@ class Answer:
         self.record.close(jr.HTTP_ERROR, status, body_message(body))
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
-    async def stream(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+    async def open_stream(self) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
         await response.prepare(self.request)
         self.record.status = 200
+        return response
+
+    async def stream_rendering(self, meta: Meta, rendering: prerender.Rendering) -> web.StreamResponse:
+        """A stream whose bytes are kept: each write filled in for `meta` and sent when due."""
+        response = await self.open_stream()
+        values = rendering.values(meta)
+        record = self.record
+        loop = asyncio.get_running_loop()
+        start = now = loop.time()
+        for write in rendering.writes:
+            due = start + write.offset
+            if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
+                await asyncio.sleep(due - now)
+                now = loop.time()
+            data = write.fill(values)
+            if data:
+                await response.write(data)
+                record.events += write.events
+            if type(write.last) in player.ENDINGS:
+                return await self.end_stream(response, write.last)
+        raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
+
+    async def stream(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        response = await self.open_stream()
         encoder = self.protocol.StreamEncoder(meta, parsed)
         record = self.record
         # Closed here, not left to the event loop's finalizer: the loop returns at the ending.

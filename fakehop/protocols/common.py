@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import string
@@ -59,7 +60,8 @@ class Template:
 class Meta:
     """Per-answer facts that the encoders write but the scenario does not fix.
 
-    Ids come from `rng`, so a seeded Meta gives the same bytes every time.
+    Ids come from `rng`, so a seeded Meta gives the same bytes every time. Encoders ask for
+    every random value through `new_id` and `random_base64`: `prerender` relies on that.
     """
 
     model: str
@@ -68,6 +70,10 @@ class Meta:
 
     def new_id(self, prefix: str, length: int = 24) -> str:
         return prefix + "".join(self.rng.choices(_ID_ALPHABET, k=length))
+
+    def random_base64(self, nbytes: int) -> str:
+        """`nbytes` random bytes in base64, for opaque values such as signatures."""
+        return base64.b64encode(self.rng.randbytes(nbytes)).decode()
 
 
 @dataclass(frozen=True)

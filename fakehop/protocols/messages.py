@@ -10,7 +10,6 @@ A `fail` is one `event: error`, after which the stream simply ends.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -141,7 +140,7 @@ def tool_use_id(meta: Meta, call_id: str | None) -> str:
 
 def signature(meta: Meta) -> str:
     """A thinking block's signature: opaque base64, as the real one is, drawn from the meta's rng."""
-    return base64.b64encode(meta.rng.randbytes(SIGNATURE_BYTES)).decode()
+    return meta.random_base64(SIGNATURE_BYTES)
 
 
 def usage_object(input_tokens: int, output_tokens: int) -> dict:

@@ -1,0 +1,159 @@
+"""Streams encoded once: an answer's bytes kept per script and request, with holes for what differs.
+
+Under load most answers play one script for one kind of request, and differ only in the
+values the encoders ask their Meta for: the model, the creation time, ids and signatures. So
+the first such answer is encoded with a Meta that hands out markers and notes what was asked;
+each write's bytes become one `bytes % values` format, and every later answer asks its own
+Meta the same questions in the same order (so a seeded Meta gives the ids encoding afresh
+would) and fills them in. Laying out the timeline and encoding each event is then done once
+instead of per answer; the bytes are the same.
+
+Before a rendering is kept, it is filled with a probe Meta and compared with encoding afresh
+under the same Meta; a script whose own text holds a marker is then encoded afresh each time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass
+from json.encoder import encode_basestring
+
+from . import player
+from .protocols.common import Meta, ParsedRequest, dumps
+from .scenario import Script
+
+KEPT_RENDERINGS = 64
+KEPT_BYTES = 32 * 1024 * 1024  # all kept renderings together; past it they are all dropped
+LARGEST_RENDERING = 4 * 1024 * 1024
+
+_MODEL = "m"
+_CREATED = "c"
+_CREATED_MARK = 7_391_062_845_173
+_HOLE = re.compile(rb"\\u0000fakehop:(\w+)\\u0000|" + str(_CREATED_MARK).encode())
+
+
+def _mark(name: str) -> str:
+    return f"\x00fakehop:{name}\x00"
+
+
+class MarkingMeta(Meta):
+    """A Meta whose every value is a marker, and which notes the random values asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__(model=_mark(_MODEL), created=_CREATED_MARK)
+        self.asks: list[tuple[str, tuple]] = []
+
+    def _ask(self, method: str, *args) -> str:
+        self.asks.append((method, args))
+        return _mark(str(len(self.asks)))
+
+    def new_id(self, prefix: str, length: int = 24) -> str:
+        return self._ask("new_id", prefix, length)
+
+    def random_base64(self, nbytes: int) -> str:
+        return self._ask("random_base64", nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """The frames due at one offset: `data` as a `%` format if `holes`, its SSE event count, and the last happening."""
+
+    offset: float
+    data: bytes
+    holes: bool
+    events: int
+    last: player.Happening
+
+    def fill(self, values: dict[bytes, bytes]) -> bytes:
+        return self.data % values if self.holes else self.data
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    writes: tuple[Write, ...]
+    asks: tuple[tuple[str, tuple], ...]
+
+    def values(self, meta: Meta) -> dict[bytes, bytes]:
+        """What fills the holes for `meta`; its random values are drawn here, in the encoders' order."""
+        values = {
+            _MODEL.encode(): encode_basestring(meta.model)[1:-1].encode(),
+            _CREATED.encode(): b"%d" % meta.created,
+        }
+        for number, (method, args) in enumerate(self.asks, 1):
+            values[b"%d" % number] = getattr(meta, method)(*args).encode()
+        return values
+
+    def size(self) -> int:
+        return sum(len(write.data) for write in self.writes)
+
+
+def _format(data: bytes) -> tuple[bytes, bool]:
+    """`data` with every marker made a `%(name)b` hole and every `%` doubled."""
+    parts = _HOLE.split(data)
+    if len(parts) == 1:
+        return data, False
+    pieces = []
+    for number, part in enumerate(parts):
+        if number % 2 == 0:
+            pieces.append(part.replace(b"%", b"%%"))
+        else:
+            pieces.append(b"%(" + (part or _CREATED.encode()) + b")b")
+    return b"".join(pieces), True
+
+
+def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> list[tuple[float, bytes, player.Happening]]:
+    """(offset, bytes, last happening) for each offset of the timeline, encoded afresh."""
+    encoder = protocol.StreamEncoder(meta, parsed)
+    writes = []
+    for offset, timed in itertools.groupby(events, key=lambda event: event[0]):
+        happenings = [happening for _, happening in timed]
+        writes.append((offset, b"".join([encoder.encode(happening) for happening in happenings]), happenings[-1]))
+    return writes
+
+
+def _probe_meta() -> Meta:
+    return Meta(model='probe "model" \\ é\x01', created=1_234_567_890, rng=random.Random(20261130))
+
+
+def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
+    """The kept form of this answer, or None when it is too long to keep or not fillable."""
+    events = player.timeline(script, parsed.play, time_scale)
+    laid_out = tuple(itertools.islice(events, player.KEPT_HAPPENINGS + 1))
+    if len(laid_out) > player.KEPT_HAPPENINGS:
+        return None
+    marking = MarkingMeta()
+    writes = []
+    for offset, data, last in encoded_writes(protocol, marking, parsed, laid_out):
+        template, holes = _format(data)
+        writes.append(Write(offset, template, holes, data.count(b"\n\n"), last))
+    rendering = Rendering(tuple(writes), tuple(marking.asks))
+    if rendering.size() > LARGEST_RENDERING:
+        return None
+    expected = [data for _, data, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
+    values = rendering.values(_probe_meta())
+    if [write.fill(values) for write in writes] != expected:
+        return None
+    return rendering
+
+
+def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
+    """The rendering for this script and request, made on first use and kept; None: encode afresh."""
+    key = (protocol.NAME, id(script), parsed.play, dumps(parsed.options), time_scale)
+    entry = _kept.get(key)
+    if entry is not None and entry[0] is script:
+        return entry[1]
+    rendering = render(protocol, script, parsed, time_scale)
+    size = rendering.size() if rendering is not None else 0
+    global _kept_bytes
+    if len(_kept) >= KEPT_RENDERINGS or _kept_bytes + size > KEPT_BYTES:
+        _kept.clear()  # rare, and safe when a thread server and the main thread both play
+        _kept_bytes = 0
+    _kept[key] = (script, rendering)  # holding the script keeps its id from being reused
+    _kept_bytes += size
+    return rendering
+
+
+_kept: dict[tuple, tuple[Script, Rendering | None]] = {}
+_kept_bytes = 0

@@ -1,0 +1,100 @@
+"""Kept renderings: an answer filled in from a kept rendering is byte for byte the one encoded afresh."""
+
+from __future__ import annotations
+
+import random
+import textwrap
+
+import pytest
+
+from fakehop import player
+from fakehop import prerender as pr
+from fakehop.library import Library
+from fakehop.protocols import PROTOCOLS
+from fakehop.protocols.common import Meta
+from fakehop.scenario import parse_text
+
+LIBRARY = Library.load()
+REQUESTS = {
+    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3}],
+    "responses": [{}, {"instructions": "Be brief.", "temperature": 0.2, "tools": [{"type": "function", "name": "f"}]}, {"max_output_tokens": 3}],
+    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}],
+}
+
+
+def scripts(library: Library):
+    for name in library.names():
+        for number, entry in enumerate(library[name].entries):
+            if entry.script is not None:
+                yield f"{name}[{number}]", entry.script
+
+
+def fresh_bytes(protocol, meta: Meta, parsed, script, scale=1.0) -> list[bytes]:
+    events = player.timeline(script, parsed.play, scale)
+    return [data for _, data, _ in pr.encoded_writes(protocol, meta, parsed, events)]
+
+
+def metas(seed: int, model: str = "gpt-5.6-sol") -> tuple[Meta, Meta]:
+    """Two Metas that give the same values: one to fill a rendering, one to encode afresh."""
+    return Meta(model, 1_764_000_000 + seed, random.Random(seed)), Meta(model, 1_764_000_000 + seed, random.Random(seed))
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+def test_every_bundled_script_fills_in_to_the_fresh_bytes(protocol_name):
+    protocol = PROTOCOLS[protocol_name]
+    checked = 0
+    for label, script in scripts(LIBRARY):
+        for number, extra in enumerate(REQUESTS[protocol_name]):
+            parsed = protocol.parse({**protocol.EXAMPLE_REQUEST, **extra})
+            rendering = pr.render(protocol, script, parsed, 1.0)
+            if rendering is None:
+                continue
+            for seed, model in [(number, "gpt-5.6-sol"), (number + 100, 'a "model" é\\')]:
+                filling, afresh = metas(seed, model)
+                values = rendering.values(filling)
+                assert [write.fill(values) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, script), label
+            checked += 1
+    assert checked >= 3 * len(list(scripts(LIBRARY))) - 3, "most bundled scripts should be kept"
+
+
+def script(text: str):
+    return parse_text(textwrap.dedent(text), "t.yaml", "t").entries[0].script
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+def test_percent_signs_and_look_alike_numbers_stay_as_written(protocol_name):
+    protocol = PROTOCOLS[protocol_name]
+    tricky = script(f"steps: [{{text: '100% %(m)b %s {pr._CREATED_MARK - 1}', chunk: word}}]")
+    parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
+    rendering = pr.render(protocol, tricky, parsed, 1.0)
+    filling, afresh = metas(7)
+    assert [write.fill(rendering.values(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, tricky)
+
+
+@pytest.mark.parametrize("text", ['"\\0fakehop:m\\0"', f"'{pr._CREATED_MARK}'"])
+def test_a_script_holding_a_marker_is_encoded_afresh(text):
+    marked = script(f"steps: [{{text: {text}}}]")
+    protocol = PROTOCOLS["chat"]
+    assert pr.render(protocol, marked, protocol.parse(protocol.EXAMPLE_REQUEST), 1.0) is None
+
+
+def test_a_stream_too_long_to_keep_is_encoded_afresh():
+    long = script(f"steps: [{{text: '{'x' * (player.KEPT_HAPPENINGS + 1)}', chunk: char}}]")
+    protocol = PROTOCOLS["messages"]
+    assert pr.kept(protocol, long, protocol.parse(protocol.EXAMPLE_REQUEST), 1.0) is None
+
+
+def test_writes_keep_their_offsets_and_endings():
+    paced = script("keepalive: 1s\nsteps: [{text: 'a b', chunk: word, interval: 2500ms}, {fail: rate_limit}]")
+    protocol = PROTOCOLS["chat"]
+    rendering = pr.kept(protocol, paced, protocol.parse(protocol.EXAMPLE_REQUEST), 0.5)
+    assert [write.offset for write in rendering.writes] == [0.0, 0.5, 1.0, 1.25]
+    assert [type(write.last) for write in rendering.writes] == [player.Delta, player.Keepalive, player.Keepalive, player.Failure]
+    assert pr.kept(protocol, paced, protocol.parse(protocol.EXAMPLE_REQUEST), 0.5) is rendering
+
+
+def test_kept_renderings_stay_few():
+    protocol = PROTOCOLS["chat"]
+    for number in range(pr.KEPT_RENDERINGS * 2):
+        pr.kept(protocol, script(f"steps: [{{text: 'n{number}'}}]"), protocol.parse(protocol.EXAMPLE_REQUEST), 1.0)
+    assert len(pr._kept) <= pr.KEPT_RENDERINGS
