@@ -43,22 +43,16 @@ class ControlError(Exception):
 def gateway_of(request: web.Request):
     from .server import GATEWAY_KEY
 
-    return request.app[GATEWAY_KEY]
+    return request.config_dict[GATEWAY_KEY]
 
 
 def error_response(status: int, message: str, **details: Any) -> web.Response:
     return web.json_response({"error": message, **details}, status=status)
 
 
-def is_control(request: web.Request) -> bool:
-    return request.path.startswith(PREFIX + "/")
-
-
 @web.middleware
 async def errors_as_json(request: web.Request, handler):
     """Every failure of a control call, aiohttp's own 404/405/413 included, as a JSON error."""
-    if not is_control(request):
-        return await handler(request)
     try:
         return await handler(request)
     except ControlError as exc:
@@ -83,7 +77,7 @@ async def errors_as_json(request: web.Request, handler):
 async def admin_token_required(request: web.Request, handler):
     """With --admin-token, every control call needs `Authorization: Bearer TOKEN`."""
     token = gateway_of(request).admin_token
-    if token is not None and is_control(request):
+    if token is not None:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), token.encode()):
             return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
@@ -306,15 +300,17 @@ async def reset(request: web.Request) -> web.Response:
     return web.json_response({"status": "reset", "default": gateway.default})
 
 
-def add_routes(app: web.Application) -> None:
-    app.middlewares.extend([errors_as_json, admin_token_required])
-    app.router.add_get(PREFIX + "/health", health)
-    app.router.add_get(PREFIX + "/scenarios", list_scenarios)
-    app.router.add_post(PREFIX + "/scenarios", add_scenario_call)
-    app.router.add_get(PREFIX + "/queue", show_queue)
-    app.router.add_post(PREFIX + "/queue", queue_scenario)
-    app.router.add_delete(PREFIX + "/queue", clear_queue)
-    app.router.add_put(PREFIX + "/default", set_default)
-    app.router.add_get(PREFIX + "/requests", list_requests)
-    app.router.add_delete(PREFIX + "/requests", clear_requests)
-    app.router.add_post(PREFIX + "/reset", reset)
+def create_app() -> web.Application:
+    """The control API, mounted under PREFIX: its middlewares never touch the protocol routes."""
+    app = web.Application(middlewares=[errors_as_json, admin_token_required])
+    app.router.add_get("/health", health)
+    app.router.add_get("/scenarios", list_scenarios)
+    app.router.add_post("/scenarios", add_scenario_call)
+    app.router.add_get("/queue", show_queue)
+    app.router.add_post("/queue", queue_scenario)
+    app.router.add_delete("/queue", clear_queue)
+    app.router.add_put("/default", set_default)
+    app.router.add_get("/requests", list_requests)
+    app.router.add_delete("/requests", clear_requests)
+    app.router.add_post("/reset", reset)
+    return app

@@ -61,11 +61,16 @@ def loads(text: str):
         value = json.loads(text)
     except RecursionError:
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
-    if isinstance(value, (dict, list)) and nested_deeper_than(value, MAX_JSON_DEPTH):
+    if isinstance(value, (dict, list)) and could_nest_deeper(text) and nested_deeper_than(value, MAX_JSON_DEPTH):
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep")
     if _SURROGATE_ESCAPE.search(text) and not encodable(value):
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
     return value
+
+
+def could_nest_deeper(text: str) -> bool:
+    """False when the text has too few brackets to nest past MAX_JSON_DEPTH: most bodies, found fast."""
+    return text.count("[") + text.count("{") > MAX_JSON_DEPTH
 
 
 def nested_deeper_than(value: dict | list, limit: int) -> bool:

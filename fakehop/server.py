@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import secrets
 import time
 from collections import deque
@@ -15,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
 from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, SEED_HEADER, parse_seed, read_json_object, seed_of
@@ -31,7 +31,6 @@ DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
-IDS = random.Random()  # one for every answer: seeding a Random per answer costs more than the rest of its ids
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -164,7 +163,7 @@ class Answer:
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
-        meta = Meta(model=model, created=int(time.time()), rng=IDS) if seed is None else seeded_meta(model, seed)
+        meta = Meta(model=model, created=int(time.time())) if seed is None else seeded_meta(model, seed)
         if parsed.stream:
             rendering = prerender.kept(protocol, script, parsed, gateway.time_scale)
             if rendering is not None:
@@ -289,12 +288,14 @@ def journal_unrouted(request: web.Request, status: int, message: str) -> None:
 
 
 @web.middleware
-async def errors_in_protocol_shape(request: web.Request, handler):
-    """404, 405 and 413 answered in the error shape of the protocol the client speaks."""
+async def protocol_front(request: web.Request, handler):
+    """Stamps every request with its id, and answers 404, 405 and 413 in the error shape of the
+    protocol the client speaks (the control API answers its own in JSON)."""
+    request[REQUEST_ID] = request_id_for(request)
     try:
         return await handler(request)
     except web.HTTPException as exc:
-        if exc.status < 400 or request.path.startswith("/_fakehop/"):
+        if exc.status < 400 or request.path.startswith(CONTROL_PREFIX + "/"):
             raise
         protocol = protocol_for_request(request)
         message = {404: f"Unknown path {request.path}", 405: f"Method {request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
@@ -305,12 +306,6 @@ async def errors_in_protocol_shape(request: web.Request, handler):
 async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["x-request-id"] = request[REQUEST_ID]
     response.headers["request-id"] = request[REQUEST_ID]
-
-
-@web.middleware
-async def stamp_request_id(request: web.Request, handler):
-    request[REQUEST_ID] = request_id_for(request)
-    return await handler(request)
 
 
 def known_models(library: Library) -> list[str]:
@@ -332,12 +327,12 @@ async def list_models(request: web.Request) -> web.Response:
 def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.Application:
     from . import control
 
-    app = web.Application(middlewares=[stamp_request_id, errors_in_protocol_shape], client_max_size=client_max_size)
+    app = web.Application(middlewares=[protocol_front], client_max_size=client_max_size)
     app[GATEWAY_KEY] = gateway
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol))
     app.router.add_get("/v1/models", list_models)
-    control.add_routes(app)
+    app.add_subapp(CONTROL_PREFIX, control.create_app())
     app.on_response_prepare.append(add_request_id)
     return app
 

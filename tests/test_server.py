@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+
 import aiohttp
 import pytest
 
@@ -149,3 +153,28 @@ async def test_journal_records_how_streams_ended(base_url, gateway):
     ends = [(r.scenario, r.end, r.events > 0) for r in gateway.journal.since(0)]
     assert ends == [("hello", "completed", True), ("fail-rate-limit", "failed", True), ("disconnect", "disconnected", True)]
     assert gateway.journal.since(0)[1].error.startswith("rate_limit: ")
+
+
+async def streamed_events(url: str, path: str, body: dict, scenario: str) -> list[dict]:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url + path, json=body, headers={"X-Fakehop-Scenario": scenario}) as response:
+            text = (await response.read()).decode()
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
+    messages_body = {"model": "claude-sonnet-5", "max_tokens": 100, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    chat_body = {**BODY, "stream": True}
+    ids = []
+    for _ in range(2):
+        events = await streamed_events(base_url, "/v1/messages", messages_body, "think-then-tool")
+        message_id = events[0]["message"]["id"]
+        tool_id = next(e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use")
+        signature = next(e["delta"]["signature"] for e in events if e.get("delta", {}).get("type") == "signature_delta")
+        chunk_id = (await streamed_events(base_url, CHAT, chat_body, "hello"))[0]["id"]
+        assert re.fullmatch(r"msg_01[A-Za-z0-9]{22}", message_id)
+        assert re.fullmatch(r"toolu_01[A-Za-z0-9]{22}", tool_id)
+        assert re.fullmatch(r"chatcmpl-[A-Za-z0-9]{24}", chunk_id)
+        assert base64.b64decode(signature, validate=True)
+        ids.append((message_id, tool_id, signature, chunk_id))
+    assert all(first != second for first, second in zip(*ids))
