@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 
 from . import player
-from .protocols.common import Meta, ParsedRequest, dumps
+from .protocols.common import Meta, ParsedRequest
 from .scenario import Script
 
 KEPT_RENDERINGS = 64
@@ -140,7 +140,7 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
 
 def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
     """The rendering for this script and request, made on first use and kept; None: encode afresh."""
-    key = (protocol.NAME, id(script), parsed.play, dumps(parsed.options), time_scale)
+    key = (protocol.NAME, id(script), parsed.play, repr(parsed.options), time_scale)  # repr: JSON values alike print alike
     entry = _kept.get(key)
     if entry is not None and entry[0] is script:
         return entry[1]

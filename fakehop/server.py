@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -87,7 +86,7 @@ class Gateway:
 
 
 def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
+    return "req_" + os.urandom(12).hex()
 
 
 def request_id_for(request: web.Request) -> str:
@@ -180,6 +179,7 @@ class Answer:
 
     async def open_stream(self) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+        stamp_request_id(self.request, response)
         await response.prepare(self.request)
         self.record.status = 200
         return response
@@ -293,17 +293,21 @@ async def protocol_front(request: web.Request, handler):
     protocol the client speaks (the control API answers its own in JSON)."""
     request[REQUEST_ID] = request_id_for(request)
     try:
-        return await handler(request)
+        response = await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400 or request.path.startswith(CONTROL_PREFIX + "/"):
             raise
         protocol = protocol_for_request(request)
         message = {404: f"Unknown path {request.path}", 405: f"Method {request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
         journal_unrouted(request, exc.status, message)
-        return error_response(protocol, exc.status, message, request[REQUEST_ID], headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+        response = error_response(protocol, exc.status, message, request[REQUEST_ID], headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+    if not response.prepared:  # a stream stamps its own before its headers go out
+        stamp_request_id(request, response)
+    return response
 
 
-async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+def stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """The request id in the headers both SDKs read it from."""
     response.headers["x-request-id"] = request[REQUEST_ID]
     response.headers["request-id"] = request[REQUEST_ID]
 
@@ -333,7 +337,6 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.A
         app.router.add_post(protocol.PATH, protocol_handler(protocol))
     app.router.add_get("/v1/models", list_models)
     app.add_subapp(CONTROL_PREFIX, control.create_app())
-    app.on_response_prepare.append(add_request_id)
     return app
 
 

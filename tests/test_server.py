@@ -178,3 +178,21 @@ async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
         assert base64.b64decode(signature, validate=True)
         ids.append((message_id, tool_id, signature, chunk_id))
     assert all(first != second for first, second in zip(*ids))
+
+
+@pytest.mark.parametrize("method,path,body", [
+    ("POST", CHAT, {**BODY, "stream": True}),
+    ("POST", CHAT, BODY),
+    ("POST", CHAT, {"model": "m"}),
+    ("POST", "/v1/nowhere", BODY),
+    ("GET", CHAT, None),
+    ("GET", "/v1/models", None),
+    ("GET", "/_fakehop/health", None),
+    ("GET", "/_fakehop/nowhere", None),
+])
+async def test_every_answer_carries_its_request_id(base_url, method, path, body):
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, base_url + path, json=body) as response:
+            await response.read()
+            assert re.fullmatch(r"req_[0-9a-f]{24}", response.headers["x-request-id"])
+            assert response.headers["request-id"] == response.headers["x-request-id"]
