@@ -1,8 +1,9 @@
 """The load client: one process that drives one server through one measurement.
 
 It reads one JSON spec per line on stdin and answers each with one JSON result line on
-stdout. It uses a bare aiohttp client (no SDK) and does not parse SSE: it counts the blank
-lines that end frames, which is all the measurements need and keeps the client cheap. It
+stdout. It uses a bare aiohttp client (no SDK), and for timing a bare asyncio protocol that
+only stamps reads; it does not parse SSE but counts the blank lines that end frames, which is
+all the measurements need and keeps the client cheap. It
 reads the server's CPU time and memory from /proc, so the figures cover exactly the
 measured window.
 
@@ -17,6 +18,8 @@ Modes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import random
@@ -24,8 +27,12 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Iterator
+
+from urllib.parse import urlsplit
 
 import aiohttp
+import h11
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 OPEN_TIMEOUT = 60.0
@@ -274,49 +281,143 @@ async def idle(spec: dict) -> dict:
 # ---------------------------------------------------------------- timing fidelity
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage collection in this client while it times arrivals: a pass over its many
+    objects would stall every stream at once and be counted as the server's lateness."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+STREAM_TIMEOUT = 60.0
+CHUNKED_END = b"\r\n0\r\n\r\n"  # the end of a chunked body; no response head can end so
+
+
+class TimedConnection(asyncio.Protocol):
+    """One keep-alive connection that plays streams one after another, stamping each read.
+
+    `data_received` only stamps a read with the time the event loop hands it over and keeps
+    it, watching for the bytes that end a chunked body. Taking the HTTP apart (`Played`)
+    waits until every stream has ended: parsing as reads come would put this client's own
+    work, which under hundreds of streams is most of what it does, into the figures.
+    """
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.transport: asyncio.Transport | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+        self.ended: asyncio.Future | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(None)
+
+    async def stream(self) -> "Played":
+        """Send one request and keep every read of its answer, until the body ends or the connection does."""
+        http = h11.Connection(h11.CLIENT)
+        url = urlsplit(self.target.url)
+        headers = [("Host", url.netloc), ("Content-Length", str(len(self.target.body))), *self.target.headers.items()]
+        request = http.send(h11.Request(method="POST", target=url.path, headers=headers))
+        self.reads: list[tuple[float, bytes]] = []
+        self.last_bytes = b""
+        self.ended = asyncio.get_running_loop().create_future()
+        sent = time.monotonic()
+        if self.closed.done():  # the server closed the connection after the last stream: this one fails
+            return Played(http, sent, [])
+        self.transport.write(request + http.send(h11.Data(data=self.target.body)) + http.send(h11.EndOfMessage()))
+        try:
+            await asyncio.wait_for(asyncio.shield(self.ended), STREAM_TIMEOUT)
+        except asyncio.TimeoutError:
+            self.transport.close()  # what came is parsed, and found short
+        return Played(http, sent, self.reads)
+
+    def data_received(self, data: bytes) -> None:
+        self.reads.append((time.monotonic(), data))
+        if self.ended.done():
+            return
+        self.last_bytes = (self.last_bytes + data)[-len(CHUNKED_END):]
+        refused = len(self.reads) == 1 and not data.startswith(b"HTTP/1.1 200 ")  # no stream comes: parsing will say why
+        if refused or self.last_bytes == CHUNKED_END:
+            self.ended.set_result(None)
+
+
+@dataclass
+class Played:
+    """One stream's reads, taken apart once timing is over."""
+
+    http: h11.Connection
+    sent: float
+    reads: list[tuple[float, bytes]]
+
+    def arrivals(self, target: Target) -> list[float] | None:
+        """When the first frame of each group arrived; None unless the answer was a whole 200."""
+        status, seen, tail, arrivals, ended = 0, 0, b"", [], False
+        try:
+            for arrived, data in self.reads:
+                self.http.receive_data(data)
+                while (event := self.http.next_event()) not in (h11.NEED_DATA, h11.PAUSED):
+                    if isinstance(event, h11.Response):
+                        status = event.status_code
+                    elif isinstance(event, h11.Data):
+                        joined = tail + bytes(event.data)
+                        seen, tail = seen + joined.count(b"\n\n"), joined[-1:]
+                        while len(arrivals) < len(target.group_starts) and target.group_starts[len(arrivals)] < seen:
+                            arrivals.append(arrived)
+                    elif isinstance(event, h11.EndOfMessage):
+                        ended = True
+        except h11.ProtocolError:
+            return None
+        return arrivals if ended and status == 200 and seen == target.frames else None
+
+
 async def timing(spec: dict) -> dict:
     target = Target.from_spec(spec)
     concurrency, streams_each, spread = spec["concurrency"], spec["streams_each"], spec["spread"]
-    errors_by_group: list[list[float]] = [[] for _ in target.group_offsets]
-    first_frame_ms: list[float] = []
+    url = urlsplit(target.url)
+    loop = asyncio.get_running_loop()
+    played: list[Played] = []
     failures = 0
 
-    async def one_stream() -> None:
+    async def worker() -> None:
         nonlocal failures
-        arrivals: list[float] = []
-        seen, data_tail = 0, b""
-        sent = time.monotonic()
+        await asyncio.sleep(random.uniform(0, spread))
         try:
-            async with session.post(target.url, data=target.body, headers=target.headers) as response:
-                async for chunk in response.content.iter_any():
-                    now = time.monotonic()
-                    joined = data_tail + chunk
-                    seen += joined.count(b"\n\n")
-                    data_tail = joined[-1:]
-                    while len(arrivals) < len(target.group_starts) and target.group_starts[len(arrivals)] < seen:
-                        arrivals.append(now)
-                status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            status = 0
-        if status != 200 or seen != target.frames:
-            failures += 1
+            _, connection = await asyncio.wait_for(loop.create_connection(lambda: TimedConnection(target), url.hostname, url.port), OPEN_TIMEOUT)
+        except (OSError, asyncio.TimeoutError):
+            failures += streams_each
             return
-        first_frame_ms.append((arrivals[0] - sent) * 1000)
+        try:
+            for _ in range(streams_each):
+                played.append(await connection.stream())
+        finally:
+            connection.transport.close()
+            await connection.closed
+
+    window = Window(spec["server_pid"])
+    with collector_paused():
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    measured = window.close()
+    errors_by_group: list[list[float]] = [[] for _ in target.group_offsets]
+    first_frame_ms: list[float] = []
+    for stream in played:
+        arrivals = stream.arrivals(target)
+        if arrivals is None:
+            failures += 1
+            continue
+        first_frame_ms.append((arrivals[0] - stream.sent) * 1000)
         # Each group's lateness against the stream's own schedule, anchored at its most punctual
         # group: the start of the stream as the client sees it, whatever the network latency.
         start = min(arrived - offset for arrived, offset in zip(arrivals, target.group_offsets))
         for group, (arrived, offset) in enumerate(zip(arrivals, target.group_offsets)):
             errors_by_group[group].append((arrived - offset - start) * 1000)
-
-    async def worker() -> None:
-        await asyncio.sleep(random.uniform(0, spread))
-        for _ in range(streams_each):
-            await one_stream()
-
-    async with new_session(concurrency) as session:
-        window = Window(spec["server_pid"])
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        measured = window.close()
     return {**measured, **timing_summary(errors_by_group), "errors": failures,
             "first_frame_p50_ms": _round(percentile(first_frame_ms, 0.5)),
             "first_frame_p99_ms": _round(percentile(first_frame_ms, 0.99))}

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench import client
+from bench import plan as bench_plan
 from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS
+from fakehop.library import Library, bundled_directory
 from fakehop.protocols import PROTOCOLS
+from fakehop.server import Gateway
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--long-clients", "2", "--short-clients", "3", "--idle-streams", "8", "--timing-streams", "3"]
@@ -32,3 +40,16 @@ def test_quick_bench_writes_every_section(tmp_path):
                 assert outcome[target]["median"][section.headline] is not None, (name, protocol, target)
             assert outcome["verdict"]["metric"] == section.headline
     assert "events_per_s" in done.stdout.decode()
+
+
+@pytest.mark.parametrize("scenario,whole", [("bench-paced", True), ("rate-limited", False), ("disconnect", False), ("hello", False)])
+async def test_timing_client_counts_only_whole_paced_streams(serve, scenario, whole):
+    library = Library.load([bench_plan.SCENARIO_DIR, bundled_directory()])
+    url = await serve(Gateway(library, time_scale=0.2))
+    timed = await asyncio.to_thread(bench_plan.timed_groups, library, "chat", "bench-paced")  # it runs a loop of its own
+    groups = [[offset, [frame.decode() for frame in frames]] for offset, frames in timed]
+    spec = {"url": url, "path": "/v1/chat/completions", "body": PROTOCOLS["chat"].EXAMPLE_REQUEST, "scenario": scenario,
+            "groups": groups, "concurrency": 3, "streams_each": 2, "spread": 0.1, "server_pid": os.getpid()}
+    result = await asyncio.wait_for(client.timing(spec), 30)
+    assert result["errors"] == (0 if whole else 6)
+    assert result["deltas"] == (6 * len(groups) if whole else 0)
