@@ -2,10 +2,9 @@
 
 It reads one JSON spec per line on stdin and answers each with one JSON result line on
 stdout. It uses a bare aiohttp client (no SDK), and for timing a bare asyncio protocol that
-only stamps reads; it does not parse SSE but counts the blank lines that end frames, which is
-all the measurements need and keeps the client cheap. It
-reads the server's CPU time and memory from /proc, so the figures cover exactly the
-measured window.
+only stamps reads. It does not parse SSE but counts the blank lines that end frames, which is
+all the measurements need and keeps the client cheap. It reads the server's CPU time and
+memory from /proc, so the figures cover exactly the measured window.
 
 Modes:
   throughput  `concurrency` workers each send requests back to back for `duration` seconds
