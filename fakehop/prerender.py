@@ -140,7 +140,7 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
 
 def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
     """The rendering for this script and request, made on first use and kept; None: encode afresh."""
-    key = (protocol.NAME, id(script), parsed.play, repr(parsed.options), time_scale)  # repr: JSON values alike print alike
+    key = (protocol.NAME, id(script), parsed.play, parsed.variant, time_scale)
     entry = _kept.get(key)
     if entry is not None and entry[0] is script:
         return entry[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import textwrap
 
+import aiohttp
 import pytest
 
 from fakehop import player
@@ -12,6 +13,7 @@ from fakehop import prerender as pr
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.protocols.common import Meta
+from fakehop.render import render
 from fakehop.scenario import parse_text
 
 LIBRARY = Library.load()
@@ -98,3 +100,34 @@ def test_kept_renderings_stay_few():
     for number in range(pr.KEPT_RENDERINGS * 2):
         pr.kept(protocol, script(f"steps: [{{text: 'n{number}'}}]"), protocol.parse(protocol.EXAMPLE_REQUEST), 1.0)
     assert len(pr._kept) <= pr.KEPT_RENDERINGS
+
+
+VARIED_BODIES = {
+    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3}, {"max_tokens": 5}, {"model": "other \"model\""},
+             {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "A longer question, asked again."}]}],
+    "responses": [{}, {"instructions": "Be brief."}, {"temperature": 0.5}, {"tools": [{"type": "function", "name": "f", "parameters": {}}]},
+                  {"reasoning": {"effort": "low"}}, {"text": {"verbosity": "low"}}, {"metadata": {"run": "7"}}, {"max_output_tokens": 3},
+                  {"max_tool_calls": 2}, {"store": False}, {"tool_choice": "required"}, {"user": "u-1"}, {"top_p": 0.9},
+                  {"truncation": "auto"}, {"parallel_tool_calls": False}, {"previous_response_id": "resp_1"}, {"top_logprobs": 2},
+                  {"prompt_cache_key": "k"}, {"safety_identifier": "s"}, {"model": "gpt-other"}],
+    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}, {"model": "claude-other"},
+                 {"messages": [{"role": "user", "content": "A longer question, asked again."}]}],
+}
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+async def test_requests_that_differ_get_their_own_bytes_live(serve, gateway, protocol_name):
+    """One after another on one server, so a kept rendering made for one request would show up in the next's bytes."""
+    url = await serve(gateway)
+    protocol = PROTOCOLS[protocol_name]
+    async with aiohttp.ClientSession() as session:
+        for scenario in ("hello", "think-then-tool", "two-tools", "keepalive-demo"):
+            for seed, extra in enumerate(VARIED_BODIES[protocol_name]):
+                body = {**protocol.EXAMPLE_REQUEST, **extra}
+                headers = {"X-Fakehop-Scenario": scenario, "X-Fakehop-Seed": str(seed)}
+                async with session.post(url + protocol.PATH, json=body, headers=headers) as response:
+                    live = await response.read()
+                expected = bytearray()
+                await render(gateway.library, scenario, protocol_name, body, seed=seed, time_scale=gateway.time_scale,
+                             clock=player.InstantClock(), write=expected.extend)
+                assert live == bytes(expected), (scenario, extra)

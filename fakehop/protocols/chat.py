@@ -76,6 +76,7 @@ def parse(body: dict) -> ParsedRequest:
         prompt=prompt,
         play=PlayRequest(input_tokens=input_tokens, max_output_tokens=limit),
         options={"include_usage": include_usage},
+        variant="include_usage" if include_usage else "",
     )
 
 

@@ -91,6 +91,9 @@ class ParsedRequest:
     prompt: str  # the last user message's text, for `match`
     play: PlayRequest
     options: dict = field(default_factory=dict)
+    # What else of the request the stream's bytes depend on, beside `play` and the model, as a
+    # short string ("" for nothing): the key that tells kept renderings apart (see prerender).
+    variant: str = ""
 
 
 class BadRequest(Exception):

@@ -75,6 +75,9 @@ ECHOED = {
     "user": (None, (str,), "a string"),
     "metadata": ({}, (dict,), "an object"),
 }
+DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
+# The request fields the stream's bytes depend on, beside the model and the token limit.
+VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls"}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
     "id", "object", "created_at", "status", "background", "error", "incomplete_details",
@@ -105,6 +108,7 @@ def parse(body: dict) -> ParsedRequest:
         prompt=prompt,
         play=PlayRequest(input_tokens=estimate_tokens(chars) + 3 * len(items), max_output_tokens=limit),
         options={"echo": echo},
+        variant=repr(sorted((key, body[key]) for key in body.keys() & VARIANT_FIELDS)),
     )
 
 
@@ -150,15 +154,11 @@ def check_message(message: dict) -> None:
 
 def echoed_fields(body: dict) -> dict:
     """The request's values of the fields the response object echoes, defaults filled in."""
-    echo = {}
+    echo = dict(DEFAULT_ECHO)  # the defaults are shared: read, never changed
     for key, (default, kinds, what) in ECHOED.items():
-        value = require_type(body, key, kinds, what)
-        if value is None:
-            echo[key] = default
-        elif isinstance(default, dict):
-            echo[key] = {**default, **value}
-        else:
-            echo[key] = value
+        value = require_type(body, key, kinds, what) if key in body else None
+        if value is not None:
+            echo[key] = {**default, **value} if isinstance(default, dict) else value
     return echo
 
 
