@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from . import player, prerender
 from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, SEED_HEADER, parse_seed, read_json_object, seed_of
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
-from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from .protocols.common import FRESH, BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, seeded_request_id, whole_answer
 from .scenario import Scenario, Script
 
@@ -86,7 +85,7 @@ class Gateway:
 
 
 def new_request_id() -> str:
-    return "req_" + os.urandom(12).hex()
+    return f"req_{FRESH.getrandbits(96):024x}"
 
 
 def request_id_for(request: web.Request) -> str:
