@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
-from .intake import loads
+from .intake import loads, request_id_for, stamp_request_id
 from .library import bundled_directory
 from .scenario import Scenario, ScenarioError, parse_document, parse_text
 from .yamlsource import LineDict, LineList
@@ -52,7 +52,14 @@ def error_response(status: int, message: str, **details: Any) -> web.Response:
 
 @web.middleware
 async def errors_as_json(request: web.Request, handler):
-    """Every failure of a control call, aiohttp's own 404/405/413 included, as a JSON error."""
+    """Every failure of a control call, aiohttp's own 404/405/413 included, as a JSON error;
+    every answer with its request id."""
+    response = await answer_in_json(request, handler)
+    stamp_request_id(response, request_id_for(request))
+    return response
+
+
+async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ControlError as exc:

@@ -16,7 +16,8 @@ import re
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .protocols.common import BadRequest, dumps
+from .protocols.common import FRESH, BadRequest, dumps
+from .render import seeded_request_id
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
@@ -107,6 +108,24 @@ def parse_seed(text: str) -> int:
     if not _SEED.match(text):
         raise ValueError(text)
     return int(text)
+
+
+def new_request_id() -> str:
+    return f"req_{FRESH.getrandbits(96):024x}"
+
+
+def request_id_for(request: web.Request) -> str:
+    """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
+    try:
+        return seeded_request_id(parse_seed(request.headers[SEED_HEADER]))
+    except (KeyError, ValueError):
+        return new_request_id()
+
+
+def stamp_request_id(response: web.StreamResponse, request_id: str) -> None:
+    """The request id in the headers both SDKs read it from."""
+    response.headers["x-request-id"] = request_id
+    response.headers["request-id"] = request_id
 
 
 def seed_of(request: web.Request) -> int | None:

@@ -8,18 +8,17 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
 from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
-from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, SEED_HEADER, parse_seed, read_json_object, seed_of
+from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, read_json_object, request_id_for, seed_of, stamp_request_id
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
 from .protocols import BY_PATH, PROTOCOLS
-from .protocols.common import FRESH, BadRequest, Meta, ParsedRequest, dumps
-from .render import http_error_answer, seeded_meta, seeded_request_id, whole_answer
+from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from .render import http_error_answer, seeded_meta, whole_answer
 from .scenario import Scenario, Script
 
 log = logging.getLogger("fakehop")
@@ -28,7 +27,6 @@ SCENARIO_HEADER = "X-Fakehop-Scenario"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
-REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -84,18 +82,6 @@ class Gateway:
 # ---------------------------------------------------------------- answering one request
 
 
-def new_request_id() -> str:
-    return f"req_{FRESH.getrandbits(96):024x}"
-
-
-def request_id_for(request: web.Request) -> str:
-    """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
-    try:
-        return seeded_request_id(parse_seed(request.headers[SEED_HEADER]))
-    except (KeyError, ValueError):
-        return new_request_id()
-
-
 def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
     body = protocol.error_body(status, message, request_id, param=param, code=code)
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
@@ -116,11 +102,11 @@ def authorized(request: web.Request, api_key: str | None) -> bool:
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
-    def __init__(self, gateway: Gateway, protocol, request: web.Request):
+    def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str):
         self.gateway = gateway
         self.protocol = protocol
         self.request = request
-        self.request_id = request[REQUEST_ID]
+        self.request_id = request_id
         self.record = gateway.journal.open(self.request_id, request.method, request.path, dict(request.headers))
         self.record.protocol = protocol.NAME
 
@@ -178,7 +164,7 @@ class Answer:
 
     async def open_stream(self) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-        stamp_request_id(self.request, response)
+        stamp_request_id(response, self.request_id)
         await response.prepare(self.request)
         self.record.status = 200
         return response
@@ -265,7 +251,11 @@ class Answer:
 
 def protocol_handler(protocol):
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await Answer(request.app[GATEWAY_KEY], protocol, request).run()
+        request_id = request_id_for(request)
+        response = await Answer(request.app[GATEWAY_KEY], protocol, request, request_id).run()
+        if not response.prepared:  # a stream stamps its own before its headers go out
+            stamp_request_id(response, request_id)
+        return response
 
     return handle
 
@@ -278,37 +268,28 @@ def protocol_for_request(request: web.Request):
     return PROTOCOLS.get("messages") if anthropic and "messages" in PROTOCOLS else PROTOCOLS["chat"]
 
 
-def journal_unrouted(request: web.Request, status: int, message: str) -> None:
-    """A request that reached no protocol route still goes in the journal, so a test can see where it went."""
+def allowed_methods(app: web.Application, path: str) -> list[str]:
+    """The methods the routes of `path` take; none for a path with no route."""
+    return sorted({route.method for resource in app.router.resources() if resource.get_info().get("path") == path for route in resource})
+
+
+async def unrouted(request: web.Request) -> web.Response:
+    """Every request that no route takes: a 404, or a 405 on a path that takes other methods,
+    in the error shape of the protocol the client speaks, and in the journal, so a test can
+    see where it went. (The control API answers its own, in JSON.)"""
+    request_id = request_id_for(request)
+    allowed = allowed_methods(request.app, request.path)
+    if allowed:
+        status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
+    else:
+        status, message, headers = 404, f"Unknown path {request.path}", None
     journal = request.app[GATEWAY_KEY].journal
-    record = journal.open(request[REQUEST_ID], request.method, request.path, dict(request.headers))
+    record = journal.open(request_id, request.method, request.path, dict(request.headers))
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
-
-
-@web.middleware
-async def protocol_front(request: web.Request, handler):
-    """Stamps every request with its id, and answers 404, 405 and 413 in the error shape of the
-    protocol the client speaks (the control API answers its own in JSON)."""
-    request[REQUEST_ID] = request_id_for(request)
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400 or request.path.startswith(CONTROL_PREFIX + "/"):
-            raise
-        protocol = protocol_for_request(request)
-        message = {404: f"Unknown path {request.path}", 405: f"Method {request.method} is not allowed on {request.path}"}.get(exc.status, exc.reason)
-        journal_unrouted(request, exc.status, message)
-        response = error_response(protocol, exc.status, message, request[REQUEST_ID], headers={k: v for k, v in exc.headers.items() if k == "Allow"})
-    if not response.prepared:  # a stream stamps its own before its headers go out
-        stamp_request_id(request, response)
+    response = error_response(protocol_for_request(request), status, message, request_id, headers=headers)
+    stamp_request_id(response, request_id)
     return response
-
-
-def stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """The request id in the headers both SDKs read it from."""
-    response.headers["x-request-id"] = request[REQUEST_ID]
-    response.headers["request-id"] = request[REQUEST_ID]
 
 
 def known_models(library: Library) -> list[str]:
@@ -322,20 +303,24 @@ async def list_models(request: web.Request) -> web.Response:
     models = known_models(request.app[GATEWAY_KEY].library)
     if "anthropic-version" in request.headers:
         data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
-        return web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
-    data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
-    return web.json_response({"object": "list", "data": data})
+        response = web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+    else:
+        data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
+        response = web.json_response({"object": "list", "data": data})
+    stamp_request_id(response, request_id_for(request))
+    return response
 
 
 def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.Application:
     from . import control
 
-    app = web.Application(middlewares=[protocol_front], client_max_size=client_max_size)
+    app = web.Application(client_max_size=client_max_size)
     app[GATEWAY_KEY] = gateway
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol))
     app.router.add_get("/v1/models", list_models)
     app.add_subapp(CONTROL_PREFIX, control.create_app())
+    app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app
 
 
