@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import os
 from dataclasses import dataclass
-from typing import AsyncIterator, Iterator, Protocol, Union
+from typing import AsyncIterator, Iterator, NamedTuple, Protocol, Union
 
 from . import scenario as sc
 
@@ -114,9 +114,11 @@ FAIL_MESSAGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PlayRequest:
-    """What the player needs to know of a request, whatever its protocol."""
+class PlayRequest(NamedTuple):
+    """What the player needs to know of a request, whatever its protocol.
+
+    A NamedTuple, not a frozen dataclass: one is built for every request and it keys the
+    kept timelines and renderings, and a tuple is built and hashed in C."""
 
     input_tokens: int = 0
     max_output_tokens: int | None = None

@@ -68,8 +68,8 @@ def parse(body: dict) -> ParsedRequest:
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
     limit = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
     texts = [content_text(m.get("content")) for m in messages]
-    prompt = next((content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-    input_tokens = estimate_tokens(sum(len(t) for t in texts)) + 3 * len(messages)
+    prompt = next((text for m, text in zip(reversed(messages), reversed(texts)) if m["role"] == "user"), "")
+    input_tokens = estimate_tokens(sum(map(len, texts))) + 3 * len(messages)
     return ParsedRequest(
         model=model,
         stream=stream,

@@ -6,9 +6,9 @@ import base64
 import json
 import random
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import player as p
 from ..player import PlayRequest
@@ -81,15 +81,14 @@ class Meta:
         return base64.b64encode((self.rng or FRESH).randbytes(nbytes)).decode()
 
 
-@dataclass(frozen=True)
-class ParsedRequest:
-    """The facts of a request that fakehop acts on, whatever its protocol."""
+class ParsedRequest(NamedTuple):
+    """The facts of a request that fakehop acts on, whatever its protocol (a NamedTuple: one is built per request)."""
 
     model: str
     stream: bool
     prompt: str  # the last user message's text, for `match`
     play: PlayRequest
-    options: dict = field(default_factory=dict)
+    options: dict = {}  # read, never changed
     # What else of the request the stream's bytes depend on, beside `play` and the model, as a
     # short string ("" for nothing): the key that tells kept renderings apart (see prerender).
     variant: str = ""
