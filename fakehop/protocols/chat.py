@@ -18,7 +18,7 @@ from .common import (
     Meta,
     ParsedRequest,
     Template,
-    content_text,
+    last_user_text,
     data_frame,
     dumps,
     openai_error_body,
@@ -26,6 +26,7 @@ from .common import (
     openai_failure_response,
     positive_int,
     require_type,
+    text_chars,
 )
 from ..player import PlayRequest, estimate_tokens
 from ..scenario import FINISH_REASONS
@@ -67,13 +68,11 @@ def parse(body: dict) -> ParsedRequest:
     if not isinstance(include_usage, bool):
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
     limit = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
-    texts = [content_text(m.get("content")) for m in messages]
-    prompt = next((text for m, text in zip(reversed(messages), reversed(texts)) if m["role"] == "user"), "")
-    input_tokens = estimate_tokens(sum(map(len, texts))) + 3 * len(messages)
+    input_tokens = estimate_tokens(text_chars(messages)) + 3 * len(messages)
     return ParsedRequest(
         model=model,
         stream=stream,
-        prompt=prompt,
+        prompt=last_user_text(messages),
         play=PlayRequest(input_tokens=input_tokens, max_output_tokens=limit),
         options={"include_usage": include_usage},
         variant="include_usage" if include_usage else "",

@@ -144,6 +144,25 @@ def content_text(content: Any) -> str:
     return ""
 
 
+# The two below loop plainly: generator expressions cost more than the rest of a request's parsing.
+
+
+def last_user_text(messages: list[dict]) -> str:
+    """The text of the last user message, for `match`; "" without one."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
+
+
+def text_chars(messages: list[dict]) -> int:
+    """How many characters of text the messages hold, for the input token estimate."""
+    chars = 0
+    for message in messages:
+        chars += len(content_text(message.get("content")))
+    return chars
+
+
 # ---------------------------------------------------------------- errors
 
 # How each fail kind reads on the OpenAI protocols: (code, type).

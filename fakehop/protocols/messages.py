@@ -22,8 +22,9 @@ from .common import (
     ParsedRequest,
     Template,
     anthropic_error_body,
-    content_text,
     event_frame,
+    last_user_text,
+    text_chars,
 )
 from ..player import PlayRequest, estimate_tokens
 
@@ -102,13 +103,11 @@ def parse(body: dict) -> ParsedRequest:
     checked_field(body, "thinking", (dict,), "a valid dictionary")
     checked_field(body, "tools", (list,), "a valid list")
     checked_field(body, "tool_choice", (dict,), "a valid dictionary")
-    texts = [content_text(m["content"]) for m in messages]
-    prompt = next((text for m, text in zip(reversed(messages), reversed(texts)) if m["role"] == "user"), "")
-    input_tokens = estimate_tokens(len(system) + sum(len(t) for t in texts)) + 3 * len(messages)
+    input_tokens = estimate_tokens(len(system) + text_chars(messages)) + 3 * len(messages)
     return ParsedRequest(
         model=model,
         stream=stream,
-        prompt=prompt,
+        prompt=last_user_text(messages),
         play=PlayRequest(input_tokens=input_tokens, max_output_tokens=max_tokens),
     )
 

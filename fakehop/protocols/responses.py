@@ -37,7 +37,7 @@ from .common import (
     Meta,
     ParsedRequest,
     Template,
-    content_text,
+    last_user_text,
     dumps,
     event_frame,
     json_type,
@@ -45,6 +45,7 @@ from .common import (
     openai_failure_response,
     positive_int,
     require_type,
+    text_chars,
 )
 from ..player import PlayRequest, estimate_tokens
 
@@ -100,12 +101,11 @@ def parse(body: dict) -> ParsedRequest:
     echo["max_output_tokens"] = limit
     echo["max_tool_calls"] = positive_int(body, "max_tool_calls")
     messages = [item for item in items if is_message(item)]
-    prompt = next((content_text(m.get("content")) for m in reversed(messages) if m["role"] == "user"), "")
-    chars = sum(len(content_text(m.get("content"))) for m in messages) + len(echo["instructions"] or "")
+    chars = text_chars(messages) + len(echo["instructions"] or "")
     return ParsedRequest(
         model=model,
         stream=stream,
-        prompt=prompt,
+        prompt=last_user_text(messages),
         play=PlayRequest(input_tokens=estimate_tokens(chars) + 3 * len(items), max_output_tokens=limit),
         options={"echo": echo},
         variant=repr(sorted((key, body[key]) for key in body.keys() & VARIANT_FIELDS)),
