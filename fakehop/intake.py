@@ -116,10 +116,10 @@ def new_request_id() -> str:
 
 def request_id_for(request: web.Request) -> str:
     """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
-    try:
-        return seeded_request_id(parse_seed(request.headers[SEED_HEADER]))
-    except (KeyError, ValueError):
-        return new_request_id()
+    seed = request.headers.get(SEED_HEADER)
+    if seed is not None and _SEED.match(seed):
+        return seeded_request_id(int(seed))
+    return new_request_id()
 
 
 def stamp_request_id(response: web.StreamResponse, request_id: str) -> None:
