@@ -3,7 +3,7 @@
 Under load most answers play one script for one kind of request, and differ only in the
 values the encoders ask their Meta for: the model, the creation time, ids and signatures. So
 the first such answer is encoded with a Meta that hands out markers and notes what was asked;
-each write's bytes become one `bytes % values` format, and every later answer asks its own
+each write's bytes are kept cut at the markers, and every later answer asks its own
 Meta the same questions in the same order (so a seeded Meta gives the ids encoding afresh
 would) and fills them in. Laying out the timeline and encoding each event is then done once
 instead of per answer; the bytes are the same.
@@ -57,17 +57,48 @@ class MarkingMeta(Meta):
 
 
 @dataclass(frozen=True, slots=True)
+class Holes:
+    """The holes of one frame with the bytes between them, which fill in to one piece of bytes.
+
+    A stream's frames mostly repeat the same holes (a chat chunk's id, time and model), so a
+    write is kept as runs of frames with equal Holes: each run is filled with one `join`.
+    """
+
+    indices: tuple[int, ...]  # where each hole's value sits in `Rendering.values`
+    between: tuple[bytes, ...]
+
+    def fill(self, values: tuple[bytes, ...]) -> bytes:
+        parts = [values[self.indices[0]]]
+        for literal, index in zip(self.between, self.indices[1:]):
+            parts += (literal, values[index])
+        return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class Write:
-    """The frames due at one offset: `data` as a `%` format if `holes`, its SSE event count, and the last happening."""
+    """The frames due at one offset, their SSE event count and the last happening.
+
+    The bytes are `head`, then for each run of equal Holes, the filled holes `h` and
+    `h.join(literals)`: the holes before each literal.
+    """
 
     offset: float
-    data: bytes
-    holes: bool
+    head: bytes
+    runs: tuple[tuple[Holes, tuple[bytes, ...]], ...]
     events: int
     last: player.Happening
 
-    def fill(self, values: dict[bytes, bytes]) -> bytes:
-        return self.data % values if self.holes else self.data
+    def fill(self, values: tuple[bytes, ...]) -> bytes:
+        if not self.runs:
+            return self.head
+        parts = [self.head]
+        for holes, literals in self.runs:
+            filled = holes.fill(values)
+            parts += (filled, filled.join(literals))
+        return b"".join(parts)
+
+    def size(self) -> int:
+        return len(self.head) + sum(len(literal) for _, literals in self.runs for literal in literals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,32 +106,46 @@ class Rendering:
     writes: tuple[Write, ...]
     asks: tuple[tuple[str, tuple], ...]
 
-    def values(self, meta: Meta) -> dict[bytes, bytes]:
-        """What fills the holes for `meta`; its random values are drawn here, in the encoders' order."""
-        values = {
-            _MODEL.encode(): encode_basestring(meta.model)[1:-1].encode(),
-            _CREATED.encode(): b"%d" % meta.created,
-        }
-        for number, (method, args) in enumerate(self.asks, 1):
-            values[b"%d" % number] = getattr(meta, method)(*args).encode()
-        return values
+    def values(self, meta: Meta) -> tuple[bytes, ...]:
+        """What fills the holes for `meta`: the model, the time, then each ask's answer; the
+        random values are drawn here, in the encoders' order."""
+        values = [encode_basestring(meta.model)[1:-1].encode(), b"%d" % meta.created]
+        for method, args in self.asks:
+            values.append(getattr(meta, method)(*args).encode())
+        return tuple(values)
 
     def size(self) -> int:
-        return sum(len(write.data) for write in self.writes)
+        return sum(write.size() for write in self.writes)
 
 
-def _format(data: bytes) -> tuple[bytes, bool]:
-    """`data` with every marker made a `%(name)b` hole and every `%` doubled."""
-    parts = _HOLE.split(data)
-    if len(parts) == 1:
-        return data, False
-    pieces = []
-    for number, part in enumerate(parts):
-        if number % 2 == 0:
-            pieces.append(part.replace(b"%", b"%%"))
+def _value_index(hole: bytes | None) -> int:
+    """Where a marker's value sits in `Rendering.values` (the time's marker has no name)."""
+    if hole is None:
+        return 1
+    return 0 if hole == _MODEL.encode() else 1 + int(hole)
+
+
+def _runs(data: bytes) -> tuple[bytes, tuple[tuple[Holes, tuple[bytes, ...]], ...]]:
+    """`data` as a head and runs of equal Holes (see Write)."""
+    matches = list(_HOLE.finditer(data))
+    if not matches:
+        return data, ()
+    frames = [[matches[0]]]  # the markers of each frame: none of the bytes between them ends a frame
+    for before, match in zip(matches, matches[1:]):
+        if b"\n\n" in data[before.end():match.start()]:
+            frames.append([match])
         else:
-            pieces.append(b"%(" + (part or _CREATED.encode()) + b")b")
-    return b"".join(pieces), True
+            frames[-1].append(match)
+    holes = [Holes(tuple(_value_index(m.group(1)) for m in marks), tuple(data[a.end():b.start()] for a, b in zip(marks, marks[1:])))
+             for marks in frames]
+    after = [data[marks[-1].end():following[0].start()] for marks, following in zip(frames, frames[1:])] + [data[frames[-1][-1].end():]]
+    runs: list[tuple[Holes, list[bytes]]] = []
+    for frame_holes, literal in zip(holes, after):
+        if runs and runs[-1][0] == frame_holes:
+            runs[-1][1].append(literal)
+        else:
+            runs.append((frame_holes, [literal]))
+    return data[:matches[0].start()], tuple((frame_holes, tuple(literals)) for frame_holes, literals in runs)
 
 
 def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> list[tuple[float, bytes, player.Happening]]:
@@ -126,8 +171,7 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
     marking = MarkingMeta()
     writes = []
     for offset, data, last in encoded_writes(protocol, marking, parsed, laid_out):
-        template, holes = _format(data)
-        writes.append(Write(offset, template, holes, data.count(b"\n\n"), last))
+        writes.append(Write(offset, *_runs(data), data.count(b"\n\n"), last))
     rendering = Rendering(tuple(writes), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING:
         return None
