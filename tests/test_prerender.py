@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import textwrap
 
@@ -131,3 +132,19 @@ async def test_requests_that_differ_get_their_own_bytes_live(serve, gateway, pro
                 await render(gateway.library, scenario, protocol_name, body, seed=seed, time_scale=gateway.time_scale,
                              clock=player.InstantClock(), write=expected.extend)
                 assert live == bytes(expected), (scenario, extra)
+
+
+def test_encoding_afresh_leaves_no_reference_cycles():
+    """Streams too long to keep are encoded as they play; cycles would pile up for the collector."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for protocol in PROTOCOLS.values():
+            parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
+            for _, kept_script in scripts(LIBRARY):
+                fresh_bytes(protocol, Meta("m", 1), parsed, kept_script)
+        gc.collect()
+        assert gc.garbage == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()

@@ -106,7 +106,6 @@ class StreamEncoder(StreamEncoderBase):
         # The chunks of one answer (all but the usage one) differ only in their choices.
         self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
         self.text_template = Template(self.chunk_template.fill_json(TEXT_CHOICES))
-        super().__init__()
 
     def chunk(self, choices: list, **extra: Any) -> dict:
         chunk = {

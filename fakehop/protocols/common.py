@@ -256,24 +256,29 @@ class StreamEncoderBase:
 
     Keepalives and raw bytes go out the same in every protocol; a happening a protocol writes
     nothing for (the stream's start, a block's end, a disconnect or hang) defaults to nothing.
+    The table holds each class's functions, not an encoder's bound methods: those would make
+    every encoder a reference cycle, left for the garbage collector to find.
     """
 
-    def __init__(self) -> None:
-        self.handlers = {
-            p.Start: self.start,
-            p.BlockStart: self.block_start,
-            p.Delta: self.delta,
-            p.BlockEnd: self.block_end,
-            p.Keepalive: self.keepalive,
-            p.RawBytes: self.raw,
-            p.Failure: self.failure,
-            p.Finish: self.finish,
-            p.Disconnect: self.nothing,
-            p.Hang: self.nothing,
-        }
+    METHODS = {
+        p.Start: "start",
+        p.BlockStart: "block_start",
+        p.Delta: "delta",
+        p.BlockEnd: "block_end",
+        p.Keepalive: "keepalive",
+        p.RawBytes: "raw",
+        p.Failure: "failure",
+        p.Finish: "finish",
+        p.Disconnect: "nothing",
+        p.Hang: "nothing",
+    }
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handlers = {kind: getattr(cls, name) for kind, name in StreamEncoderBase.METHODS.items()}
 
     def encode(self, happening: p.Happening) -> bytes:
-        return self.handlers[type(happening)](happening)
+        return self.handlers[type(happening)](self, happening)
 
     def nothing(self, happening: p.Happening) -> bytes:
         return b""

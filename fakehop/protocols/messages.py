@@ -179,7 +179,6 @@ class StreamEncoder(StreamEncoderBase):
         self.block_index = 0
         self.delta_template: Template | None = None
         self.pinged = False
-        super().__init__()
 
     def start(self, start: p.Start) -> bytes:
         message = message_object(self.meta, self.message_id, [], None, usage_object(start.input_tokens, 1))

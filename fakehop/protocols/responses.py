@@ -281,6 +281,11 @@ class OpenItem:
         return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id)
 
 
+# The methods that open and close an item of each kind.
+STARTERS = {"text": "start_message", "reasoning": "start_reasoning", "tool_call": "start_function_call"}
+CLOSERS = {"text": "close_message", "reasoning": "close_reasoning", "tool_call": "close_function_call"}
+
+
 class StreamEncoder(StreamEncoderBase):
     """Turns happenings into Responses SSE bytes, one answer's worth."""
 
@@ -292,15 +297,12 @@ class StreamEncoder(StreamEncoderBase):
         self.items: list[dict] = []  # finished items, as their output_item.done showed them
         self.open: OpenItem | None = None
         self.closing = False  # the open item's block ended; its done events wait for what follows
-        self.starters = {"text": self.start_message, "reasoning": self.start_reasoning, "tool_call": self.start_function_call}
-        self.closers = {"text": self.close_message, "reasoning": self.close_reasoning, "tool_call": self.close_function_call}
-        super().__init__()
 
     def encode(self, happening: p.Happening) -> bytes:
         handler = self.handlers[type(happening)]
         if self.closing and type(happening) is not p.Finish:
-            return self.close_item("completed") + handler(happening)
-        return handler(happening)
+            return self.close_item("completed") + handler(self, happening)
+        return handler(self, happening)
 
     def next_number(self) -> int:
         number = self.sequence_number
@@ -326,7 +328,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def block_start(self, start: p.BlockStart) -> bytes:
         item_id = self.meta.new_id(ITEM_ID_PREFIXES[start.kind])
-        return self.starters[start.kind](item_id, len(self.items), start)
+        return getattr(self, STARTERS[start.kind])(item_id, len(self.items), start)
 
     def start_message(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
         delta = self.delta_template(
@@ -368,7 +370,7 @@ class StreamEncoder(StreamEncoderBase):
         text = item.text()
         done = item.object(status)
         self.items.append(done)
-        return self.closers[item.kind](item, text) + self.event("response.output_item.done", output_index=item.output_index, item=done)
+        return getattr(self, CLOSERS[item.kind])(item, text) + self.event("response.output_item.done", output_index=item.output_index, item=done)
 
     def close_message(self, item: OpenItem, text: str) -> bytes:
         where = {"item_id": item.item_id, "output_index": item.output_index, "content_index": 0}
