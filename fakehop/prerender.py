@@ -60,11 +60,12 @@ class MarkingMeta(Meta):
 class Holes:
     """The holes of one frame with the bytes between them, which fill in to one piece of bytes.
 
-    A stream's frames mostly repeat the same holes (a chat chunk's id, time and model), so a
-    write is kept as runs of frames with equal Holes: each run is filled with one `join`.
+    A stream's frames mostly repeat the same holes (a chat chunk's id, time and model): each
+    distinct Holes is filled once per answer, and a write is kept as runs of frames with equal
+    Holes, each run filled with one `join`.
     """
 
-    indices: tuple[int, ...]  # where each hole's value sits in `Rendering.values`
+    indices: tuple[int, ...]  # where each hole's value sits: the model, the time, then each ask's answer
     between: tuple[bytes, ...]
 
     def fill(self, values: tuple[bytes, ...]) -> bytes:
@@ -78,22 +79,23 @@ class Holes:
 class Write:
     """The frames due at one offset, their SSE event count and the last happening.
 
-    The bytes are `head`, then for each run of equal Holes, the filled holes `h` and
-    `h.join(literals)`: the holes before each literal.
+    The bytes are `head`, then for each run of frames with equal Holes, the filled holes `h`
+    and `h.join(literals)`: the holes before each literal. A run names its Holes by their
+    place in `Rendering.holes`.
     """
 
     offset: float
     head: bytes
-    runs: tuple[tuple[Holes, tuple[bytes, ...]], ...]
+    runs: tuple[tuple[int, tuple[bytes, ...]], ...]
     events: int
     last: player.Happening
 
-    def fill(self, values: tuple[bytes, ...]) -> bytes:
+    def fill(self, filled_holes: tuple[bytes, ...]) -> bytes:
         if not self.runs:
             return self.head
         parts = [self.head]
         for holes, literals in self.runs:
-            filled = holes.fill(values)
+            filled = filled_holes[holes]
             parts += (filled, filled.join(literals))
         return b"".join(parts)
 
@@ -104,15 +106,16 @@ class Write:
 @dataclass(frozen=True, slots=True)
 class Rendering:
     writes: tuple[Write, ...]
+    holes: tuple[Holes, ...]  # each distinct Holes of the writes once
     asks: tuple[tuple[str, tuple], ...]
 
     def values(self, meta: Meta) -> tuple[bytes, ...]:
-        """What fills the holes for `meta`: the model, the time, then each ask's answer; the
-        random values are drawn here, in the encoders' order."""
+        """Every Holes filled for `meta`, for `Write.fill`; the random values are drawn here,
+        in the encoders' order."""
         values = [encode_basestring(meta.model)[1:-1].encode(), b"%d" % meta.created]
         for method, args in self.asks:
             values.append(getattr(meta, method)(*args).encode())
-        return tuple(values)
+        return tuple([holes.fill(values) for holes in self.holes])
 
     def size(self) -> int:
         return sum(write.size() for write in self.writes)
@@ -169,10 +172,12 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
     if len(laid_out) > player.KEPT_HAPPENINGS:
         return None
     marking = MarkingMeta()
-    writes = []
+    writes, numbered = [], {}  # each distinct Holes with its number
     for offset, data, last in encoded_writes(protocol, marking, parsed, laid_out):
-        writes.append(Write(offset, *_runs(data), data.count(b"\n\n"), last))
-    rendering = Rendering(tuple(writes), tuple(marking.asks))
+        head, runs = _runs(data)
+        runs = tuple((numbered.setdefault(holes, len(numbered)), literals) for holes, literals in runs)
+        writes.append(Write(offset, head, runs, data.count(b"\n\n"), last))
+    rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING:
         return None
     expected = [data for _, data, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
