@@ -3,6 +3,7 @@ and see what they sent. JSON in, JSON out; every error is `{"error": message}` w
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -50,13 +51,33 @@ def error_response(status: int, message: str, **details: Any) -> web.Response:
     return web.json_response({"error": message, **details}, status=status)
 
 
-@web.middleware
-async def errors_as_json(request: web.Request, handler):
-    """Every failure of a control call, aiohttp's own 404/405/413 included, as a JSON error;
-    every answer with its request id."""
-    response = await answer_in_json(request, handler)
-    stamp_request_id(response, request_id_for(request))
-    return response
+def control_call(handler):
+    """A handler as the control API runs it: with --admin-token, only for that token; every
+    failure (aiohttp's own 413 included) as a JSON error; every answer with its request id.
+
+    A wrapper, not middlewares: a middleware anywhere in the application makes aiohttp wrap
+    every request's handler, the protocol routes' too.
+    """
+
+    @functools.wraps(handler)
+    async def call(request: web.Request) -> web.StreamResponse:
+        response = refused_without_token(request) or await answer_in_json(request, handler)
+        stamp_request_id(response, request_id_for(request))
+        return response
+
+    return call
+
+
+def refused_without_token(request: web.Request) -> web.Response | None:
+    """With --admin-token, the 401 for a control call without `Authorization: Bearer TOKEN`."""
+    token = gateway_of(request).admin_token
+    if token is None:
+        return None
+    given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if hmac.compare_digest(given.encode(), token.encode()):
+        return None
+    return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
+                             status=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
@@ -67,29 +88,20 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        messages = {
-            404: f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}",
-            405: f"{request.method} is not allowed on {request.path}",
-        }
-        response = error_response(exc.status, messages.get(exc.status, exc.reason))
-        if "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
+        return error_response(exc.status, exc.reason)
     except Exception:
         log.exception("control call %s %s failed", request.method, request.path)
         return error_response(500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details")
 
 
-@web.middleware
-async def admin_token_required(request: web.Request, handler):
-    """With --admin-token, every control call needs `Authorization: Bearer TOKEN`."""
-    token = gateway_of(request).admin_token
-    if token is not None:
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
-                                     status=401, headers={"WWW-Authenticate": "Bearer"})
-    return await handler(request)
+async def unknown_call(request: web.Request) -> web.Response:
+    """What no control route takes: a 404 naming the calls, or a 405 on a path that takes other methods."""
+    from .server import allowed_methods
+
+    allowed = allowed_methods(request.app, request.path)
+    if allowed:
+        return web.json_response({"error": f"{request.method} is not allowed on {request.path}"}, status=405, headers={"Allow": ",".join(allowed)})
+    return error_response(404, f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}")
 
 
 # ---------------------------------------------------------------- reading requests
@@ -308,16 +320,17 @@ async def reset(request: web.Request) -> web.Response:
 
 
 def create_app() -> web.Application:
-    """The control API, mounted under PREFIX: its middlewares never touch the protocol routes."""
-    app = web.Application(middlewares=[errors_as_json, admin_token_required])
-    app.router.add_get("/health", health)
-    app.router.add_get("/scenarios", list_scenarios)
-    app.router.add_post("/scenarios", add_scenario_call)
-    app.router.add_get("/queue", show_queue)
-    app.router.add_post("/queue", queue_scenario)
-    app.router.add_delete("/queue", clear_queue)
-    app.router.add_put("/default", set_default)
-    app.router.add_get("/requests", list_requests)
-    app.router.add_delete("/requests", clear_requests)
-    app.router.add_post("/reset", reset)
+    """The control API, to mount under PREFIX."""
+    app = web.Application()
+    app.router.add_get("/health", control_call(health))
+    app.router.add_get("/scenarios", control_call(list_scenarios))
+    app.router.add_post("/scenarios", control_call(add_scenario_call))
+    app.router.add_get("/queue", control_call(show_queue))
+    app.router.add_post("/queue", control_call(queue_scenario))
+    app.router.add_delete("/queue", control_call(clear_queue))
+    app.router.add_put("/default", control_call(set_default))
+    app.router.add_get("/requests", control_call(list_requests))
+    app.router.add_delete("/requests", control_call(clear_requests))
+    app.router.add_post("/reset", control_call(reset))
+    app.router.add_route("*", "/{path:.*}", control_call(unknown_call))  # last: only what no other route takes
     return app
