@@ -333,6 +333,24 @@ def fixture_overhead(quick: bool) -> dict:
         return {"status": "failed", "output": done.stdout.decode()[-2000:]}
 
 
+# ---------------------------------------------------------------- instructions per request
+
+
+def instructions(protocols: list[str], quick: bool) -> dict:
+    """Instructions per request under callgrind, from bench/instructions.py (which prints them as JSON)."""
+    from .instructions import available
+
+    if quick:
+        return {"status": "skipped in --quick"}
+    if not available():
+        return {"status": "not available: valgrind is not installed"}
+    command = [sys.executable, "-m", "bench.instructions", "--protocols", ",".join(protocols)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=1800)
+    if done.returncode != 0:
+        return {"status": "failed", "exit_code": done.returncode, "stderr": done.stderr.decode()[-2000:]}
+    return {"status": "ok", "per_request": json.loads(done.stdout)}
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -364,6 +382,17 @@ def table(results: dict) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
+def instructions_summary(counts: dict) -> str:
+    if counts["status"] != "ok":
+        return f"instructions per request: {counts['status']} {counts.get('stderr', '')}".rstrip()
+    lines = ["instructions per request (callgrind; the same from run to run):"]
+    for protocol, by_scenario in counts["per_request"].items():
+        for scenario, figures in by_scenario.items():
+            lines.append(f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
+                         f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}")
+    return "\n".join(lines)
+
+
 def fixture_summary(overhead: dict) -> str:
     figures = overhead.get("figures")
     if overhead["status"] != "ok" or not figures:
@@ -386,6 +415,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})")
     parser.add_argument("--json", type=Path, default=DEFAULT_RESULTS, metavar="PATH", help="where to write the results")
     parser.add_argument("--no-fixture-overhead", action="store_true", help="skip bench/fixture_overhead.py")
+    parser.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.py (instructions per request, under valgrind)")
     for field in fields(Sizes):
         flag = "--" + field.name.replace("_", "-")
         parser.add_argument(flag, type=type(field.default), default=None, metavar="N",
@@ -441,12 +471,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_fixture_overhead:
         progress("fixture_overhead")
         results["sections"]["fixture_overhead"] = fixture_overhead(args.quick)
+    if not args.no_instructions:
+        progress("instructions")
+        results["instructions"] = instructions(args.protocols, args.quick)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(table(results))
     if "fixture_overhead" in results["sections"]:
         print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
+    if "instructions" in results:
+        print("\n" + instructions_summary(results["instructions"]))
     print(f"\n{results['seconds']:g} s; load average before {results['machine_before']['loadavg']}, "
           f"after {results['machine_after']['loadavg']}; results in {args.json}")
     return 0

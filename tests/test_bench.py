@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import client
+from bench import client, instructions
 from bench import plan as bench_plan
 from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS
 from fakehop.library import Library, bundled_directory
@@ -40,6 +40,7 @@ def test_quick_bench_writes_every_section(tmp_path):
                 assert outcome[target]["median"][section.headline] is not None, (name, protocol, target)
             assert outcome["verdict"]["metric"] == section.headline
     assert "events_per_s" in done.stdout.decode()
+    assert results["instructions"] == {"status": "skipped in --quick"}
 
 
 @pytest.mark.parametrize("scenario,whole", [("bench-paced", True), ("rate-limited", False), ("disconnect", False), ("hello", False)])
@@ -53,3 +54,13 @@ async def test_timing_client_counts_only_whole_paced_streams(serve, scenario, wh
     result = await asyncio.wait_for(client.timing(spec), 30)
     assert result["errors"] == (0 if whole else 6)
     assert result["deltas"] == (6 * len(groups) if whole else 0)
+
+
+@pytest.mark.skipif(not instructions.available(), reason="valgrind is not installed")
+def test_instructions_per_request_are_counted_for_both_servers():
+    done = subprocess.run([sys.executable, "-m", "bench.instructions", "--protocols", "chat", "--scenarios", "bench-short", "--requests", "16"],
+                          cwd=REPO, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    figures = json.loads(done.stdout)["chat"]["bench-short"]
+    assert figures["ceiling"] > 100_000 and figures["fakehop"] > figures["ceiling"] / 2  # a request costs hundreds of thousands
+    assert figures["ratio"] == round(figures["fakehop"] / figures["ceiling"], 3)
