@@ -70,8 +70,7 @@ def counted(out_dir: Path) -> int:
 
 def per_request(name: str, command: list[str], protocol_plan: dict, scenario: str, requests: int, scratch: Path) -> int:
     """Instructions the server runs per request for `scenario`."""
-    out_dir = scratch / f"{name}-{scenario}"
-    out_dir.mkdir()
+    out_dir = Path(tempfile.mkdtemp(prefix=f"{name}-{scenario}-", dir=scratch))
     server = Server(name, ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_dir}/callgrind.%p", *command])
     try:
         server.wait_ready()
