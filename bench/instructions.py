@@ -5,7 +5,9 @@ After a few requests to warm it up, counting is switched on (`callgrind_control 
 fixed number of requests is made, and counting is switched off and the counts dumped. The
 figure covers the server process alone, in user space (Python, aiohttp's C parts, libc), not
 the kernel; it is the same from run to run, where times on a shared machine move by tens of
-percent, so it shows what a change to fakehop costs or saves.
+percent, so it shows what a change to fakehop costs or saves. Memory copies weigh more in it
+than in time: callgrind counts a `rep movsb` copy step by step, so copying a 50 KB answer
+once more adds tens of thousands.
 
     python -m bench.instructions [--protocols chat,...] [--scenarios bench-short,...] [--requests N]
 

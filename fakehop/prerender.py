@@ -79,28 +79,25 @@ class Holes:
 class Write:
     """The frames due at one offset, their SSE event count and the last happening.
 
-    The bytes are `head`, then for each run of frames with equal Holes, the filled holes `h`
-    and `h.join(literals)`: the holes before each literal. A run names its Holes by their
-    place in `Rendering.holes`.
+    The bytes are, for each run of frames with equal Holes, `h.join(literals)` with `h` those
+    holes filled: the first literal is what comes before the run's first holes (the write's
+    head, for the first run), each other one what follows a frame's holes. A write with no
+    holes is its one literal; a run names its Holes by their place in `Rendering.holes`.
     """
 
     offset: float
-    head: bytes
     runs: tuple[tuple[int, tuple[bytes, ...]], ...]
     events: int
     last: player.Happening
 
     def fill(self, filled_holes: tuple[bytes, ...]) -> bytes:
-        if not self.runs:
-            return self.head
-        parts = [self.head]
-        for holes, literals in self.runs:
-            filled = filled_holes[holes]
-            parts += (filled, filled.join(literals))
-        return b"".join(parts)
+        if len(self.runs) == 1:  # most writes: one join, one copy of the bytes
+            holes, literals = self.runs[0]
+            return filled_holes[holes].join(literals) if holes >= 0 else literals[0]
+        return b"".join([filled_holes[holes].join(literals) for holes, literals in self.runs])
 
     def size(self) -> int:
-        return len(self.head) + sum(len(literal) for _, literals in self.runs for literal in literals)
+        return sum(len(literal) for _, literals in self.runs for literal in literals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +106,7 @@ class Rendering:
     holes: tuple[Holes, ...]  # each distinct Holes of the writes once
     asks: tuple[tuple[str, tuple], ...]
 
-    def values(self, meta: Meta) -> tuple[bytes, ...]:
+    def filled_holes(self, meta: Meta) -> tuple[bytes, ...]:
         """Every Holes filled for `meta`, for `Write.fill`; the random values are drawn here,
         in the encoders' order."""
         values = [encode_basestring(meta.model)[1:-1].encode(), b"%d" % meta.created]
@@ -122,17 +119,17 @@ class Rendering:
 
 
 def _value_index(hole: bytes | None) -> int:
-    """Where a marker's value sits in `Rendering.values` (the time's marker has no name)."""
+    """Where a marker's value sits among the model, the time and the asks' answers (the time's marker has no name)."""
     if hole is None:
         return 1
     return 0 if hole == _MODEL.encode() else 1 + int(hole)
 
 
-def _runs(data: bytes) -> tuple[bytes, tuple[tuple[Holes, tuple[bytes, ...]], ...]]:
-    """`data` as a head and runs of equal Holes (see Write)."""
+def _runs(data: bytes) -> list[tuple[Holes | None, tuple[bytes, ...]]]:
+    """`data` as runs of equal Holes (see Write); bytes with no holes as one run with None."""
     matches = list(_HOLE.finditer(data))
     if not matches:
-        return data, ()
+        return [(None, (data,))]
     frames = [[matches[0]]]  # the markers of each frame: none of the bytes between them ends a frame
     for before, match in zip(matches, matches[1:]):
         if b"\n\n" in data[before.end():match.start()]:
@@ -147,8 +144,9 @@ def _runs(data: bytes) -> tuple[bytes, tuple[tuple[Holes, tuple[bytes, ...]], ..
         if runs and runs[-1][0] == frame_holes:
             runs[-1][1].append(literal)
         else:
-            runs.append((frame_holes, [literal]))
-    return data[:matches[0].start()], tuple((frame_holes, tuple(literals)) for frame_holes, literals in runs)
+            runs.append((frame_holes, [b"", literal]))
+    runs[0][1][0] = data[:matches[0].start()]
+    return [(frame_holes, tuple(literals)) for frame_holes, literals in runs]
 
 
 def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> list[tuple[float, bytes, player.Happening]]:
@@ -174,15 +172,14 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
     marking = MarkingMeta()
     writes, numbered = [], {}  # each distinct Holes with its number
     for offset, data, last in encoded_writes(protocol, marking, parsed, laid_out):
-        head, runs = _runs(data)
-        runs = tuple((numbered.setdefault(holes, len(numbered)), literals) for holes, literals in runs)
-        writes.append(Write(offset, head, runs, data.count(b"\n\n"), last))
+        runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
+        writes.append(Write(offset, runs, data.count(b"\n\n"), last))
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING:
         return None
     expected = [data for _, data, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
-    values = rendering.values(_probe_meta())
-    if [write.fill(values) for write in writes] != expected:
+    filled = rendering.filled_holes(_probe_meta())
+    if [write.fill(filled) for write in writes] != expected:
         return None
     return rendering
 

@@ -172,7 +172,7 @@ class Answer:
     async def stream_rendering(self, meta: Meta, rendering: prerender.Rendering) -> web.StreamResponse:
         """A stream whose bytes are kept: each write filled in for `meta` and sent when due."""
         response = await self.open_stream()
-        values = rendering.values(meta)
+        filled_holes = rendering.filled_holes(meta)
         record = self.record
         loop = asyncio.get_running_loop()
         start = now = loop.time()
@@ -181,7 +181,7 @@ class Answer:
             if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
                 await asyncio.sleep(due - now)
                 now = loop.time()
-            data = write.fill(values)
+            data = write.fill(filled_holes)
             if data:
                 await response.write(data)
                 record.events += write.events

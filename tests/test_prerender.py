@@ -54,8 +54,8 @@ def test_every_bundled_script_fills_in_to_the_fresh_bytes(protocol_name):
                 continue
             for seed, model in [(number, "gpt-5.6-sol"), (number + 100, 'a "model" é\\')]:
                 filling, afresh = metas(seed, model)
-                values = rendering.values(filling)
-                assert [write.fill(values) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, script), label
+                filled = rendering.filled_holes(filling)
+                assert [write.fill(filled) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, script), label
             checked += 1
     assert checked >= 3 * len(list(scripts(LIBRARY))) - 3, "most bundled scripts should be kept"
 
@@ -71,7 +71,7 @@ def test_percent_signs_and_look_alike_numbers_stay_as_written(protocol_name):
     parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
     rendering = pr.render(protocol, tricky, parsed, 1.0)
     filling, afresh = metas(7)
-    assert [write.fill(rendering.values(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, tricky)
+    assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, tricky)
 
 
 @pytest.mark.parametrize("text", ['"\\0fakehop:m\\0"', f"'{pr._CREATED_MARK}'"])
