@@ -160,15 +160,18 @@ def print_finished(record: Record) -> None:
 
 
 def settle_garbage_collector() -> None:
-    """Keep collection pauses from landing between a stream's deltas.
+    """Keep collection pauses between a stream's deltas short.
 
     What startup built (modules, scenarios) lives as long as the server, so it is frozen out
-    of every collection; the older generations are collected ten times less often. Under
-    load, their collections held up every stream for milliseconds at a time.
+    of every collection. The middle generation is collected as often as by default: it then
+    holds only the streams begun since its last pass, where collecting it ten times less
+    often stalled 500 paced streams for 13 ms at a time. Full collections, which pass over
+    every open stream, come ten times less often than by default, as often as they did then:
+    the server leaves little cyclic garbage (a few objects per closed connection).
     """
     gc.freeze()
     young, middle, old = gc.get_threshold()
-    gc.set_threshold(young, middle * 10, old)
+    gc.set_threshold(young, middle, old * 10)
 
 
 async def serve_until_stopped(gateway, host: str, port: int) -> None:
