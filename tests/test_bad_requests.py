@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
+from multidict import CIMultiDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,7 +126,7 @@ async def real_url(library):
     await runner.cleanup()
 
 
-async def send(url: str, method: str, path: str, body: bytes, headers: dict) -> tuple[int, "CIMultiDict", str]:
+async def send(url: str, method: str, path: str, body: bytes, headers: dict) -> tuple[int, CIMultiDict, str]:
     async with aiohttp.ClientSession() as session:
         async with session.request(method, url + path, data=body, headers=headers) as response:
             return response.status, response.headers.copy(), await response.text()
