@@ -18,11 +18,17 @@ import itertools
 import random
 import re
 from dataclasses import dataclass
+from typing import Iterator
 from json.encoder import encode_basestring
 
 from . import player
+from .journal import sse_events
 from .protocols.common import Meta, ParsedRequest
 from .scenario import Script
+
+# A write as the server sends it: when it is due (seconds from the stream's start), its bytes,
+# the SSE events in them (journal.sse_events) and the last happening in it.
+TimedWrite = tuple[float, bytes, int, player.Happening]
 
 KEPT_RENDERINGS = 64
 KEPT_BYTES = 32 * 1024 * 1024  # all kept renderings together; past it they are all dropped
@@ -114,6 +120,11 @@ class Rendering:
             values.append(getattr(meta, method)(*args).encode())
         return tuple([holes.fill(values) for holes in self.holes])
 
+    def writes_for(self, meta: Meta) -> Iterator[TimedWrite]:
+        filled = self.filled_holes(meta)
+        for write in self.writes:
+            yield write.offset, write.fill(filled), write.events, write.last
+
     def size(self) -> int:
         return sum(write.size() for write in self.writes)
 
@@ -149,14 +160,34 @@ def _runs(data: bytes) -> list[tuple[Holes | None, tuple[bytes, ...]]]:
     return [(frame_holes, tuple(literals)) for frame_holes, literals in runs]
 
 
-def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> list[tuple[float, bytes, player.Happening]]:
-    """(offset, bytes, last happening) for each offset of the timeline, encoded afresh."""
+def stream_writes(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Iterator[TimedWrite]:
+    """The writes of one streamed answer: filled in from the kept rendering, or encoded afresh
+    when there is none."""
+    rendering = kept(protocol, script, parsed, time_scale)
+    if rendering is not None:
+        return rendering.writes_for(meta)
+    return encoded_writes(protocol, meta, parsed, player.timeline(script, parsed.play, time_scale))
+
+
+def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> Iterator[TimedWrite]:
+    """The timeline encoded afresh as it is read: the happenings due at one offset, at most
+    MAX_BATCH of them, make one write."""
     encoder = protocol.StreamEncoder(meta, parsed)
-    writes = []
-    for offset, timed in itertools.groupby(events, key=lambda event: event[0]):
-        happenings = [happening for _, happening in timed]
-        writes.append((offset, b"".join([encoder.encode(happening) for happening in happenings]), happenings[-1]))
-    return writes
+    batch: list[player.Happening] = []
+    batch_offset = 0.0
+    for offset, happening in events:
+        if batch and (offset != batch_offset or len(batch) >= player.MAX_BATCH):
+            yield _encoded(encoder, batch_offset, batch)
+            batch = []
+        batch_offset = offset
+        batch.append(happening)
+    if batch:
+        yield _encoded(encoder, batch_offset, batch)
+
+
+def _encoded(encoder, offset: float, happenings: list[player.Happening]) -> TimedWrite:
+    data = b"".join([encoder.encode(happening) for happening in happenings])
+    return offset, data, sse_events(data), happenings[-1]
 
 
 def _probe_meta() -> Meta:
@@ -171,13 +202,13 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
         return None
     marking = MarkingMeta()
     writes, numbered = [], {}  # each distinct Holes with its number
-    for offset, data, last in encoded_writes(protocol, marking, parsed, laid_out):
+    for offset, data, events, last in encoded_writes(protocol, marking, parsed, laid_out):
         runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
-        writes.append(Write(offset, runs, data.count(b"\n\n"), last))
+        writes.append(Write(offset, runs, events, last))
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING:
         return None
-    expected = [data for _, data, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
+    expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
     filled = rendering.filled_holes(_probe_meta())
     if [write.fill(filled) for write in writes] != expected:
         return None

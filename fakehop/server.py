@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from aiohttp import web
 
@@ -149,13 +149,8 @@ class Answer:
         model = script.model or parsed.model
         meta = Meta(model=model, created=int(time.time())) if seed is None else seeded_meta(model, seed)
         if parsed.stream:
-            rendering = prerender.kept(protocol, script, parsed, gateway.time_scale)
-            if rendering is not None:
-                return await self.stream_rendering(meta, rendering)
-        events = player.timeline(script, parsed.play, gateway.time_scale)
-        if parsed.stream:
-            return await self.stream(meta, parsed, events)
-        return await self.whole(meta, parsed, events)
+            return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, gateway.time_scale))
+        return await self.whole(meta, parsed, player.timeline(script, parsed.play, gateway.time_scale))
 
     def http_error(self, script: Script) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
@@ -169,40 +164,22 @@ class Answer:
         self.record.status = 200
         return response
 
-    async def stream_rendering(self, meta: Meta, rendering: prerender.Rendering) -> web.StreamResponse:
-        """A stream whose bytes are kept: each write filled in for `meta` and sent when due."""
+    async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
+        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
         response = await self.open_stream()
-        filled_holes = rendering.filled_holes(meta)
         record = self.record
         loop = asyncio.get_running_loop()
         start = now = loop.time()
-        for write in rendering.writes:
-            due = start + write.offset
+        for offset, data, events, last in writes:
+            due = start + offset
             if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
                 await asyncio.sleep(due - now)
                 now = loop.time()
-            data = write.fill(filled_holes)
             if data:
                 await response.write(data)
-                record.events += write.events
-            if type(write.last) in player.ENDINGS:
-                return await self.end_stream(response, write.last)
-        raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
-
-    async def stream(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
-        response = await self.open_stream()
-        encoder = self.protocol.StreamEncoder(meta, parsed)
-        record = self.record
-        # Closed here, not left to the event loop's finalizer: the loop returns at the ending.
-        async with contextlib.aclosing(player.play(events, player.LoopClock())) as batches:
-            async for batch in batches:
-                data = b"".join([encoder.encode(happening) for happening in batch])
-                if data:
-                    await response.write(data)
-                    record.events += jr.sse_events(data)
-                ending = batch[-1]
-                if type(ending) in player.ENDINGS:
-                    return await self.end_stream(response, ending)
+                record.events += events
+            if type(last) in player.ENDINGS:
+                return await self.end_stream(response, last)
         raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
 
     async def end_stream(self, response: web.StreamResponse, ending: player.Happening) -> web.StreamResponse:

@@ -34,7 +34,7 @@ def scripts(library: Library):
 
 def fresh_bytes(protocol, meta: Meta, parsed, script, scale=1.0) -> list[bytes]:
     events = player.timeline(script, parsed.play, scale)
-    return [data for _, data, _ in pr.encoded_writes(protocol, meta, parsed, events)]
+    return [data for _, data, _, _ in pr.encoded_writes(protocol, meta, parsed, events)]
 
 
 def metas(seed: int, model: str = "gpt-5.6-sol") -> tuple[Meta, Meta]:
@@ -148,3 +148,18 @@ def test_encoding_afresh_leaves_no_reference_cycles():
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+async def test_the_journal_counts_events_but_not_keepalives_kept_or_not(serve, gateway, protocol_name):
+    url = await serve(gateway)
+    protocol = PROTOCOLS[protocol_name]
+    long_keepalives = "keepalive: 1s\nsteps: [{delay: 2500ms}, {text: '" + "x" * (player.KEPT_HAPPENINGS + 1) + "', chunk: char}]"
+    gateway.add(parse_text(long_keepalives, "t.yaml", "too-long-to-keep"))
+    async with aiohttp.ClientSession() as session:
+        for scenario in ("keepalive-demo", "too-long-to-keep"):
+            async with session.post(url + protocol.PATH, json=protocol.EXAMPLE_REQUEST, headers={"X-Fakehop-Scenario": scenario}) as response:
+                received = await response.read()
+            keepalives = received.count(b": hopbase-keepalive\n\n")
+            assert keepalives >= 2, scenario
+            assert gateway.journal.records[-1].events == received.count(b"\n\n") - keepalives, scenario
