@@ -264,23 +264,54 @@ def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale
     kept for the next answer with the same script, request facts and time scale: under load
     most answers repeat one, and laying it out is most of the player's work per event.
     """
-    key = (id(script), request, time_scale)
-    kept = _kept_timelines.get(key)
-    if kept is not None and kept[0] is script:
-        return iter(kept[1])
+    kept = _kept_timelines.get(script, (request, time_scale))
+    if kept is not KeptPerScript.MISSING:
+        return iter(kept)
     events = _Layout(script, request, time_scale).steps()
     laid_out = tuple(itertools.islice(events, KEPT_HAPPENINGS + 1))
     if len(laid_out) > KEPT_HAPPENINGS:
         return itertools.chain(laid_out, events)
-    if len(_kept_timelines) >= KEPT_TIMELINES:
-        _kept_timelines.clear()  # rare, and safe when a thread server and the main thread both play
-    _kept_timelines[key] = (script, laid_out)  # holding the script keeps its id from being reused
+    _kept_timelines.put(script, (request, time_scale), laid_out)
     return iter(laid_out)
+
+
+class KeptPerScript:
+    """What is worked out from a script once, kept for the next answer that asks for the same.
+
+    Entries are keyed by the script's identity and the rest of a key; each holds its script,
+    so that no other script can take over its id. All are dropped at once when `entries` or
+    `total_size` would be passed: rare, and safe when a thread server and the main thread
+    both play.
+    """
+
+    MISSING = object()
+
+    def __init__(self, entries: int, total_size: int | None = None):
+        self.entries = entries
+        self.total_size = total_size
+        self.size = 0
+        self._kept: dict[tuple, tuple[sc.Script, object]] = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, script: sc.Script, key: tuple):
+        """The value kept for `script` and `key`, or MISSING."""
+        entry = self._kept.get((id(script), key))
+        return entry[1] if entry is not None and entry[0] is script else self.MISSING
+
+    def put(self, script: sc.Script, key: tuple, value, size: int = 0) -> None:
+        too_big = self.total_size is not None and self.size + size > self.total_size
+        if len(self._kept) >= self.entries or too_big:
+            self._kept.clear()
+            self.size = 0
+        self._kept[(id(script), key)] = (script, value)
+        self.size += size
 
 
 KEPT_HAPPENINGS = 4096
 KEPT_TIMELINES = 64
-_kept_timelines: dict[tuple, tuple[sc.Script, tuple[tuple[float, Happening], ...]]] = {}
+_kept_timelines = KeptPerScript(KEPT_TIMELINES)
 
 
 # ---------------------------------------------------------------- playing against a clock

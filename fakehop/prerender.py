@@ -31,7 +31,7 @@ from .scenario import Script
 TimedWrite = tuple[float, bytes, int, player.Happening]
 
 KEPT_RENDERINGS = 64
-KEPT_BYTES = 32 * 1024 * 1024  # all kept renderings together; past it they are all dropped
+KEPT_BYTES = 32 * 1024 * 1024  # all kept renderings together
 LARGEST_RENDERING = 4 * 1024 * 1024
 
 _MODEL = "m"
@@ -217,20 +217,12 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
 
 def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
     """The rendering for this script and request, made on first use and kept; None: encode afresh."""
-    key = (protocol.NAME, id(script), parsed.play, parsed.variant, time_scale)
-    entry = _kept.get(key)
-    if entry is not None and entry[0] is script:
-        return entry[1]
-    rendering = render(protocol, script, parsed, time_scale)
-    size = rendering.size() if rendering is not None else 0
-    global _kept_bytes
-    if len(_kept) >= KEPT_RENDERINGS or _kept_bytes + size > KEPT_BYTES:
-        _kept.clear()  # rare, and safe when a thread server and the main thread both play
-        _kept_bytes = 0
-    _kept[key] = (script, rendering)  # holding the script keeps its id from being reused
-    _kept_bytes += size
+    key = (protocol.NAME, parsed.play, parsed.variant, time_scale)
+    rendering = _kept.get(script, key)
+    if rendering is player.KeptPerScript.MISSING:
+        rendering = render(protocol, script, parsed, time_scale)
+        _kept.put(script, key, rendering, rendering.size() if rendering is not None else 0)
     return rendering
 
 
-_kept: dict[tuple, tuple[Script, Rendering | None]] = {}
-_kept_bytes = 0
+_kept = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)

@@ -40,3 +40,13 @@ def test_kept_timelines_stay_few():
     for number in range(p.KEPT_TIMELINES * 2):
         p.timeline(script(f"steps: [{{text: 'n{number}'}}]"))
     assert len(p._kept_timelines) <= p.KEPT_TIMELINES
+
+
+def test_kept_values_are_dropped_together_past_their_total_size():
+    kept = p.KeptPerScript(entries=10, total_size=100)
+    first, second = script("steps: [{text: a}]"), script("steps: [{text: b}]")
+    kept.put(first, ("k",), "one", size=60)
+    assert kept.get(first, ("k",)) == "one" and kept.get(first, ("other",)) is p.KeptPerScript.MISSING
+    kept.put(second, ("k",), "two", size=60)
+    assert kept.get(first, ("k",)) is p.KeptPerScript.MISSING
+    assert kept.get(second, ("k",)) == "two" and len(kept) == 1
