@@ -22,7 +22,6 @@ import gc
 import json
 import os
 import random
-import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -33,13 +32,10 @@ from urllib.parse import urlsplit
 import aiohttp
 import h11
 
+from fakehop.cli import raise_open_file_limit
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 OPEN_TIMEOUT = 60.0
-
-
-def raise_open_file_limit() -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def cpu_seconds(pid: int | str = "self") -> float:

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import re
-import resource
 import select
 import signal
 import statistics
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Iterator
 
+from fakehop.cli import raise_open_file_limit
 from fakehop.protocols import PROTOCOLS
 
 from . import plan as bench_plan
@@ -95,12 +95,6 @@ class BenchError(RuntimeError):
 
 
 # ---------------------------------------------------------------- processes
-
-
-def raise_open_file_limit() -> None:
-    """Run in each server process before it starts: as many open files as the system allows."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class Server:
