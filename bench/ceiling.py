@@ -3,8 +3,9 @@
 No scenario machinery: for each request it reads and parses the JSON body, then writes the
 pre-encoded bytes of the scenario named in `X-Fakehop-Scenario`, sleeping until each group
 of frames is due on an absolute schedule. Each group is one `write`, as fakehop writes the
-frames that fall due together, so the two differ in everything but the write pattern: this is
-what an aiohttp server on this machine can do at best with the same wire bytes.
+frames that fall due together, and the last goes out with the end of the body, as fakehop's
+does; so the two differ in everything but the write pattern: this is what an aiohttp server
+on this machine can do at best with the same wire bytes.
 
     python -m bench.ceiling PLAN.json [--port 0]
 """
@@ -35,12 +36,15 @@ def stream_handler(scenarios: dict[str, list[tuple[float, bytes]]]):
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for offset, data in groups:
+        last = len(groups) - 1
+        for number, (offset, data) in enumerate(groups):
             delay = start + offset - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await response.write(data)
-        await response.write_eof()
+            if number == last:
+                await response.write_eof(data)
+            else:
+                await response.write(data)
         return response
 
     return handle

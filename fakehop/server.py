@@ -175,26 +175,31 @@ class Answer:
             if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
                 await asyncio.sleep(due - now)
                 now = loop.time()
+            if type(last) in player.ENDINGS:
+                return await self.end_stream(response, data, events, last)
             if data:
                 await response.write(data)
                 record.events += events
-            if type(last) in player.ENDINGS:
-                return await self.end_stream(response, last)
         raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
 
-    async def end_stream(self, response: web.StreamResponse, ending: player.Happening) -> web.StreamResponse:
+    async def end_stream(self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening) -> web.StreamResponse:
+        """The last write and how the stream ends. A stream that ends well sends its last frames
+        and the end of the chunked body in one write (`write_eof(data)`)."""
         kind = type(ending)
-        if kind is player.Disconnect:
+        if kind is player.Finish or kind is player.Failure:
+            await response.write_eof(data)
+        elif data:
+            await response.write(data)
+        self.record.events += events
+        if kind is player.Finish:
+            self.record.close(jr.COMPLETED)
+        elif kind is player.Failure:
+            self.record.close(jr.FAILED, error=f"{ending.kind}: {ending.message}")
+        elif kind is player.Disconnect:
             self.record.close(jr.DISCONNECTED)
             self.drop_connection()
-            return response
-        if kind is player.Hang:
+        else:  # a Hang: open until the client goes
             await asyncio.Event().wait()
-        if kind is player.Failure:
-            self.record.close(jr.FAILED, error=f"{ending.kind}: {ending.message}")
-        else:
-            self.record.close(jr.COMPLETED)
-        await response.write_eof()
         return response
 
     async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
