@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Mapping
 
 DEFAULT_CAPACITY = 1000
 
@@ -29,13 +29,13 @@ def sse_events(data: bytes) -> int:
     return data.count(b"\n\n") - comments
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     seq: int
     id: str
     method: str
     path: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # as received (a server keeps aiohttp's own read-only mapping); as_json gives a dict
     started_at: float
     protocol: str | None = None
     scenario: str | None = None
@@ -57,7 +57,7 @@ class Record:
         self.duration = round(time.monotonic() - self._started, 6)
 
     def as_json(self) -> dict:
-        data = asdict(self)
+        data = asdict(replace(self, headers=dict(self.headers)))
         data.pop("_started")
         return data
 
@@ -87,7 +87,7 @@ class Journal:
         self.next_seq = 1
         self.listeners: list[Callable[[Record], None]] = []
 
-    def open(self, request_id: str, method: str, path: str, headers: dict[str, str]) -> Record:
+    def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
         record = Record(self.next_seq, request_id, method, path, headers, time.time())
         self.next_seq += 1
         self.records.append(record)

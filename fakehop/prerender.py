@@ -15,10 +15,11 @@ under the same Meta; a script whose own text holds a marker is then encoded afre
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 import re
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 from json.encoder import encode_basestring
 
 from . import player
@@ -73,12 +74,18 @@ class Holes:
 
     indices: tuple[int, ...]  # where each hole's value sits: the model, the time, then each ask's answer
     between: tuple[bytes, ...]
+    # The same as one %-format and what it takes from the values: one C call fills it.
+    _format: bytes = field(init=False, compare=False, repr=False)
+    _pick: Callable = field(init=False, compare=False, repr=False)
 
-    def fill(self, values: tuple[bytes, ...]) -> bytes:
-        parts = [values[self.indices[0]]]
-        for literal, index in zip(self.between, self.indices[1:]):
-            parts += (literal, values[index])
-        return b"".join(parts)
+    def __post_init__(self) -> None:
+        literals = (b"", *self.between, b"")
+        object.__setattr__(self, "_format", b"%b".join(literal.replace(b"%", b"%%") for literal in literals))
+        pick = operator.itemgetter(*self.indices)
+        object.__setattr__(self, "_pick", pick if len(self.indices) > 1 else lambda values: (pick(values),))
+
+    def fill(self, values: list[bytes]) -> bytes:
+        return self._format % self._pick(values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,7 +107,7 @@ class Answer:
         self.protocol = protocol
         self.request = request
         self.request_id = request_id
-        self.record = gateway.journal.open(self.request_id, request.method, request.path, dict(request.headers))
+        self.record = gateway.journal.open(self.request_id, request.method, request.path, request.headers)
         self.record.protocol = protocol.NAME
 
     async def run(self) -> web.StreamResponse:
@@ -266,7 +266,7 @@ async def unrouted(request: web.Request) -> web.Response:
     else:
         status, message, headers = 404, f"Unknown path {request.path}", None
     journal = request.app[GATEWAY_KEY].journal
-    record = journal.open(request_id, request.method, request.path, dict(request.headers))
+    record = journal.open(request_id, request.method, request.path, request.headers)
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
     response = error_response(protocol_for_request(request), status, message, request_id, headers=headers)
