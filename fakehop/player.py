@@ -262,16 +262,22 @@ def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale
 
     A timeline depends on nothing else, so one of up to KEPT_HAPPENINGS is laid out once and
     kept for the next answer with the same script, request facts and time scale: under load
-    most answers repeat one, and laying it out is most of the player's work per event.
+    most answers repeat one, and laying it out is most of the player's work per event. A
+    longer one is laid out as it plays, and only the first time ahead of it, to find it is
+    longer: a stream holds none of its happenings but those it is sending.
     """
-    kept = _kept_timelines.get(script, (request, time_scale))
+    key = (request, time_scale)
+    kept = _kept_timelines.get(script, key)
+    if kept is _TOO_LONG_TO_KEEP:
+        return _Layout(script, request, time_scale).steps()
     if kept is not KeptPerScript.MISSING:
         return iter(kept)
     events = _Layout(script, request, time_scale).steps()
     laid_out = tuple(itertools.islice(events, KEPT_HAPPENINGS + 1))
     if len(laid_out) > KEPT_HAPPENINGS:
-        return itertools.chain(laid_out, events)
-    _kept_timelines.put(script, (request, time_scale), laid_out)
+        _kept_timelines.put(script, key, _TOO_LONG_TO_KEEP)
+        return itertools.chain(iter(laid_out), events)
+    _kept_timelines.put(script, key, laid_out)
     return iter(laid_out)
 
 
@@ -311,6 +317,7 @@ class KeptPerScript:
 
 KEPT_HAPPENINGS = 4096
 KEPT_TIMELINES = 64
+_TOO_LONG_TO_KEEP = object()  # kept in place of a timeline longer than KEPT_HAPPENINGS
 _kept_timelines = KeptPerScript(KEPT_TIMELINES)
 
 

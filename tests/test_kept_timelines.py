@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import tracemalloc
 
 from fakehop import player as p
 from fakehop.scenario import parse_text
@@ -34,6 +35,20 @@ def test_a_timeline_too_long_to_keep_still_plays_whole():
     assert events == fresh(long)
     assert sum(isinstance(h, p.Delta) for _, h in events) == p.KEPT_HAPPENINGS + 10
     assert list(p.timeline(long)) == events
+
+
+def test_a_timeline_too_long_to_keep_is_laid_out_as_it_plays():
+    long = script(f"steps: [{{text: '{'y' * (p.KEPT_HAPPENINGS + 10)}', chunk: char}}]")
+    list(p.timeline(long))  # the first play finds it too long to keep
+    tracemalloc.start()
+    try:
+        events = p.timeline(long)
+        next(events)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 50_000  # laid out ahead, its first KEPT_HAPPENINGS happenings would hold some 400 KB
+    assert [next(events) for _ in range(3)] == fresh(long)[1:4]
 
 
 def test_kept_timelines_stay_few():
