@@ -157,17 +157,13 @@ class Answer:
         self.record.close(jr.HTTP_ERROR, status, body_message(body))
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
-    async def open_stream(self) -> web.StreamResponse:
+    async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
+        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
         stamp_request_id(response, self.request_id)
         await response.prepare(self.request)
-        self.record.status = 200
-        return response
-
-    async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
-        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
-        response = await self.open_stream()
         record = self.record
+        record.status = 200
         loop = asyncio.get_running_loop()
         start = now = loop.time()
         for offset, data, events, last in writes:
