@@ -29,6 +29,17 @@ def sse_events(data: bytes) -> int:
     return data.count(b"\n\n") - comments
 
 
+def joined_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers as one JSON object: a name sent more than once keeps every value, joined with
+    ", " as HTTP allows, under the spelling it first came with."""
+    joined: dict[str, str] = {}
+    spelling: dict[str, str] = {}
+    for name, value in headers.items():
+        first = spelling.setdefault(name.lower(), name)
+        joined[first] = f"{joined[first]}, {value}" if first in joined else value
+    return joined
+
+
 @dataclass(slots=True)
 class Record:
     seq: int
@@ -57,7 +68,7 @@ class Record:
         self.duration = round(time.monotonic() - self._started, 6)
 
     def as_json(self) -> dict:
-        data = asdict(replace(self, headers=dict(self.headers)))
+        data = asdict(replace(self, headers=joined_headers(self.headers)))
         data.pop("_started")
         return data
 

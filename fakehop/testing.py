@@ -59,7 +59,7 @@ class RecordedRequest:
     @classmethod
     def from_record(cls, record: jr.Record) -> "RecordedRequest":
         data = record.as_json()
-        data["headers"] = CIMultiDictProxy(CIMultiDict(data["headers"]))
+        data["headers"] = CIMultiDictProxy(CIMultiDict(record.headers.items()))  # every value of a repeated header
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
     def __str__(self) -> str:

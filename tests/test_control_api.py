@@ -271,6 +271,16 @@ async def test_requests_page_with_since_and_limit(control, openai_client):
     assert record["headers"]["Authorization"] == "Bearer sk-test"
 
 
+async def test_a_header_sent_twice_shows_both_values_in_the_journal(control, session):
+    headers = [("Content-Type", "application/json"), ("X-Tag", "a"), ("X-Tag", "b")]
+    async with session.post(control.base_url + "/v1/chat/completions", data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+                            headers=headers) as response:
+        assert response.status == 200
+
+    [record] = (await control.ok("GET", "/requests"))["requests"]
+    assert record["headers"]["X-Tag"] == "a, b"
+
+
 async def test_journal_records_streams_and_errors(control, openai_client):
     stream = await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True)
     [chunk async for chunk in stream]

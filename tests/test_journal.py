@@ -1,10 +1,12 @@
-"""The journal's count of events written: what a client's SSE parser would see."""
+"""The journal's count of events written (what a client's SSE parser would see), and its headers as JSON."""
 
 from __future__ import annotations
 
 import pytest
 
-from fakehop.journal import sse_events
+from multidict import CIMultiDict
+
+from fakehop.journal import joined_headers, sse_events
 
 
 @pytest.mark.parametrize("data,events", [
@@ -17,3 +19,9 @@ from fakehop.journal import sse_events
 ])
 def test_sse_events_counts_frames_but_not_comments(data, events):
     assert sse_events(data) == events
+
+
+def test_repeated_headers_keep_every_value_under_their_first_spelling():
+    headers = CIMultiDict([("X-Tag", "a"), ("Accept", "*/*"), ("x-tag", "b"), ("X-TAG", "c")])
+    assert joined_headers(headers) == {"X-Tag": "a, b, c", "Accept": "*/*"}
+    assert joined_headers({"Authorization": "Bearer k"}) == {"Authorization": "Bearer k"}

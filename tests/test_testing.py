@@ -106,6 +106,21 @@ def test_requests_are_snapshots_with_case_insensitive_headers(fakehop):
         request.end = "failed"
 
 
+def test_a_header_sent_twice_keeps_both_values(fakehop):
+    address = urlsplit(fakehop.url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
+    connection.putrequest("POST", "/v1/chat/completions")
+    for name, value in [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("X-Tag", "a"), ("x-tag", "b")]:
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    assert connection.getresponse().status == 200
+    connection.close()
+
+    [request] = fakehop.wait_for_requests()
+    assert request.headers.getall("X-Tag") == ["a", "b"]
+
+
 # ---------------------------------------------------------------- make_app, on the test's own loop
 
 
