@@ -71,15 +71,19 @@ def check_messages(messages: list) -> None:
     if not messages:
         raise BadRequest("messages: at least one message is required", param="messages")
     for number, message in enumerate(messages):
-        where = f"messages.{number}"
-        if not isinstance(message, dict):
-            raise BadRequest(f"{where}: Input should be a valid dictionary", param=where)
-        if message.get("role") not in ("user", "assistant"):
-            raise BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
-        if "content" not in message:
-            raise BadRequest(f"{where}.content: Field required", param=f"{where}.content")
-        if not isinstance(message["content"], (str, list)):
-            raise BadRequest(f"{where}.content: Input should be a valid string or a list of content blocks", param=f"{where}.content")
+        if not (isinstance(message, dict) and message.get("role") in ("user", "assistant") and isinstance(message.get("content"), (str, list))):
+            raise message_error(f"messages.{number}", message)
+
+
+def message_error(where: str, message: Any) -> BadRequest:
+    """What is wrong with a message that check_messages refused."""
+    if not isinstance(message, dict):
+        return BadRequest(f"{where}: Input should be a valid dictionary", param=where)
+    if message.get("role") not in ("user", "assistant"):
+        return BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
+    if "content" not in message:
+        return BadRequest(f"{where}.content: Field required", param=f"{where}.content")
+    return BadRequest(f"{where}.content: Input should be a valid string or a list of content blocks", param=f"{where}.content")
 
 
 def system_text(system: Any) -> str:

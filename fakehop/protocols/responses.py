@@ -24,10 +24,9 @@ the Responses failure form.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, Iterator
+from typing import Any
 
 from .. import player as p
 from .common import (
@@ -97,7 +96,8 @@ def parse(body: dict) -> ParsedRequest:
     items = input_items(require_type(body, "input", (str, list), "a string or an array of input items", required=True))
     stream = bool(require_type(body, "stream", (bool,), "a boolean"))
     limit = positive_int(body, "max_output_tokens")
-    echo = echoed_fields(body)
+    varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
+    echo = echoed_fields(body, varying)
     echo["max_output_tokens"] = limit
     echo["max_tool_calls"] = positive_int(body, "max_tool_calls")
     messages = [item for item in items if is_message(item)]
@@ -108,7 +108,7 @@ def parse(body: dict) -> ParsedRequest:
         prompt=last_user_text(messages),
         play=PlayRequest(input_tokens=estimate_tokens(chars) + 3 * len(items), max_output_tokens=limit),
         options={"echo": echo},
-        variant=repr(sorted((key, body[key]) for key in body.keys() & VARIANT_FIELDS)),
+        variant=repr([(key, body[key]) for key in varying]) if varying else "",
     )
 
 
@@ -117,24 +117,22 @@ def input_items(value: str | list) -> list[dict]:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     for number, item in enumerate(value):
-        param = f"input[{number}]"
         if not isinstance(item, dict):
+            param = f"input[{number}]"
             raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
-        with naming_under(param):
+        try:
             require_type(item, "type", (str,), "a string")
             if is_message(item):
                 check_message(item)
+        except BadRequest as exc:
+            raise named_under(f"input[{number}]", exc) from None
     return value
 
 
-@contextmanager
-def naming_under(prefix: str) -> Iterator[None]:
-    """A BadRequest raised inside names its parameter under `prefix`: `input[2].content`."""
-    try:
-        yield
-    except BadRequest as exc:
-        param = f"{prefix}.{exc.param}"
-        raise BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param) from None
+def named_under(prefix: str, exc: BadRequest) -> BadRequest:
+    """The same BadRequest with its parameter named under `prefix`: `input[2].content`."""
+    param = f"{prefix}.{exc.param}"
+    return BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param)
 
 
 def is_message(item: dict) -> bool:
@@ -152,11 +150,15 @@ def check_message(message: dict) -> None:
             raise BadRequest(f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.", param=where)
 
 
-def echoed_fields(body: dict) -> dict:
-    """The request's values of the fields the response object echoes, defaults filled in."""
+def echoed_fields(body: dict, sent: list[str]) -> dict:
+    """The request's values of the fields the response object echoes, defaults filled in;
+    `sent` names the VARIANT_FIELDS the body has."""
     echo = dict(DEFAULT_ECHO)  # the defaults are shared: read, never changed
-    for key, (default, kinds, what) in ECHOED.items():
-        value = require_type(body, key, kinds, what) if key in body else None
+    for key in sent:
+        if key not in ECHOED:
+            continue
+        default, kinds, what = ECHOED[key]
+        value = require_type(body, key, kinds, what)
         if value is not None:
             echo[key] = {**default, **value} if isinstance(default, dict) else value
     return echo
