@@ -102,12 +102,23 @@ class Write:
     runs: tuple[tuple[int, tuple[bytes, ...]], ...]
     events: int
     last: player.Happening
+    _spine: int = field(init=False, compare=False, repr=False)  # the run with the most literals
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_spine", max(range(len(self.runs)), key=lambda number: len(self.runs[number][1])))
 
     def fill(self, filled_holes: tuple[bytes, ...]) -> bytes:
-        if len(self.runs) == 1:  # most writes: one join, one copy of the bytes
-            holes, literals = self.runs[0]
+        """The write's bytes, copied once: the runs around the longest one are joined onto its
+        first and last literals, and that run is joined with its holes."""
+        runs = self.runs
+        if len(runs) == 1:  # most writes
+            holes, literals = runs[0]
             return filled_holes[holes].join(literals) if holes >= 0 else literals[0]
-        return b"".join([filled_holes[holes].join(literals) for holes, literals in self.runs])
+        spine = self._spine
+        before = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[:spine]])
+        after = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[spine + 1:]])
+        holes, literals = runs[spine]  # a write of several runs has holes in each, so two literals or more
+        return filled_holes[holes].join([before + literals[0], *literals[1:-1], literals[-1] + after])
 
     def size(self) -> int:
         return sum(len(literal) for _, literals in self.runs for literal in literals)
