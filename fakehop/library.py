@@ -125,7 +125,7 @@ class SequenceCounters:
 
 def resolve(library: Library, name: str, request_number: int) -> tuple[str, Script]:
     """The script request number `request_number` of scenario `name` plays, following `use`."""
-    scenario = library[name]
+    scenario = library.scenarios[name]
     entry = scenario.entry_for(request_number)
     label = f"{name}[{min(request_number, len(scenario.entries))}]" if scenario.is_sequence else name
     if entry.use is not None:

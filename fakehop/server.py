@@ -49,7 +49,7 @@ class Gateway:
         self.base_default = self.default
 
     def check_name(self, name: str) -> None:
-        if name not in self.library:
+        if name not in self.library.scenarios:
             raise UnknownScenario(name, self.library.names())
 
     def reset(self) -> None:

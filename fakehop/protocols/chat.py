@@ -68,15 +68,11 @@ def parse(body: dict) -> ParsedRequest:
     if not isinstance(include_usage, bool):
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
     limit = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
-    input_tokens = estimate_tokens(text_chars(messages)) + 3 * len(messages)
-    return ParsedRequest(
-        model=model,
-        stream=stream,
-        prompt=last_user_text(messages),
-        play=PlayRequest(input_tokens=input_tokens, max_output_tokens=limit),
-        options={"include_usage": include_usage},
-        variant="include_usage" if include_usage else "",
-    )
+    play = PlayRequest(estimate_tokens(text_chars(messages)) + 3 * len(messages), limit)
+    prompt = last_user_text(messages)
+    options = {"include_usage": include_usage}
+    variant = "include_usage" if include_usage else ""
+    return ParsedRequest(model, stream, prompt, play, options, variant)  # by position: keywords cost more than the rest of this line
 
 
 def usage_object(usage: p.TokenUsage) -> dict:

@@ -107,13 +107,9 @@ def parse(body: dict) -> ParsedRequest:
     checked_field(body, "thinking", (dict,), "a valid dictionary")
     checked_field(body, "tools", (list,), "a valid list")
     checked_field(body, "tool_choice", (dict,), "a valid dictionary")
-    input_tokens = estimate_tokens(len(system) + text_chars(messages)) + 3 * len(messages)
-    return ParsedRequest(
-        model=model,
-        stream=stream,
-        prompt=last_user_text(messages),
-        play=PlayRequest(input_tokens=input_tokens, max_output_tokens=max_tokens),
-    )
+    play = PlayRequest(estimate_tokens(len(system) + text_chars(messages)) + 3 * len(messages), max_tokens)
+    prompt = last_user_text(messages)
+    return ParsedRequest(model, stream, prompt, play)  # by position, as in chat.parse
 
 
 # ---------------------------------------------------------------- errors

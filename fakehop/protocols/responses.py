@@ -102,14 +102,10 @@ def parse(body: dict) -> ParsedRequest:
     echo["max_tool_calls"] = positive_int(body, "max_tool_calls")
     messages = [item for item in items if is_message(item)]
     chars = text_chars(messages) + len(echo["instructions"] or "")
-    return ParsedRequest(
-        model=model,
-        stream=stream,
-        prompt=last_user_text(messages),
-        play=PlayRequest(input_tokens=estimate_tokens(chars) + 3 * len(items), max_output_tokens=limit),
-        options={"echo": echo},
-        variant=repr([(key, body[key]) for key in varying]) if varying else "",
-    )
+    play = PlayRequest(estimate_tokens(chars) + 3 * len(items), limit)
+    prompt = last_user_text(messages)
+    variant = repr([(key, body[key]) for key in varying]) if varying else ""
+    return ParsedRequest(model, stream, prompt, play, {"echo": echo}, variant)  # by position, as in chat.parse
 
 
 def input_items(value: str | list) -> list[dict]:
