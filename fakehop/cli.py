@@ -171,8 +171,8 @@ def settle_garbage_collector() -> None:
     What startup built (modules, scenarios) lives as long as the server, so it is frozen out
     of every collection. Under hundreds of open streams most young objects are alive (each
     stream holds its own), so a pass costs about what it finds: with Python's thresholds a
-    middle pass over 500 paced streams took 3-5 ms, and with these about 1 ms, for some 20%
-    more collector time in all. Full passes, which go over every open stream, come no more
+    middle pass over 500 paced streams took 3-5 ms, and with these about 1 ms, for 5-45% more
+    collector time in all. Full passes, which go over every open stream, come no more
     often than before: the server leaves little cyclic garbage (a few objects per closed
     connection).
     """

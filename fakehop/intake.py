@@ -117,8 +117,11 @@ def new_request_id() -> str:
 def request_id_for(request: web.Request) -> str:
     """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
     seed = request.headers.get(SEED_HEADER)
-    if seed is not None and _SEED.match(seed):
-        return seeded_request_id(int(seed))
+    if seed is not None:  # most requests send none: no exception is raised and caught for them
+        try:
+            return seeded_request_id(parse_seed(seed))
+        except ValueError:
+            pass  # seed_of refuses the request, naming the header
     return new_request_id()
 
 
