@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -30,6 +31,9 @@ class Library:
     """Scenarios by name. Immutable: adding one makes a new Library."""
 
     scenarios: Mapping[str, Scenario]
+    # What every request for a scenario that is not a sequence plays, by name, filled in as
+    # asked: the library never changes, so it is worked out once.
+    _plays_alike: dict[str, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, directories: Iterable[Path] = (), *, bundled: bool = True) -> "Library":
@@ -96,11 +100,22 @@ class Library:
         return any(self._loops(used, seen | {name}) for used in uses)
 
     def first_match(self, protocol: str, model: str, prompt: str) -> Scenario | None:
-        for name in sorted(self.scenarios):
-            scenario = self.scenarios[name]
-            if scenario.match is not None and scenario.match.fits(protocol, model, prompt):
+        for scenario in self._matching:
+            if scenario.match.fits(protocol, model, prompt):
                 return scenario
         return None
+
+    @cached_property
+    def _matching(self) -> tuple[Scenario, ...]:
+        """The scenarios with a `match`, in the order they are tried: by name."""
+        return tuple(self.scenarios[name] for name in sorted(self.scenarios) if self.scenarios[name].match is not None)
+
+    def plays_alike(self, name: str) -> tuple[str, Script] | None:
+        """The label and script of every request for `name`, or None when it is a sequence."""
+        known = self._plays_alike.get(name)
+        if known is None and not self.scenarios[name].is_sequence:
+            known = self._plays_alike[name] = resolve(self, name, 1)
+        return known
 
 
 class SequenceCounters:
@@ -118,6 +133,9 @@ class SequenceCounters:
 
     def next_script(self, library: Library, name: str) -> tuple[str, Script]:
         """The script the next request for `name` plays, and the label the journal records."""
+        alike = library.plays_alike(name)
+        if alike is not None:  # not a sequence: nothing to count
+            return alike
         count = self._counts.get(name, 0) + 1
         self._counts[name] = count
         return resolve(library, name, count)

@@ -100,6 +100,17 @@ async def test_posted_yaml_scenario_is_added_then_replaced(control, openai_clien
     assert await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "greet"}) == "second version"
 
 
+async def test_a_scenario_that_uses_a_replaced_one_plays_the_new_version(control, openai_client):
+    await control.ok("POST", "/scenarios", data="name: inner\nsteps:\n  - text: old inner\n")
+    await control.ok("POST", "/scenarios", data="name: outer\nsequence:\n  - use: inner\n")
+    assert await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "outer"}) == "old inner"
+
+    await control.ok("POST", "/scenarios", data="name: inner\nsteps:\n  - text: new inner\n")
+
+    assert await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "outer"}) == "new inner"
+    assert (await control.ok("GET", "/requests"))["requests"][-1]["scenario"] == "outer[1]->inner"
+
+
 async def test_posted_json_scenario_with_escapes(control, openai_client):
     await control.ok("POST", "/scenarios", json={"name": "emoji", "steps": [{"text": "caf\u00e9 \U0001F600", "chunk": "char"}]})
 
