@@ -113,6 +113,10 @@ def matrix() -> list[Bad]:
         Bad("unknown-path", "chat", GOOD["chat"], path="/v1/chat/complete", status=404, says="Unknown path /v1/chat/complete"),
         Bad("unknown-path", "messages", GOOD["messages"], path="/v1/message", status=404, says="Unknown path /v1/message",
             headers={"anthropic-version": "2023-06-01"}),
+        Bad("max-tokens-beside-max-completion-tokens-not-a-number", "chat",
+            json.dumps({**PROTOCOLS["chat"].EXAMPLE_REQUEST, "max_completion_tokens": 5, "max_tokens": "ten"}).encode(), says="'max_tokens'"),
+        Bad("max-tool-calls-zero", "responses", with_field("responses", "max_tool_calls", 0), says="'max_tool_calls'"),
+        Bad("tools-not-a-list", "messages", with_field("messages", "tools", {"name": "x"}), says="tools: Input should be a valid list"),
         Bad("bearer-key-of-another-server", "messages", GOOD["messages"], headers={"x-api-key": "", "Authorization": "Bearer wrong"}, status=401),
     ]
     return cases

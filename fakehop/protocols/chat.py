@@ -18,15 +18,14 @@ from .common import (
     Meta,
     ParsedRequest,
     Template,
-    last_user_text,
+    at_least_one,
     data_frame,
     dumps,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
-    positive_int,
-    require_type,
-    text_chars,
+    message_facts,
+    typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
 from ..scenario import FINISH_REASONS
@@ -54,25 +53,37 @@ TEXT_CHOICES = choices_json({"content": Template.SLOT})
 FINISH_CHOICES = {reason: choices_json({}, reason) for reason in FINISH_REASONS}
 
 
+# The fields parse reads, as typed_fields takes them.
+FIELDS = (
+    ("model", (str,), "a string", True),
+    ("messages", (list,), "an array", True),
+    ("stream", (bool,), "a boolean", False),
+    ("stream_options", (dict,), "an object", False),
+    ("max_completion_tokens", (int,), "an integer", False),
+    ("max_tokens", (int,), "an integer", False),
+)
+
+
 def parse(body: dict) -> ParsedRequest:
-    model = require_type(body, "model", (str,), "a string", required=True)
-    messages = require_type(body, "messages", (list,), "an array", required=True)
+    model, messages, stream, stream_options, max_completion_tokens, max_tokens = typed_fields(body, FIELDS)
     if not messages:
         raise BadRequest("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", param="messages")
     for number, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        if type(message) is not dict or type(message.get("role")) is not str:
             raise BadRequest(f"Invalid value for 'messages[{number}]': expected an object with a 'role'.", param=f"messages[{number}]")
-    stream = bool(require_type(body, "stream", (bool,), "a boolean"))
-    stream_options = require_type(body, "stream_options", (dict,), "an object") or {}
-    include_usage = stream_options.get("include_usage", False)
-    if not isinstance(include_usage, bool):
+    include_usage = stream_options.get("include_usage", False) if stream_options else False
+    if type(include_usage) is not bool:
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
-    limit = positive_int(body, "max_completion_tokens") or positive_int(body, "max_tokens")
-    play = PlayRequest(estimate_tokens(text_chars(messages)) + 3 * len(messages), limit)
-    prompt = last_user_text(messages)
-    options = {"include_usage": include_usage}
-    variant = "include_usage" if include_usage else ""
-    return ParsedRequest(model, stream, prompt, play, options, variant)  # by position: keywords cost more than the rest of this line
+    limit = at_least_one("max_completion_tokens", max_completion_tokens) or at_least_one("max_tokens", max_tokens)
+    chars, prompt = message_facts(messages)
+    play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit)
+    if include_usage:
+        return ParsedRequest(model, bool(stream), prompt, play, INCLUDE_USAGE, "include_usage")  # by position: keywords cost more
+    return ParsedRequest(model, bool(stream), prompt, play, NO_USAGE, "")
+
+
+INCLUDE_USAGE = {"include_usage": True}  # the options of a parsed request: read, never changed
+NO_USAGE = {"include_usage": False}
 
 
 def usage_object(usage: p.TokenUsage) -> dict:

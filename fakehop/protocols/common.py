@@ -8,7 +8,7 @@ import random
 import string
 from dataclasses import dataclass
 from json.encoder import encode_basestring
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from .. import player as p
 from ..player import PlayRequest
@@ -121,8 +121,27 @@ def require_type(body: dict, key: str, kinds: tuple, what: str, required: bool =
     return value
 
 
+def typed_fields(body: dict, fields: tuple[tuple[str, tuple, str, bool], ...], refuse: Callable = require_type) -> list:
+    """The body's value of each field, (key, kinds, what, required), in their order: None
+    for one not sent. A value of another type goes to `refuse` (require_type by default),
+    which raises BadRequest naming it, or gives None for a null that is not required.
+    One loop instead of a call per field: this runs on every request."""
+    values = []
+    for key, kinds, what, required in fields:
+        value = body.get(key)
+        # JSON values have exact types, and a bool's is not int; most fields not sent are optional.
+        if type(value) not in kinds and (value is not None or required):
+            value = refuse(body, key, kinds, what, required)
+        values.append(value)
+    return values
+
+
 def positive_int(body: dict, key: str, required: bool = False) -> int | None:
-    value = require_type(body, key, (int,), "an integer", required)
+    return at_least_one(key, require_type(body, key, (int,), "an integer", required))
+
+
+def at_least_one(key: str, value: int | None) -> int | None:
+    """`value` (of the field `key`) when it is None or at least 1; BadRequest otherwise."""
     if value is not None and value < 1:
         raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value >= 1, but got {value} instead.", param=key)
     return value
@@ -144,23 +163,19 @@ def content_text(content: Any) -> str:
     return ""
 
 
-# The two below loop plainly: generator expressions cost more than the rest of a request's parsing.
-
-
-def last_user_text(messages: list[dict]) -> str:
-    """The text of the last user message, for `match`; "" without one."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return content_text(message.get("content"))
-    return ""
-
-
-def text_chars(messages: list[dict]) -> int:
-    """How many characters of text the messages hold, for the input token estimate."""
+def message_facts(messages: list[dict]) -> tuple[int, str]:
+    """How many characters of text the messages hold, for the input token estimate, and the
+    text of the last user message, for `match` ("" without one). One plain loop: this runs
+    on every request."""
     chars = 0
+    prompt = ""
     for message in messages:
-        chars += len(content_text(message.get("content")))
-    return chars
+        content = message.get("content")
+        text = content if type(content) is str else content_text(content)
+        chars += len(text)
+        if message.get("role") == "user":
+            prompt = text
+    return chars, prompt
 
 
 # ---------------------------------------------------------------- errors

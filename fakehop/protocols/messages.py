@@ -23,8 +23,8 @@ from .common import (
     Template,
     anthropic_error_body,
     event_frame,
-    last_user_text,
-    text_chars,
+    message_facts,
+    typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
 
@@ -95,21 +95,27 @@ def system_text(system: Any) -> str:
     raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
 
 
+# The fields parse reads, as typed_fields takes them.
+FIELDS = (
+    ("model", (str,), "a valid string", True),
+    ("max_tokens", (int,), "a valid integer", True),
+    ("messages", (list,), "a valid list", True),
+    ("stream", (bool,), "a valid boolean", False),
+    ("thinking", (dict,), "a valid dictionary", False),
+    ("tools", (list,), "a valid list", False),
+    ("tool_choice", (dict,), "a valid dictionary", False),
+)
+
+
 def parse(body: dict) -> ParsedRequest:
-    model = checked_field(body, "model", (str,), "a valid string", required=True)
-    max_tokens = checked_field(body, "max_tokens", (int,), "a valid integer", required=True)
+    model, max_tokens, messages, stream, *_ = typed_fields(body, FIELDS, checked_field)
     if max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
-    messages = checked_field(body, "messages", (list,), "a valid list", required=True)
     check_messages(messages)
-    stream = bool(checked_field(body, "stream", (bool,), "a valid boolean"))
     system = system_text(body.get("system"))
-    checked_field(body, "thinking", (dict,), "a valid dictionary")
-    checked_field(body, "tools", (list,), "a valid list")
-    checked_field(body, "tool_choice", (dict,), "a valid dictionary")
-    play = PlayRequest(estimate_tokens(len(system) + text_chars(messages)) + 3 * len(messages), max_tokens)
-    prompt = last_user_text(messages)
-    return ParsedRequest(model, stream, prompt, play)  # by position, as in chat.parse
+    chars, prompt = message_facts(messages)
+    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens)
+    return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
 
 
 # ---------------------------------------------------------------- errors

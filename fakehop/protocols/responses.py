@@ -36,15 +36,15 @@ from .common import (
     Meta,
     ParsedRequest,
     Template,
-    last_user_text,
+    at_least_one,
     dumps,
     event_frame,
     json_type,
     openai_error_body,
     openai_failure_response,
-    positive_int,
+    message_facts,
     require_type,
-    text_chars,
+    typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
 
@@ -91,21 +91,26 @@ RESPONSE_FIELDS = (
 # ---------------------------------------------------------------- the request
 
 
+# The fields parse reads, as typed_fields takes them; echoed_fields reads the rest.
+FIELDS = (
+    ("model", (str,), "a string", True),
+    ("input", (str, list), "a string or an array of input items", True),
+    ("stream", (bool,), "a boolean", False),
+    ("max_output_tokens", (int,), "an integer", False),
+    ("max_tool_calls", (int,), "an integer", False),
+)
+
+
 def parse(body: dict) -> ParsedRequest:
-    model = require_type(body, "model", (str,), "a string", required=True)
-    items = input_items(require_type(body, "input", (str, list), "a string or an array of input items", required=True))
-    stream = bool(require_type(body, "stream", (bool,), "a boolean"))
-    limit = positive_int(body, "max_output_tokens")
+    model, given_input, stream, max_output_tokens, max_tool_calls = typed_fields(body, FIELDS)
+    items = input_items(given_input)
+    limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
-    echo = echoed_fields(body, varying)
-    echo["max_output_tokens"] = limit
-    echo["max_tool_calls"] = positive_int(body, "max_tool_calls")
-    messages = [item for item in items if is_message(item)]
-    chars = text_chars(messages) + len(echo["instructions"] or "")
-    play = PlayRequest(estimate_tokens(chars) + 3 * len(items), limit)
-    prompt = last_user_text(messages)
+    echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
+    chars, prompt = message_facts([item for item in items if item.get("type") in MESSAGE_TYPES])
+    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * len(items), limit)
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    return ParsedRequest(model, stream, prompt, play, {"echo": echo}, variant)  # by position, as in chat.parse
+    return ParsedRequest(model, bool(stream), prompt, play, {"echo": echo}, variant)  # by position, as in chat.parse
 
 
 def input_items(value: str | list) -> list[dict]:
@@ -131,9 +136,11 @@ def named_under(prefix: str, exc: BadRequest) -> BadRequest:
     return BadRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param)
 
 
+MESSAGE_TYPES = (None, "message")  # messages may leave out their `type`; every other input item names its own
+
+
 def is_message(item: dict) -> bool:
-    """Messages may leave out their `type`; every other input item names its own."""
-    return item.get("type") in (None, "message")
+    return item.get("type") in MESSAGE_TYPES
 
 
 def check_message(message: dict) -> None:
@@ -146,10 +153,11 @@ def check_message(message: dict) -> None:
             raise BadRequest(f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.", param=where)
 
 
-def echoed_fields(body: dict, sent: list[str]) -> dict:
+def echoed_fields(body: dict, sent: list[str], max_output_tokens: int | None, max_tool_calls: int | None) -> dict:
     """The request's values of the fields the response object echoes, defaults filled in;
     `sent` names the VARIANT_FIELDS the body has."""
-    echo = dict(DEFAULT_ECHO)  # the defaults are shared: read, never changed
+    # The defaults are shared: read, never changed.
+    echo = {**DEFAULT_ECHO, "max_output_tokens": max_output_tokens, "max_tool_calls": max_tool_calls}
     for key in sent:
         if key not in ECHOED:
             continue
