@@ -111,7 +111,7 @@ def parse_seed(text: str) -> int:
 
 
 def new_request_id() -> str:
-    return f"req_{FRESH.getrandbits(96):024x}"
+    return "req_" + FRESH.randbytes(12).hex()
 
 
 def request_id_for(request: web.Request) -> str:

@@ -147,7 +147,7 @@ class Answer:
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
-        meta = Meta(model=model, created=int(time.time())) if seed is None else seeded_meta(model, seed)
+        meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, gateway.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, gateway.time_scale))
