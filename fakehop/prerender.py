@@ -14,6 +14,7 @@ under the same Meta; a script whose own text holds a marker is then encoded afre
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import random
@@ -133,7 +134,7 @@ class Rendering:
     def filled_holes(self, meta: Meta) -> tuple[bytes, ...]:
         """Every Holes filled for `meta`, for `Write.fill`; the random values are drawn here,
         in the encoders' order."""
-        values = [encode_basestring(meta.model)[1:-1].encode(), b"%d" % meta.created]
+        values = [_inside_json_string(meta.model), b"%d" % meta.created]
         for method, args in self.asks:
             values.append(getattr(meta, method)(*args).encode())
         return tuple([holes.fill(values) for holes in self.holes])
@@ -145,6 +146,12 @@ class Rendering:
 
     def size(self) -> int:
         return sum(write.size() for write in self.writes)
+
+
+@functools.lru_cache(maxsize=256)  # most answers name one of a few models
+def _inside_json_string(text: str) -> bytes:
+    """`text` as it is written inside a JSON string, in UTF-8."""
+    return encode_basestring(text)[1:-1].encode()
 
 
 def _value_index(hole: bytes | None) -> int:
