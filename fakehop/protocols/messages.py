@@ -95,7 +95,7 @@ def system_text(system: Any) -> str:
     raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
 
 
-# The fields parse reads, as typed_fields takes them.
+# The fields parse reads, as typed_fields takes them; the last three are only checked.
 FIELDS = (
     ("model", (str,), "a valid string", True),
     ("max_tokens", (int,), "a valid integer", True),
