@@ -94,17 +94,49 @@ class BenchError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Placement:
+    """The CPUs the servers and the client may run on.
+
+    Apart (the servers on the first CPU, the client on the others), neither takes the other's
+    core and no process is moved between cores mid-round: on 2 cores that made the timing
+    section's p99 vary less from round to round. Only one server is under load at a time, so
+    the two share their CPU.
+    """
+
+    servers: tuple[int, ...] | None = None  # None: wherever the scheduler puts them
+    client: tuple[int, ...] | None = None
+
+    @classmethod
+    def choose(cls, apart: bool) -> "Placement":
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if not apart or len(cpus) < 2:
+            return cls()
+        return cls(tuple(cpus[:1]), tuple(cpus[1:]))
+
+    def described(self) -> str:
+        if self.servers is None:
+            return "processes placed by the scheduler"
+        return f"servers on CPU {','.join(map(str, self.servers))}, client on CPU {','.join(map(str, self.client))}"
+
+    @staticmethod
+    def pin(process: subprocess.Popen, cpus: tuple[int, ...] | None) -> None:
+        if cpus is not None:
+            os.sched_setaffinity(process.pid, cpus)
+
+
 # ---------------------------------------------------------------- processes
 
 
 class Server:
     """A server process; `wait_ready()` returns once it has printed its URL."""
 
-    def __init__(self, name: str, command: list[str]):
+    def __init__(self, name: str, command: list[str], cpus: tuple[int, ...] | None = None):
         self.name = name
         self.url = ""
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit)
+        Placement.pin(self.process, cpus)
 
     @property
     def pid(self) -> int:
@@ -146,12 +178,12 @@ def ceiling_command(plan_path: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def servers(plan_path: Path) -> Iterator[dict[str, Server]]:
+def servers(plan_path: Path, cpus: tuple[int, ...] | None) -> Iterator[dict[str, Server]]:
     """fakehop and the ceiling, started side by side."""
     started: dict[str, Server] = {}
     try:
-        started["fakehop"] = Server("fakehop", fakehop_command())
-        started["ceiling"] = Server("ceiling", ceiling_command(plan_path))
+        started["fakehop"] = Server("fakehop", fakehop_command(), cpus)
+        started["ceiling"] = Server("ceiling", ceiling_command(plan_path), cpus)
         for server in started.values():
             server.wait_ready()
         yield started
@@ -163,9 +195,10 @@ def servers(plan_path: Path) -> Iterator[dict[str, Server]]:
 class Client:
     """The load client process (bench/client.py): one JSON spec in, one JSON result out, per line."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpus: tuple[int, ...] | None) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "bench.client"], cwd=REPO, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, preexec_fn=raise_open_file_limit)
+        Placement.pin(self.process, cpus)
 
     def run(self, spec: dict) -> dict:
         self.process.stdin.write(json.dumps(spec).encode() + b"\n")
@@ -201,8 +234,9 @@ def round_order(number: int) -> tuple[str, ...]:
 class Bench:
     """One protocol's sections, measured against both servers."""
 
-    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str):
+    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str, server_cpus: tuple[int, ...] | None):
         self.sizes = sizes
+        self.server_cpus = server_cpus
         self.plan = plan
         self.plan_path = plan_path
         self.client = client
@@ -250,7 +284,7 @@ class Bench:
         runs = {name: {target: [] for target in TARGETS} for name in names}
         shared = [name for name in names if name != "idle_streams"]
         if shared:
-            with servers(self.plan_path) as running:
+            with servers(self.plan_path, self.server_cpus) as running:
                 self.warm_up(running)
                 for name in shared:
                     progress(f"{name} ({self.protocol})")
@@ -259,7 +293,7 @@ class Bench:
         if "idle_streams" in names:
             progress(f"idle_streams ({self.protocol})")
             for number in range(self.sizes.idle_rounds):
-                with servers(self.plan_path) as running:
+                with servers(self.plan_path, self.server_cpus) as running:
                     self.warm_up(running)
                     self.one_round(SECTIONS["idle_streams"], running, number, runs["idle_streams"])
         return {name: outcome(SECTIONS[name], runs[name]) for name in names}
@@ -409,6 +443,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})")
     parser.add_argument("--json", type=Path, default=DEFAULT_RESULTS, metavar="PATH", help="where to write the results")
     parser.add_argument("--no-fixture-overhead", action="store_true", help="skip bench/fixture_overhead.py")
+    parser.add_argument("--no-pinning", action="store_true",
+                        help="let the scheduler place the processes (default, with 2 CPUs or more: the servers on the first, the client on the rest)")
     parser.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.py (instructions per request, under valgrind)")
     for field in fields(Sizes):
         flag = "--" + field.name.replace("_", "-")
@@ -448,16 +484,17 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sizes_from(args)
     raise_open_file_limit()
     started = time.monotonic()
-    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols,
+    placement = Placement.choose(apart=not args.no_pinning)
+    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols, "cpus": asdict(placement),
                "sections": {name: {} for name in args.sections}}
     with tempfile.TemporaryDirectory(prefix="fakehop-bench-") as scratch:
         plan = bench_plan.build(args.protocols)
         plan_path = Path(scratch) / "plan.json"
         bench_plan.write(plan, plan_path)
-        client = Client()
+        client = Client(placement.client)
         try:
             for protocol in args.protocols:
-                outcomes = Bench(sizes, plan, plan_path, client, protocol).sections(args.sections)
+                outcomes = Bench(sizes, plan, plan_path, client, protocol, placement.servers).sections(args.sections)
                 for name, result in outcomes.items():
                     results["sections"][name][protocol] = result
         finally:
@@ -476,6 +513,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
     if "instructions" in results:
         print("\n" + instructions_summary(results["instructions"]))
-    print(f"\n{results['seconds']:g} s; load average before {results['machine_before']['loadavg']}, "
+    print(f"\n{results['seconds']:g} s; {placement.described()}; load average before {results['machine_before']['loadavg']}, "
           f"after {results['machine_after']['loadavg']}; results in {args.json}")
     return 0

@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from bench import client, instructions
 from bench import plan as bench_plan
-from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS
+from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS, Placement
 from fakehop.library import Library, bundled_directory
 from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway
@@ -41,6 +42,24 @@ def test_quick_bench_writes_every_section(tmp_path):
             assert outcome["verdict"]["metric"] == section.headline
     assert "events_per_s" in done.stdout.decode()
     assert results["instructions"] == {"status": "skipped in --quick"}
+    assert results["cpus"] == json.loads(json.dumps(asdict(Placement.choose(apart=True))))
+
+
+CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="placing processes apart takes 2 CPUs")
+def test_servers_and_client_are_placed_apart():
+    placement = Placement.choose(apart=True)
+    assert placement.servers == tuple(CPUS[:1]) and placement.client == tuple(CPUS[1:])
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        Placement.pin(process, placement.client)
+        assert os.sched_getaffinity(process.pid) == set(placement.client)
+    finally:
+        process.kill()
+        process.wait()
+    assert Placement.choose(apart=False) == Placement(None, None)
 
 
 @pytest.mark.parametrize("scenario,whole", [("bench-paced", True), ("rate-limited", False), ("disconnect", False), ("hello", False)])
