@@ -98,9 +98,9 @@ class BenchError(RuntimeError):
 class Placement:
     """The CPUs the servers and the client may run on.
 
-    Apart (the servers on the first CPU, the client on the others), neither takes the other's
-    core and no process is moved between cores mid-round: on 2 cores that made the timing
-    section's p99 vary less from round to round. Only one server is under load at a time, so
+    Apart (the servers on the first CPU, the client on the others), the client never takes
+    the server's core, no process is moved between cores mid-round, and every round and both
+    servers are measured with the same placement. Only one server is under load at a time, so
     the two share their CPU.
     """
 
