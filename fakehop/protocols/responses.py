@@ -103,20 +103,23 @@ FIELDS = (
 
 def parse(body: dict) -> ParsedRequest:
     model, given_input, stream, max_output_tokens, max_tool_calls = typed_fields(body, FIELDS)
-    items = input_items(given_input)
+    items, messages = input_items(given_input)
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
-    chars, prompt = message_facts([item for item in items if item.get("type") in MESSAGE_TYPES])
+    chars, prompt = message_facts(messages)
     play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * len(items), limit)
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
     return ParsedRequest(model, bool(stream), prompt, play, {"echo": echo}, variant)  # by position, as in chat.parse
 
 
-def input_items(value: str | list) -> list[dict]:
-    """The request's input as a list of items: a string is one user message."""
+def input_items(value: str | list) -> tuple[list[dict], list[dict]]:
+    """The request's input as a list of items (a string is one user message), and the
+    message items among them."""
     if isinstance(value, str):
-        return [{"role": "user", "content": value}]
+        items = [{"role": "user", "content": value}]
+        return items, items
+    messages = []
     for number, item in enumerate(value):
         if not isinstance(item, dict):
             param = f"input[{number}]"
@@ -125,9 +128,10 @@ def input_items(value: str | list) -> list[dict]:
             require_type(item, "type", (str,), "a string")
             if is_message(item):
                 check_message(item)
+                messages.append(item)
         except BadRequest as exc:
             raise named_under(f"input[{number}]", exc) from None
-    return value
+    return value, messages
 
 
 def named_under(prefix: str, exc: BadRequest) -> BadRequest:
