@@ -46,14 +46,19 @@ async def base_url(serve, gateway) -> str:
 
 
 @pytest.fixture
-def openai_client(base_url):
+async def openai_client(base_url):
+    """Closed after the test, on its own loop: a client left to the garbage collector closes
+    itself on whichever loop runs then, or logs that its loop is gone."""
     import openai
 
-    return openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture
-def anthropic_client(base_url):
+async def anthropic_client(base_url):
+    """Closed after the test, as openai_client."""
     import anthropic
 
-    return anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=0)
+    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=0) as client:
+        yield client
