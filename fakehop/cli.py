@@ -8,25 +8,38 @@ import asyncio
 import gc
 import itertools
 import json
+import re
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from . import __version__
-from .journal import DEFAULT_CAPACITY, Journal, Record
+from .journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
 from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file
+from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
-from .player import time_scale_from_env
+from .player import parse_time_scale, time_scale_from_env
+
+_BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
+_BYTE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose every mistake is one line on stderr (and exit 2), with no usage text."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+    try:
+        return parse_time_scale(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(text: str) -> int:
@@ -35,27 +48,59 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def port_number(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535 (0 picks a free one), got {text}")
+    return int(text)
+
+
+def byte_count(text: str) -> int:
+    """A number of bytes, with K, M or G (binary: 64M is 64 MiB) if wanted."""
+    found = _BYTES.match(text.strip())
+    if not found or int(found.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes from 1, such as 67108864 or 64M, got {text}")
+    return int(found.group(1)) * _BYTE_UNITS.get((found.group(2) or " ")[0].lower(), 1)
+
+
+def server_url(text: str) -> str:
+    """A server's base URL, http or https with a host and a valid port ($FAKEHOP_URL too)."""
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise argparse.ArgumentTypeError(f"expected a server URL such as http://127.0.0.1:8080 (from --url or $FAKEHOP_URL), got {text!r}")
+    return text
+
+
 def add_library_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", action="append", default=[], type=Path, metavar="DIR",
                         help="a directory of scenario files, added to the bundled ones (repeatable; a name here wins)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fakehop", description="A fake HopBase LLM gateway for integration tests.")
+    parser = Parser(prog="fakehop", description="A fake HopBase LLM gateway for integration tests.")
     parser.add_argument("--version", action="version", version=f"fakehop {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the fake gateway")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    serve.add_argument("--port", type=port_number, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     add_library_options(serve)
     serve.add_argument("--default", default=DEFAULT_SCENARIO, metavar="NAME", help=f"scenario for requests that name none (default {DEFAULT_SCENARIO})")
     serve.add_argument("--time-scale", type=positive_float, default=None, metavar="F",
                        help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)")
     serve.add_argument("--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any")
     serve.add_argument("--admin-token", default=None, metavar="TOKEN", help="require this bearer token on /_fakehop/")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="answer requests for this Host too, beside loopback names, addresses and --host (repeatable; '*' for any)")
     serve.add_argument("--journal-size", type=positive_int, default=DEFAULT_CAPACITY, metavar="N",
                        help=f"keep the last N requests in the journal (default {DEFAULT_CAPACITY})")
+    serve.add_argument("--journal-bytes", type=byte_count, default=DEFAULT_BYTES, metavar="BYTES",
+                       help=f"keep request bodies of at most this many bytes in all in the journal (default {DEFAULT_BYTES // 2**20}M)")
+    serve.add_argument("--journal-secrets", action="store_true",
+                       help="show Authorization, x-api-key, api-key and cookie headers whole in the journal (default: redacted)")
     serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
     serve.set_defaults(run=run_serve)
 
@@ -69,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--no-stream", action="store_true", help="the non-streaming answer instead of SSE")
     play.add_argument("--seed", type=int, default=0, help="seed for ids (default 0)")
     play.add_argument("--no-wait", action="store_true", help="do not pause; print everything at once")
-    play.add_argument("--request", type=int, default=1, metavar="N", help="for a sequence: play the answer to request N (default 1)")
+    play.add_argument("--request", type=positive_int, default=1, metavar="N", help="for a sequence: play the answer to request N (default 1)")
     play.add_argument("--body", default=None, metavar="JSON", help="the request body (default: a small example request)")
     play.add_argument("--time-scale", type=positive_float, default=None, metavar="F")
     add_library_options(play)
@@ -112,13 +157,21 @@ def add_control_commands(commands) -> None:
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
+    parser.add_argument("--url", type=server_url, default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
     parser.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN")
 
 
 def fail(message: str, code: int = 2) -> int:
     print(f"fakehop: {message}", file=sys.stderr)
     return code
+
+
+def time_scale_of(args: argparse.Namespace) -> float:
+    """--time-scale, else $FAKEHOP_TIME_SCALE, else 1; a variable that is not a time scale stops the command."""
+    try:
+        return args.time_scale or time_scale_from_env()
+    except ValueError as exc:
+        sys.exit(fail(str(exc)))
 
 
 def raise_open_file_limit() -> None:
@@ -137,19 +190,29 @@ def run_serve(args: argparse.Namespace) -> int:
 
     raise_open_file_limit()
     library = Library.load(args.scenarios)
-    scale = args.time_scale or time_scale_from_env()
+    scale = time_scale_of(args)
     gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
-                      journal=Journal(args.journal_size))
+                      allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets))
     if not args.quiet:
         gateway.journal.listeners.append(print_finished)
-    if args.host in ("0.0.0.0", "::", "") and not (args.api_key or args.admin_token):
-        print("fakehop: warning: listening on all interfaces with no --api-key or --admin-token; "
-              "anyone who can reach this machine can drive it", file=sys.stderr)
+    for warning in exposure_warnings(args):
+        print(f"fakehop: warning: {warning}", file=sys.stderr)
     try:
         asyncio.run(serve_until_stopped(gateway, args.host, args.port))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def exposure_warnings(args: argparse.Namespace) -> list[str]:
+    """What to tell whoever starts a server that others than this machine's users can reach."""
+    warnings = []
+    if is_all_interfaces(args.host) and not (args.api_key or args.admin_token):
+        warnings.append("listening on all interfaces with no --api-key or --admin-token; anyone who can reach this machine can drive it")
+    if not is_loopback(args.host) and not args.admin_token:
+        warnings.append(f"the control API ({args.host or 'all interfaces'}, /_fakehop/) can be reached from other machines and has no "
+                        "--admin-token: anyone who reaches it can change what every client gets and read the request journal")
+    return warnings
 
 
 def print_finished(record: Record) -> None:
@@ -243,7 +306,7 @@ def run_play(args: argparse.Namespace) -> int:
         out.flush()
 
     clock_factory = player.InstantClock if args.no_wait else player.LoopClock
-    scale = args.time_scale or time_scale_from_env()
+    scale = time_scale_of(args)
 
     async def go():
         return await render(library, args.name, args.protocol, body, request_number=args.request, seed=args.seed,
@@ -294,9 +357,9 @@ def client_of(args: argparse.Namespace) -> ControlClient:
 def run_queue(args: argparse.Namespace) -> int:
     client = client_of(args)
     name = scenario_name_for(client, args.scenario)
-    answer = client.call("POST", "/queue", {"scenario": name, "times": args.times})
+    client.call("POST", "/queue", {"scenario": name, "times": args.times})
     requests = "the next request that names" if args.times == 1 else f"the next {args.times} requests that name"
-    print(f"queued {name} for {requests} no scenario; queue now: {runs(answer['queue'])}")
+    print(f"queued {name} for {requests} no scenario; queue now: {runs(client.call('GET', '/queue')['queue'])}")
     return 0
 
 
@@ -316,10 +379,7 @@ def run_default(args: argparse.Namespace) -> int:
 def run_requests(args: argparse.Namespace) -> int:
     client = client_of(args)
     show = (lambda record: json.dumps(record.as_json())) if args.json else Record.log_line
-    if args.follow:
-        records = client.follow(args.since, args.interval)
-    else:
-        records = (Record.from_json(data) for data in client.call("GET", "/requests", query={"since": args.since})["requests"])
+    records = client.follow(args.since, args.interval) if args.follow else client.records(args.since)
     for record in records:
         print(show(record), flush=True)
     return 0

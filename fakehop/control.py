@@ -3,6 +3,8 @@ and see what they sent. JSON in, JSON out; every error is `{"error": message}` w
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
 import hmac
 import json
@@ -13,9 +15,11 @@ from typing import Any
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
-from .intake import loads, request_id_for, stamp_request_id
+from .intake import bearer_token, loads, read_body, request_id_for, stamp_request_id
 from .library import bundled_directory
-from .scenario import Scenario, ScenarioError, parse_document, parse_text
+from .origins import HOSTS_KEY, foreign_origin, refused_host_message
+from .protocols.common import BadRequest
+from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text
 from .yamlsource import LineDict, LineList
 
 log = logging.getLogger("fakehop")
@@ -25,6 +29,14 @@ SCENARIOS_SOURCE = f"<POST {PREFIX}/scenarios>"
 QUEUE_SOURCE = f"<POST {PREFIX}/queue>"
 DEFAULT_SOURCE = f"<PUT {PREFIX}/default>"
 MAX_TIMES = 10_000
+MAX_QUEUE = 100_000  # entries in the queue at once
+MAX_BODY_BYTES = 2 * MAX_FILE_BYTES  # a scenario file's text, or one in JSON with room for its escapes
+PAGE_RECORDS = 100  # records in a page of GET /requests without ?limit=
+PAGE_BODY_BYTES = 8 * 1024 * 1024  # their bodies together, at most (a page has at least one record)
+# What a body may come as: JSON, or YAML. Not the types a web page may send another site
+# without asking it first (text/plain, forms), so no page can change what the server does.
+JSON_TYPES = ("application/json",)
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 ROUTES = (
     "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
     "PUT /default", "GET /requests", "DELETE /requests", "POST /reset",
@@ -61,11 +73,25 @@ def control_call(handler):
 
     @functools.wraps(handler)
     async def call(request: web.Request) -> web.StreamResponse:
-        response = refused_without_token(request) or await answer_in_json(request, handler)
+        response = refused_call(request) or await answer_in_json(request, handler)
         stamp_request_id(response, request_id_for(request))
         return response
 
     return call
+
+
+def refused_call(request: web.Request) -> web.Response | None:
+    """The answer to a control call that may not be carried out, or None: a Host that is not
+    this server's, an Origin of a page elsewhere, a missing admin token, a body of a type a
+    web page could send unasked."""
+    host = request.headers.get("Host")
+    if request.config_dict[HOSTS_KEY].refuses(host):
+        return error_response(403, refused_host_message(host))
+    origin = foreign_origin(request)
+    if origin is not None:
+        return error_response(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
+                                   "call it from the command line, a test or the server's own pages")
+    return refused_without_token(request) or refused_body_type(request)
 
 
 def refused_without_token(request: web.Request) -> web.Response | None:
@@ -73,11 +99,27 @@ def refused_without_token(request: web.Request) -> web.Response | None:
     token = gateway_of(request).admin_token
     if token is None:
         return None
-    given = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if hmac.compare_digest(given.encode(), token.encode()):
+    given = bearer_token(request.headers.get("Authorization", "")) or ""
+    if hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode()):
         return None
     return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
                              status=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def refused_body_type(request: web.Request) -> web.Response | None:
+    """The 415 for a body that is neither JSON nor YAML by its Content-Type."""
+    if not request.body_exists or is_json(request.content_type) or is_yaml(request.content_type):
+        return None
+    return error_response(415, f"a body must come as application/json or application/yaml, not {request.content_type}; "
+                               "with curl: -H 'Content-Type: application/json'")
+
+
+def is_json(content_type: str) -> bool:
+    return content_type in JSON_TYPES or (content_type.startswith("application/") and content_type.endswith("+json"))
+
+
+def is_yaml(content_type: str) -> bool:
+    return content_type in YAML_TYPES or (content_type.startswith("application/") and content_type.endswith("+yaml"))
 
 
 async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
@@ -109,7 +151,9 @@ async def unknown_call(request: web.Request) -> web.Response:
 
 async def body_text(request: web.Request) -> str:
     try:
-        return (await request.read()).decode("utf-8")
+        return (await read_body(request, MAX_BODY_BYTES)).decode("utf-8")
+    except BadRequest as exc:
+        raise ControlError(exc.message, exc.status) from None
     except UnicodeDecodeError:
         raise ControlError("the body is not UTF-8 text") from None
 
@@ -171,7 +215,16 @@ def free_inline_name(gateway) -> str:
     return f"inline-{number}"
 
 
-def scenario_named_by(gateway, body: dict, source: str) -> str:
+async def off_the_loop(parse, *args) -> Scenario:
+    """`parse(*args)` in a thread: a large scenario, or Faker text, takes long to read, and the
+    streams of other clients go on meanwhile. ScenarioError as the 400 listing every problem."""
+    try:
+        return await asyncio.to_thread(parse, *args)
+    except ScenarioError as exc:
+        raise scenario_problems(exc) from None
+
+
+async def scenario_named_by(gateway, body: dict, source: str) -> str:
     """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
     from .library import UnknownScenario
 
@@ -183,10 +236,9 @@ def scenario_named_by(gateway, body: dict, source: str) -> str:
             raise ControlError(str(exc), known=exc.known) from None
         return given
     if isinstance(given, dict):
-        try:
-            scenario = parse_document(with_lines(given), source, free_inline_name(gateway))
-        except ScenarioError as exc:
-            raise scenario_problems(exc) from None
+        scenario = await off_the_loop(parse_document, with_lines(given), source, "inline")
+        if "name" not in given:  # named once back on the loop, so that two calls at once get two names
+            scenario = dataclasses.replace(scenario, name=free_inline_name(gateway))
         add_scenario(gateway, scenario)
         return scenario.name
     raise ControlError('scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}')
@@ -233,10 +285,7 @@ async def add_scenario_call(request: web.Request) -> web.Response:
         raise ControlError(f"unknown query parameter {unknown[0]!r}; the only one is name")
     default_name = request.query.get("name")
     text = await body_text(request)
-    try:
-        scenario = parse_scenario_body(text, request.content_type, default_name)
-    except ScenarioError as exc:
-        raise scenario_problems(exc) from None
+    scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in gateway.library
     add_scenario(gateway, scenario)
     return web.json_response({"scenario": summary(gateway, scenario), "replaced": replaced}, status=200 if replaced else 201)
@@ -244,7 +293,7 @@ async def add_scenario_call(request: web.Request) -> web.Response:
 
 def parse_scenario_body(text: str, content_type: str, default_name: str | None) -> Scenario:
     """A JSON body (by its Content-Type) is read as JSON; any other as YAML, whose errors carry lines."""
-    if content_type == "application/json" or content_type.endswith("+json"):
+    if is_json(content_type):
         try:
             document = loads(text)
         except ValueError as exc:
@@ -264,12 +313,16 @@ def queue_json(gateway) -> dict:
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
+    """Queue a scenario; the answer gives the queue's length, not the queue (GET /queue has it)."""
     gateway = gateway_of(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
-    name = scenario_named_by(gateway, body, QUEUE_SOURCE)
+    if len(gateway.queue) + times > MAX_QUEUE:
+        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(gateway.queue):,}; "
+                           f"{times:,} more would not fit (DELETE {PREFIX}/queue empties it)")
+    name = await scenario_named_by(gateway, body, QUEUE_SOURCE)
     gateway.queue.extend([name] * times)
-    return web.json_response({"queued": name, "times": times, **queue_json(gateway)})
+    return web.json_response({"queued": name, "times": times, "length": len(gateway.queue)})
 
 
 async def show_queue(request: web.Request) -> web.Response:
@@ -286,7 +339,7 @@ async def clear_queue(request: web.Request) -> web.Response:
 async def set_default(request: web.Request) -> web.Response:
     gateway = gateway_of(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
-    gateway.default = scenario_named_by(gateway, body, DEFAULT_SOURCE)
+    gateway.default = await scenario_named_by(gateway, body, DEFAULT_SOURCE)
     return web.json_response({"default": gateway.default})
 
 
@@ -294,16 +347,18 @@ async def set_default(request: web.Request) -> web.Response:
 
 
 async def list_requests(request: web.Request) -> web.Response:
-    """The journal after `since`, oldest first, at most `limit`; `next_since` is the next call's `since`."""
+    """The journal after `since`, oldest first, a page at a time: at most `limit` records
+    (PAGE_RECORDS by default) whose bodies come to at most PAGE_BODY_BYTES; `next_since` is
+    the next call's `since`, and `more` says whether there is a next page already."""
     unknown = sorted(set(request.query) - {"since", "limit"})
     if unknown:
         raise ControlError(f"unknown query parameter {unknown[0]!r}; the parameters are since and limit")
     since = whole_number(request.query.get("since", "0"), "since", 0)
-    records = gateway_of(request).journal.since(since)
-    limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else len(records)
-    page = records[:limit]
+    limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else PAGE_RECORDS
+    journal = gateway_of(request).journal
+    page, more = journal.page(since, limit, PAGE_BODY_BYTES)
     next_since = page[-1].seq if page else since
-    return web.json_response({"requests": [r.as_json() for r in page], "next_since": next_since, "more": len(records) > limit})
+    return web.json_response({"requests": [r.as_json(journal.secrets) for r in page], "next_since": next_since, "more": more})
 
 
 async def clear_requests(request: web.Request) -> web.Response:
@@ -332,5 +387,6 @@ def create_app() -> web.Application:
     app.router.add_get("/requests", control_call(list_requests))
     app.router.add_delete("/requests", control_call(clear_requests))
     app.router.add_post("/reset", control_call(reset))
+    app.router.add_route("*", "", control_call(unknown_call))  # the prefix itself, without its slash
     app.router.add_route("*", "/{path:.*}", control_call(unknown_call))  # last: only what no other route takes
     return app

@@ -9,9 +9,11 @@ refused here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import zlib
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -22,17 +24,18 @@ from .render import seeded_request_id
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
+MAX_MODEL_CHARS = 256  # real model names are far shorter; each streamed event repeats the model
+INFLATED_PIECE = 1024 * 1024  # a compressed body is inflated this much at a time, the loop free between pieces
+# Content-Encoding values fakehop inflates, with zlib's wbits for each (deflate: zlib's wrapper or raw, found by its first byte).
+INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 SEED_HEADER = "X-Fakehop-Seed"
 _SEED = re.compile(r"^\s*-?\d{1,20}\s*$")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-async def read_json_object(request: web.Request) -> dict:
-    """The request body as a JSON object, or BadRequest saying what is wrong with it."""
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise BadRequest(f"Request body is larger than the limit of {request.app._client_max_size:,} bytes.", status=413) from None
+async def read_json_object(request: web.Request) -> tuple[bytes, dict]:
+    """The request body as read and as a JSON object, or BadRequest saying what is wrong with it."""
+    raw = await read_body(request, request.client_max_size)
     if not raw.strip():
         raise BadRequest("The request body is empty; send a JSON object.")
     try:
@@ -48,18 +51,76 @@ async def read_json_object(request: web.Request) -> dict:
                          f"{content_type_hint(request)}.") from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
-    return body
+    return raw, body
+
+
+def too_large(limit: int) -> BadRequest:
+    return BadRequest(f"Request body is larger than the limit of {limit:,} bytes.", status=413)
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The body, inflated when its Content-Encoding says so; BadRequest (413) past `limit`
+    bytes, inflated or not, (400) for a body that does not inflate, (415) for an encoding
+    fakehop does not take. The server leaves bodies compressed (`auto_decompress` off), so
+    that a small compressed body cannot grow past the limit before anyone counts it."""
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large(limit)
+    encoding = request.headers.get("Content-Encoding")
+    if encoding is None or encoding.strip().lower() == "identity":
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise too_large(limit) from None
+        if len(raw) > limit:  # a chunked body, under the server's limit but over this one
+            raise too_large(limit)
+        return raw
+    wbits = INFLATED.get(encoding.strip().lower())
+    if wbits is None:
+        raise BadRequest(f"Content-Encoding {encoding[:40]!r} is not supported: send the body uncompressed, or as gzip or deflate.", status=415)
+    return await inflated(request, encoding.strip().lower(), wbits, limit)
+
+
+async def inflated(request: web.Request, encoding: str, wbits: int, limit: int) -> bytes:
+    """The body inflated piece by piece, refused as soon as it passes `limit`."""
+    pieces: list[bytes] = []
+    size = 0
+    inflater = None
+    async for chunk in request.content.iter_any():
+        if inflater is None:  # deflate without zlib's wrapper: the first byte is not a zlib header
+            inflater = zlib.decompressobj(wbits if encoding != "deflate" or chunk[0] & 0x0F == 8 else -zlib.MAX_WBITS)
+        while chunk:
+            try:
+                piece = inflater.decompress(chunk, INFLATED_PIECE)
+            except zlib.error:
+                raise BadRequest(f"The request body is not valid {encoding} data, as its Content-Encoding says it is.") from None
+            size += len(piece)
+            if size > limit:
+                raise too_large(limit)
+            pieces.append(piece)
+            chunk = inflater.unconsumed_tail
+            await asyncio.sleep(0)
+    if inflater is None or not inflater.eof or inflater.unused_data:
+        raise BadRequest(f"The request body is not valid {encoding} data: it is cut short or has bytes after its end.")
+    return b"".join(pieces)
 
 
 class UnfitJson(ValueError):
     """Valid JSON that fakehop could not carry on with."""
 
 
+def refuse_constant(name: str):
+    raise UnfitJson(f"it holds {name}, which JSON does not allow")
+
+
+_DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # built once: json.loads with options builds one per call
+
+
 def loads(text: str):
     """json.loads, refusing with UnfitJson what fakehop could not carry on with: nesting deeper
-    than MAX_JSON_DEPTH, and strings with unpaired surrogates, which no answer can encode."""
+    than MAX_JSON_DEPTH, strings with unpaired surrogates, which no answer can encode, and
+    NaN and Infinity, which the real APIs refuse and no journal reader could parse."""
     try:
-        value = json.loads(text)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
     if isinstance(value, (dict, list)) and could_nest_deeper(text) and nested_deeper_than(value, MAX_JSON_DEPTH):
@@ -101,6 +162,12 @@ def encodable(value) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def bearer_token(header: str) -> str | None:
+    """The token of an `Authorization: Bearer TOKEN` header (the scheme in any case), else None."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
 
 
 def parse_seed(text: str) -> int:

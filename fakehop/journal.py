@@ -8,6 +8,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 DEFAULT_CAPACITY = 1000
+DEFAULT_BYTES = 64 * 1024 * 1024  # the bodies of all records together, counted as the bytes they came as
+KEPT_BODY_BYTES = 1024 * 1024  # of one body; a longer one is kept cut, as text
+SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"))
+SHOWN_SECRET_CHARS = 4  # of a secret longer than twice as many
 
 # How an answer ended (`Record.end`).
 COMPLETED = "completed"  # the protocol's good ending went out
@@ -29,15 +33,38 @@ def sse_events(data: bytes) -> int:
     return data.count(b"\n\n") - comments
 
 
-def joined_headers(headers: Mapping[str, str]) -> dict[str, str]:
+def joined_headers(headers: Mapping[str, str] | list[tuple[str, str]]) -> dict[str, str]:
     """Headers as one JSON object: a name sent more than once keeps every value, joined with
     ", " as HTTP allows, under the spelling it first came with."""
     joined: dict[str, str] = {}
     spelling: dict[str, str] = {}
-    for name, value in headers.items():
+    for name, value in headers.items() if isinstance(headers, Mapping) else headers:
         first = spelling.setdefault(name.lower(), name)
         joined[first] = f"{joined[first]}, {value}" if first in joined else value
     return joined
+
+
+def redacted(value: str) -> str:
+    """A secret header's value as the journal shows it: its scheme (`Bearer`) and the last
+    few characters of a long secret, so a reader can tell keys apart but not use one."""
+    scheme, space, secret = value.partition(" ")
+    if not space:
+        scheme, secret = "", value
+    tail = secret[-SHOWN_SECRET_CHARS:] if len(secret) > 2 * SHOWN_SECRET_CHARS else ""
+    return f"{scheme}{space}****{tail}"
+
+
+def shown_headers(headers: Mapping[str, str], secrets: bool) -> list[tuple[str, str]]:
+    """The headers as they may leave the process: secret ones redacted unless `secrets`."""
+    if secrets:
+        return list(headers.items())
+    return [(name, redacted(value) if name.lower() in SECRET_HEADERS else value) for name, value in headers.items()]
+
+
+def cut_body(raw: bytes) -> str:
+    """What the journal keeps of a body longer than KEPT_BODY_BYTES: its start as text, and a note saying so."""
+    start = raw[:KEPT_BODY_BYTES].decode("utf-8", "replace")
+    return f"{start}… [cut by fakehop: the body had {len(raw):,} bytes; the journal keeps the first {KEPT_BODY_BYTES:,}]"
 
 
 @dataclass(slots=True)
@@ -57,6 +84,7 @@ class Record:
     events: int = 0  # SSE events written to the client so far (see sse_events)
     error: str | None = None
     duration: float | None = None
+    body_bytes: int = 0  # the body's size as read
     _started: float = field(default_factory=time.monotonic, repr=False)
 
     def close(self, end: str, status: int | None = None, error: str | None = None) -> None:
@@ -67,8 +95,9 @@ class Record:
             self.error = error
         self.duration = round(time.monotonic() - self._started, 6)
 
-    def as_json(self) -> dict:
-        data = asdict(replace(self, headers=joined_headers(self.headers)))
+    def as_json(self, secrets: bool = False) -> dict:
+        """The record as JSON, the headers redacted (see `redacted`) unless `secrets`."""
+        data = asdict(replace(self, headers=joined_headers(shown_headers(self.headers, secrets))))
         data.pop("_started")
         return data
 
@@ -91,18 +120,41 @@ class Record:
 
 
 class Journal:
-    """The last `capacity` requests, oldest first; `seq` numbers them from 1 for paging."""
+    """The last `capacity` requests, oldest first, their bodies together at most `max_bytes`
+    (the oldest go first); `seq` numbers them from 1 for paging. `secrets`: the headers in
+    `as_json` as sent, API keys included (`--journal-secrets`)."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY):
-        self.records: deque[Record] = deque(maxlen=capacity)
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_BYTES, secrets: bool = False):
+        self.records: deque[Record] = deque()
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.secrets = secrets
+        self.bytes = 0  # the body_bytes of the records kept
         self.next_seq = 1
         self.listeners: list[Callable[[Record], None]] = []
 
     def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
         record = Record(self.next_seq, request_id, method, path, headers, time.time())
         self.next_seq += 1
+        if len(self.records) >= self.capacity:
+            self.drop_oldest()
         self.records.append(record)
         return record
+
+    def drop_oldest(self) -> None:
+        self.bytes -= min(self.records.popleft().body_bytes, KEPT_BODY_BYTES)
+
+    def keep_body(self, record: Record, raw: bytes, body: Any) -> None:
+        """Keep the body `record` read (`body`, parsed from `raw`): cut when it is longer than
+        KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept."""
+        size = len(raw)
+        record.body = body if size <= KEPT_BODY_BYTES else cut_body(raw)
+        record.body_bytes = size
+        if not self.records or record.seq < self.records[0].seq:
+            return  # cleared or pushed out while its body was read
+        self.bytes += min(size, KEPT_BODY_BYTES)
+        while self.bytes > self.max_bytes and len(self.records) > 1:
+            self.drop_oldest()
 
     def closed(self, record: Record) -> None:
         for listener in self.listeners:
@@ -111,5 +163,21 @@ class Journal:
     def since(self, seq: int = 0) -> list[Record]:
         return [r for r in self.records if r.seq > seq]
 
+    def page(self, since: int, limit: int, max_bytes: int) -> tuple[list[Record], bool]:
+        """At most `limit` records after `since`, their bodies at most `max_bytes` together
+        (but at least one record), and whether more follow."""
+        page: list[Record] = []
+        size = 0
+        for record in self.records:
+            if record.seq <= since:
+                continue
+            kept = min(record.body_bytes, KEPT_BODY_BYTES)
+            if len(page) >= limit or (page and size + kept > max_bytes):
+                return page, True
+            page.append(record)
+            size += kept
+        return page, False
+
     def clear(self) -> None:
         self.records.clear()
+        self.bytes = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 from dataclasses import dataclass
 from typing import AsyncIterator, Iterator, NamedTuple, Protocol, Union
@@ -19,6 +20,9 @@ from . import scenario as sc
 CHARS_PER_TOKEN = 4
 MAX_BATCH = 256
 EPSILON = 1e-9  # offsets are sums of floats: a keepalive due "at" an event is not before it
+# The shortest keepalive interval played, after the time scale: keepalives at most a thousand a
+# second, however short the scenario's and small the scale, and their offsets always moving on.
+MIN_PLAYED_KEEPALIVE = 0.001
 
 # ---------------------------------------------------------------- happenings
 
@@ -124,10 +128,26 @@ class PlayRequest(NamedTuple):
     max_output_tokens: int | None = None
 
 
+def parse_time_scale(text: str) -> float:
+    """A time scale: a finite number more than 0; ValueError saying so otherwise."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"expected a number more than 0, got {text!r}")
+    return value
+
+
 def time_scale_from_env(default: float = 1.0) -> float:
-    """FAKEHOP_TIME_SCALE, or `default` when it is not set."""
+    """FAKEHOP_TIME_SCALE, or `default` when it is not set; ValueError naming it when it is not a time scale."""
     value = os.environ.get("FAKEHOP_TIME_SCALE")
-    return float(value) if value else default
+    if not value:
+        return default
+    try:
+        return parse_time_scale(value)
+    except ValueError as exc:
+        raise ValueError(f"FAKEHOP_TIME_SCALE: {exc}") from None
 
 
 def estimate_tokens(chars: int) -> int:
@@ -147,7 +167,7 @@ class _Layout:
     def __init__(self, script: sc.Script, request: PlayRequest, time_scale: float):
         self.script = script
         self.scale = time_scale
-        self.keepalive = script.keepalive * time_scale
+        self.keepalive = max(script.keepalive * time_scale, MIN_PLAYED_KEEPALIVE) if script.keepalive > 0 else 0.0
         self.now = 0.0
         self.last_write = 0.0
         self.block: str | None = None  # the kind of the open block

@@ -39,7 +39,7 @@ LARGEST_RENDERING = 4 * 1024 * 1024
 _MODEL = "m"
 _CREATED = "c"
 _CREATED_MARK = 7_391_062_845_173
-_HOLE = re.compile(rb"\\u0000fakehop:(\w+)\\u0000|" + str(_CREATED_MARK).encode())
+_HOLE = re.compile(rb"\\u0000fakehop:(m|\d{1,9})\\u0000|" + str(_CREATED_MARK).encode())
 
 
 def _mark(name: str) -> str:
@@ -147,8 +147,14 @@ class Rendering:
     def size(self) -> int:
         return sum(write.size() for write in self.writes)
 
+    def fillable(self) -> bool:
+        """Whether every hole names a value there is: a marker that came in with the request
+        (a client's text may look like one) names one past the asks."""
+        values = 2 + len(self.asks)
+        return all(index < values for holes in self.holes for index in holes.indices)
 
-@functools.lru_cache(maxsize=256)  # most answers name one of a few models
+
+@functools.lru_cache(maxsize=256)  # most answers name one of a few models; a model has at most intake.MAX_MODEL_CHARS
 def _inside_json_string(text: str) -> bytes:
     """`text` as it is written inside a JSON string, in UTF-8."""
     return encode_basestring(text)[1:-1].encode()
@@ -231,7 +237,7 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
         runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
         writes.append(Write(offset, runs, events, last))
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
-    if rendering.size() > LARGEST_RENDERING:
+    if rendering.size() > LARGEST_RENDERING or not rendering.fillable():
         return None
     expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
     filled = rendering.filled_holes(_probe_meta())
@@ -242,11 +248,13 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
 
 def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
     """The rendering for this script and request, made on first use and kept; None: encode afresh."""
+    if len(parsed.variant) > LARGEST_RENDERING:  # the fields it stands for are in the stream: too long to keep
+        return None
     key = (protocol.NAME, parsed.play, parsed.variant, time_scale)
     rendering = _kept.get(script, key)
     if rendering is player.KeptPerScript.MISSING:
         rendering = render(protocol, script, parsed, time_scale)
-        _kept.put(script, key, rendering, rendering.size() if rendering is not None else 0)
+        _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
     return rendering
 
 

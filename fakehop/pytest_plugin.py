@@ -62,19 +62,18 @@ def read_settings(config: pytest.Config) -> Settings:
 
 
 def positive_float(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a number more than 0, got {value!r}") from None
-    if not number > 0:
-        raise ValueError(f"expected a number more than 0, got {value!r}")
-    return number
+    from .player import parse_time_scale
+
+    return parse_time_scale(value)
 
 
 def session_time_scale(config: pytest.Config) -> float:
     from .player import time_scale_from_env
 
-    return config.stash[SETTINGS].time_scale or time_scale_from_env()
+    try:
+        return config.stash[SETTINGS].time_scale or time_scale_from_env()
+    except ValueError as exc:
+        raise pytest.UsageError(f"fakehop time scale: {exc}") from None
 
 
 @pytest.fixture(scope="session")

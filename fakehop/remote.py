@@ -75,19 +75,39 @@ class ControlClient:
             raise ControlFailed(f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []))
         return answer
 
+    def page(self, since: int) -> tuple[list[Record], bool]:
+        """One page of the journal after `since`, and whether more follow at once."""
+        answer = self.call("GET", "/requests", query={"since": since})
+        return [Record.from_json(data) for data in answer["requests"]], answer["more"]
+
+    def records(self, since: int) -> Iterator[Record]:
+        """Every record in the journal after `since`, page by page."""
+        more = True
+        while more:
+            page, more = self.page(since)
+            yield from page
+            since = page[-1].seq if page else since
+
     def follow(self, since: int, interval: float) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.
 
-        Polling resumes just before the oldest request still in progress, so one that finishes
-        after later ones is still seen; `shown` keeps the finished ones from repeating."""
+        Each poll reads the journal page by page, then the next resumes just before the oldest
+        request still in progress, so one that finishes after later ones is still seen; `shown`
+        keeps the finished ones from repeating."""
         shown: set[int] = set()
+        oldest_in_progress = None  # of the pages read so far in this poll
         while True:
-            page = [Record.from_json(data) for data in self.call("GET", "/requests", query={"since": since})["requests"]]
+            page, more = self.page(since)
             for record in page:
                 if record.end != IN_PROGRESS and record.seq not in shown:
                     shown.add(record.seq)
                     yield record
             in_progress = [record.seq for record in page if record.end == IN_PROGRESS]
-            since = min(in_progress) - 1 if in_progress else max((record.seq for record in page), default=since)
+            oldest_in_progress = min(in_progress + ([oldest_in_progress] if oldest_in_progress else []), default=None)
+            if more:
+                since = page[-1].seq
+                continue
+            since = oldest_in_progress - 1 if oldest_in_progress else max((record.seq for record in page), default=since)
+            oldest_in_progress = None
             shown = {seq for seq in shown if seq > since}
             time.sleep(interval)

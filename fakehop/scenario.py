@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Union
 
+import re2
+
 from . import textgen, yamlsource
 from .yamlsource import LineDict, LineList
 
@@ -30,6 +32,15 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 DEFAULT_KEEPALIVE = 10.0
 DEFAULT_STALL_TIMEOUT = 120.0
+MIN_KEEPALIVE = 0.001  # a keepalive interval that is not 0 (never); played at least this long after the time scale too
+MATCH_PREFIX_CHARS = 100_000  # of a prompt (or any text a `match` key reads): a match looks no further
+# Headers an http_error may not set: they say how the answer is framed, which is the server's to say.
+FRAMING_HEADERS = frozenset(("content-type", "content-length", "transfer-encoding", "connection", "keep-alive",
+                             "upgrade", "te", "trailer", "content-encoding", "host"))
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")  # no control characters but tab
+_REGEX_OPTIONS = re2.Options()
+_REGEX_OPTIONS.log_errors = False  # a pattern RE2 refuses is reported as a scenario problem, not logged
 
 # ---------------------------------------------------------------- the immutable model
 
@@ -132,17 +143,18 @@ class Match:
     protocol: str | None = None
     model: str | None = None
     prompt: str | None = None
-    prompt_regex: re.Pattern | None = None
+    prompt_regex: Any = None  # an RE2 pattern (see match_regex)
 
     def fits(self, protocol: str, model: str, prompt: str) -> bool:
         if self.protocol is not None and self.protocol != protocol:
             return False
         if self.model is not None and not fnmatch.fnmatchcase(model or "", self.model):
             return False
+        prompt = (prompt or "")[:MATCH_PREFIX_CHARS]
         if self.prompt_regex is not None:
-            return self.prompt_regex.search(prompt or "") is not None
+            return self.prompt_regex.search(prompt) is not None
         if self.prompt is not None:
-            return self.prompt in (prompt or "")
+            return self.prompt in prompt
         return True
 
 
@@ -486,10 +498,7 @@ def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
         if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float, str)):
             check.add(_line_of(spec, "retry_after"), f"retry_after: expected seconds, got {_type_name(retry_after)}")
         retry_after = str(retry_after)
-    headers = spec.get("headers", LineDict())
-    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
-        check.add(_line_of(spec, "headers"), "headers: expected a mapping of header names to values")
-        headers = {}
+    headers = _error_headers(check, spec)
     if status is None:
         return None
     return HttpError(
@@ -498,6 +507,24 @@ def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
         retry_after=retry_after,
         headers=tuple((k, str(v)) for k, v in headers.items()),
     )
+
+
+def _error_headers(check: _Checker, spec: LineDict) -> dict:
+    """http_error's `headers`: names that are HTTP tokens, values without line breaks, and none
+    of the headers that frame the answer (which would garble the connection for the next one)."""
+    headers = spec.get("headers", LineDict())
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+        check.add(_line_of(spec, "headers"), "headers: expected a mapping of header names to values")
+        return {}
+    for name, value in headers.items():
+        line = _line_of(headers, name, _line_of(spec, "headers"))
+        if not _HEADER_NAME.match(name):
+            check.add(line, f"headers: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+        elif name.lower() in FRAMING_HEADERS:
+            check.add(line, f"headers: {name} frames the answer and is the server's to set; an http_error may not set it")
+        elif not _HEADER_VALUE.match(str(value)):
+            check.add(line, f"headers: the value of {name} holds a line break or another control character")
+    return headers
 
 
 def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
@@ -524,6 +551,14 @@ class _Settings:
     finish: str | None = None
 
 
+def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
+    seconds = _duration(check, doc, "keepalive", inherited)
+    if 0 < seconds < MIN_KEEPALIVE:
+        check.add(_line_of(doc, "keepalive"), f"keepalive: must be 0 (never) or at least {MIN_KEEPALIVE * 1000:g}ms, got {doc['keepalive']!r}")
+        return inherited
+    return seconds
+
+
 def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings:
     finish = doc.get("finish", inherited.finish)
     if finish is not None and finish not in FINISH_REASONS:
@@ -531,7 +566,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         finish = None
     return _Settings(
         model=_string(check, doc, "model", inherited.model),
-        keepalive=_duration(check, doc, "keepalive", inherited.keepalive),
+        keepalive=_keepalive(check, doc, inherited.keepalive),
         stall_timeout=_duration(check, doc, "stall_timeout", inherited.stall_timeout),
         chunk_interval=_duration(check, doc, "chunk_interval", inherited.chunk_interval),
         usage=_usage(check, doc, inherited.usage),
@@ -587,13 +622,23 @@ def _match(check: _Checker, doc: LineDict) -> Match | None:
     if protocol is not None and protocol not in PROTOCOL_NAMES:
         check.add(_line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}")
     prompt = _string(check, spec, "prompt")
-    regex = None
-    if prompt and len(prompt) >= 2 and prompt.startswith("/") and prompt.endswith("/"):
-        try:
-            regex = re.compile(prompt[1:-1])
-        except re.error as exc:
-            check.add(_line_of(spec, "prompt"), f"match prompt: not a valid regular expression ({exc})")
+    regex = match_regex(check, spec, "prompt", prompt)
     return Match(protocol=protocol, model=_string(check, spec, "model"), prompt=prompt, prompt_regex=regex)
+
+
+def match_regex(check: _Checker, spec: LineDict, key: str, value: str | None):
+    """The RE2 pattern of a `match` value written `/regex/`; None for any other value (or, with
+    a problem naming the line, for a pattern RE2 does not take). RE2 matches in time linear in
+    the text, so no pattern can hold the server up; it takes no backreferences or look-around."""
+    if not value or len(value) < 2 or not (value.startswith("/") and value.endswith("/")):
+        return None
+    try:
+        return re2.compile(value[1:-1], _REGEX_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        check.add(_line_of(spec, key), f"match {key}: not a valid regular expression ({reason}); "
+                                       "match regexes run on RE2, which takes no backreferences or look-around")
+        return None
 
 
 def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:

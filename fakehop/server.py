@@ -14,8 +14,10 @@ from aiohttp import web
 from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
-from .intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, PARSER_ERRORS_AS_WARNINGS, read_json_object, request_id_for, seed_of, stamp_request_id
+from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
+                     request_id_for, seed_of, stamp_request_id)
 from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
+from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, whole_answer
@@ -28,6 +30,10 @@ DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# Bytes a stream writes in a row with no pause before it lets other clients have the loop: a
+# write that does not fill the socket's buffer does not wait, so a fast reader would otherwise
+# have the loop to itself for as long as the answer lasts.
+YIELD_AFTER_BYTES = 256 * 1024
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Gateway:
     time_scale: float = 1.0
     api_key: str | None = None
     admin_token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
     journal: jr.Journal = field(default_factory=jr.Journal)
     queue: deque = field(default_factory=deque)
     counters: SequenceCounters = field(default_factory=SequenceCounters)
@@ -95,18 +102,28 @@ def body_message(body: dict) -> str:
 def authorized(request: web.Request, api_key: str | None) -> bool:
     if api_key is None:
         return True
-    bearer = request.headers.get("Authorization", "")
-    return request.headers.get("x-api-key") == api_key or bearer == f"Bearer {api_key}"
+    return request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
+
+
+def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
+    """Why a request may not be answered at all: a Host that is not this server's, or a wrong API key."""
+    host = request.headers.get("Host")
+    if hosts.refuses(host):
+        return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
+    if not authorized(request, api_key):
+        return BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+    return None
 
 
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
-    def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str):
+    def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
         self.protocol = protocol
         self.request = request
         self.request_id = request_id
+        self.hosts = hosts
         self.record = gateway.journal.open(self.request_id, request.method, request.path, request.headers)
         self.record.protocol = protocol.NAME
 
@@ -134,12 +151,17 @@ class Answer:
 
     async def answer(self) -> web.StreamResponse:
         gateway, protocol = self.gateway, self.protocol
-        if not authorized(self.request, gateway.api_key):
-            raise BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+        refused = refusal(self.request, self.hosts, gateway.api_key)
+        if refused is not None:
+            raise refused
         seed = seed_of(self.request)
-        body = await read_json_object(self.request)
-        self.record.body = body
+        raw, body = await read_json_object(self.request)
+        gateway.journal.keep_body(self.record, raw, body)
+        del raw  # as large as the body limit: not to be held for as long as the stream lasts
         parsed = protocol.parse(body)
+        if len(parsed.model) > MAX_MODEL_CHARS:
+            raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
+                             f"but got a string with length {len(parsed.model)} instead.", param="model")
         self.record.stream = parsed.stream
         name = gateway.select(protocol.NAME, parsed, self.request.headers.get(SCENARIO_HEADER))
         label, script = gateway.script_for(name)
@@ -166,16 +188,21 @@ class Answer:
         record.status = 200
         loop = asyncio.get_running_loop()
         start = now = loop.time()
+        unpaused = 0  # bytes written since the loop last went to other clients
         for offset, data, events, last in writes:
             due = start + offset
             if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
                 await asyncio.sleep(due - now)
-                now = loop.time()
+                now, unpaused = loop.time(), 0
             if type(last) in player.ENDINGS:
                 return await self.end_stream(response, data, events, last)
             if data:
                 await response.write(data)
                 record.events += events
+                unpaused += len(data)
+                if unpaused > YIELD_AFTER_BYTES:
+                    await asyncio.sleep(0)
+                    unpaused = 0
         raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
 
     async def end_stream(self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening) -> web.StreamResponse:
@@ -202,6 +229,8 @@ class Answer:
         happenings: list[player.Happening] = []
         async for batch in player.play(events, player.LoopClock()):
             happenings.extend(h for h in batch if h is not player.KEEPALIVE)  # a long silence may hold millions
+            if len(batch) >= player.MAX_BATCH:  # a long answer with no pauses: let other clients have the loop
+                await asyncio.sleep(0)
         outcome = player.Outcome.gather(happenings)
         ending = outcome.ending
         if isinstance(ending, player.Disconnect):
@@ -227,10 +256,10 @@ class Answer:
 # ---------------------------------------------------------------- the application
 
 
-def protocol_handler(protocol):
+def protocol_handler(protocol, hosts: HostCheck):
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request)
-        response = await Answer(request.app[GATEWAY_KEY], protocol, request, request_id).run()
+        response = await Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts).run()
         if not response.prepared:  # a stream stamps its own before its headers go out
             stamp_request_id(response, request_id)
         return response
@@ -257,7 +286,10 @@ async def unrouted(request: web.Request) -> web.Response:
     see where it went. (The control API answers its own, in JSON.)"""
     request_id = request_id_for(request)
     allowed = allowed_methods(request.app, request.path)
-    if allowed:
+    refused = refusal(request, request.app[HOSTS_KEY], None)
+    if refused is not None:
+        status, message, headers = refused.status, refused.message, None
+    elif allowed:
         status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
     else:
         status, message, headers = 404, f"Unknown path {request.path}", None
@@ -278,7 +310,13 @@ def known_models(library: Library) -> list[str]:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    models = known_models(request.app[GATEWAY_KEY].library)
+    gateway = request.app[GATEWAY_KEY]
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is not None:
+        response = error_response(protocol_for_request(request), refused.status, refused.message, request_id_for(request), code=refused.code)
+        stamp_request_id(response, request_id_for(request))
+        return response
+    models = known_models(gateway.library)
     if "anthropic-version" in request.headers:
         data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
         response = web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
@@ -289,24 +327,27 @@ async def list_models(request: web.Request) -> web.Response:
     return response
 
 
-def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES) -> web.Application:
+def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_host: str | None = None) -> web.Application:
+    """The application for `gateway`; `bound_host`, the host it is served on, is answered beside
+    loopback names, addresses and `gateway.allowed_hosts`. Bodies are left compressed for
+    intake.read_body to inflate within the limit."""
     from . import control
 
-    app = web.Application(client_max_size=client_max_size)
+    app = web.Application(client_max_size=client_max_size, handler_args={"auto_decompress": False})
     app[GATEWAY_KEY] = gateway
+    app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
     for protocol in PROTOCOLS.values():
-        app.router.add_post(protocol.PATH, protocol_handler(protocol))
+        app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
     app.router.add_get("/v1/models", list_models)
     app.add_subapp(CONTROL_PREFIX, control.create_app())
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app
 
 
-
 async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
     """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
     logging.getLogger("aiohttp.server").addFilter(PARSER_ERRORS_AS_WARNINGS)
-    runner = web.AppRunner(create_app(gateway), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
+    runner = web.AppRunner(create_app(gateway, bound_host=host), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
                            max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)

@@ -20,7 +20,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from . import journal as jr
 from .control import free_inline_name, with_lines
 from .library import DEFAULT_SCENARIO, Library
-from .player import time_scale_from_env
+from .player import parse_time_scale, time_scale_from_env
 from .scenario import parse_document
 from .server import GATEWAY_KEY, Gateway, create_app
 from .thread_server import ThreadServer
@@ -160,9 +160,11 @@ class Fakehop:
 
     @time_scale.setter
     def time_scale(self, value: float) -> None:
-        if not value > 0:
-            raise ValueError(f"time_scale must be more than 0, got {value!r}")
-        self._server.call(setattr, self._gateway, "time_scale", float(value))
+        try:
+            scale = parse_time_scale(value)
+        except ValueError as exc:
+            raise ValueError(f"time_scale: {exc}") from None
+        self._server.call(setattr, self._gateway, "time_scale", scale)
 
     # ------------------------------------------------------------ what the server saw
 
@@ -238,12 +240,15 @@ def make_app(
     default: str = DEFAULT_SCENARIO,
     time_scale: float | None = None,
     api_key: str | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> web.Application:
     """A fakehop Application for pytest-aiohttp's `aiohttp_server`, on the test's own loop.
 
     `scenarios` are directories added to the bundled scenarios; `time_scale` defaults to
-    $FAKEHOP_TIME_SCALE or 1. Drive it with `Fakehop.for_server(await aiohttp_server(app))`.
+    $FAKEHOP_TIME_SCALE or 1; `allowed_hosts` are Host names answered beside loopback names
+    and IP addresses ("*": any). Drive it with `Fakehop.for_server(await aiohttp_server(app))`.
     """
     library = Library.load(scenarios)
-    gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key)
+    gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key,
+                      allowed_hosts=tuple(allowed_hosts))
     return create_app(gateway)

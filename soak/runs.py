@@ -32,6 +32,7 @@ RSS_TOLERANCE_MIB = 8.0  # RSS a run may leave behind: the allocator keeps some,
 SLOW_MEMORY_BOUND_MIB = 16.0  # RSS stalled readers may add; the answers they hold back are far larger
 QUICK_TARGET_SECONDS = 0.05  # warm-up requests take at most this long
 SOAK_CONCURRENCY = 200
+YAML = {"Content-Type": "application/yaml"}  # how a scenario file's text goes to the control API
 
 
 @dataclass
@@ -94,7 +95,7 @@ async def aborts(server: ServerProcess, streams: int, cut_share: float = 0.2, se
     run = Run("aborts")
     all_targets = await targets(library_with_every_step())
     async with client_session(SOAK_CONCURRENCY) as session:
-        async with session.post(server.url + "/_fakehop/scenarios", params={"name": EVERY_STEP_NAME}, data=EVERY_STEP) as response:
+        async with session.post(server.url + "/_fakehop/scenarios", params={"name": EVERY_STEP_NAME}, data=EVERY_STEP, headers=YAML) as response:
             response.raise_for_status()
         run.baseline = await warm_up(server, session, all_targets)
         started = time.monotonic()
@@ -228,7 +229,7 @@ async def slow_readers(server: ServerProcess, readers: int, stall_seconds: float
     """`readers` clients ask for FIREHOSE and read nothing for `stall_seconds`, then hang up."""
     run = SlowRun("slow readers", readers=readers)
     async with client_session() as session:
-        async with session.post(server.url + "/_fakehop/scenarios", params={"name": "firehose"}, data=FIREHOSE) as response:
+        async with session.post(server.url + "/_fakehop/scenarios", params={"name": "firehose"}, data=FIREHOSE, headers=YAML) as response:
             response.raise_for_status()
         whole = await firehose(session, server.url)
         run.stream_bytes = len(whole)

@@ -10,6 +10,7 @@ FAKEHOP_FUZZ_EXAMPLES sets the number of random request bodies (150 by default; 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import http.client
 import json
 import logging
@@ -24,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakehop.library import Library
-from fakehop.intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH
+from fakehop.intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_MODEL_CHARS
 from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway, start
 from fakehop.thread_server import ThreadServer
@@ -42,6 +43,8 @@ def auth(protocol: str, key: str = KEY) -> dict[str, str]:
 
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}  # what `curl -d` sends
+GZIP = {"Content-Encoding": "gzip"}
+GZIP_BOMB = gzip.compress(b'{"model": "m", "x": "' + b"a" * (8 * MAX_BODY_BYTES) + b'"}')  # about 260 KB, inflating to 256 MiB
 GOOD = {name: json.dumps(module.EXAMPLE_REQUEST).encode() for name, module in PROTOCOLS.items()}
 LIST_FIELD = {"chat": "messages", "responses": "input", "messages": "messages"}
 LIMIT_FIELD = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
@@ -108,6 +111,17 @@ def matrix() -> list[Bad]:
             Bad("unpaired-surrogate", p, with_field(p, "model", "\ud800"), says="unpaired UTF-16 surrogate"),
             Bad("nested-100000-deep", p, nested(100_000), says=f"nested more than {MAX_JSON_DEPTH} levels"),
             Bad("nested-just-over-the-limit", p, nested(MAX_JSON_DEPTH), says=f"nested more than {MAX_JSON_DEPTH} levels"),
+            Bad("gzip-that-is-not-gzip", p, GOOD[p], headers=GZIP, says="not valid gzip data"),
+            Bad("gzip-cut-short", p, gzip.compress(GOOD[p])[:-12], headers=GZIP, says="not valid gzip data"),
+            Bad("deflate-that-is-not-deflate", p, b"\x78\x9cnot deflate", headers={"Content-Encoding": "deflate"}, says="not valid deflate data"),
+            Bad("brotli-body", p, b"\x1b\x03\x00", headers={"Content-Encoding": "br"}, status=415, says="Content-Encoding 'br' is not supported"),
+            Bad("zstd-body", p, b"\x28\xb5\x2f\xfd", headers={"Content-Encoding": "zstd"}, status=415, says="Content-Encoding 'zstd' is not supported"),
+            Bad("gzip-bomb", p, GZIP_BOMB, headers=GZIP, status=413, says="larger than the limit"),
+            Bad("nan", p, GOOD[p][:-1] + b', "temperature": NaN}', says="NaN, which JSON does not allow"),
+            Bad("infinity", p, GOOD[p][:-1] + b', "temperature": -Infinity}', says="-Infinity, which JSON does not allow"),
+            Bad("model-over-256-characters", p, with_field(p, "model", "m" * (MAX_MODEL_CHARS + 1)), says="maximum length 256"),
+            Bad("two-mib-model", p, with_field(p, "model", "m" * 2**21), says="maximum length 256"),
+            Bad("foreign-host", p, GOOD[p], headers={"Host": "attacker.example:8080"}, status=403, says="does not answer requests for host 'attacker.example:8080'"),
         ]
     cases += [
         Bad("unknown-path", "chat", GOOD["chat"], path="/v1/chat/complete", status=404, says="Unknown path /v1/chat/complete"),
@@ -143,7 +157,8 @@ def check_error_shape(protocol: str, status: int, headers: dict, text: str) -> s
     body = json.loads(text)
     if protocol == "messages":
         assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
-        assert body["error"]["type"] == {401: "authentication_error", 404: "not_found_error", 413: "request_too_large"}.get(status, "invalid_request_error")
+        assert body["error"]["type"] == {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                                         413: "request_too_large"}.get(status, "invalid_request_error")
     else:
         assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
         assert body["error"]["type"] == "invalid_request_error"

@@ -26,7 +26,9 @@ class Control:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def call(self, method: str, path: str, **kwargs) -> tuple[int, dict]:
-        headers = {**self.headers, **kwargs.pop("headers", {})}
+        """`data=` text goes as YAML unless `headers` say otherwise (a YAML scenario file's text)."""
+        yaml_type = {"Content-Type": "application/yaml"} if isinstance(kwargs.get("data"), str) else {}
+        headers = {**self.headers, **yaml_type, **kwargs.pop("headers", {})}
         async with self.session.request(method, f"{self.base_url}/_fakehop{path}", headers=headers, **kwargs) as response:
             assert response.content_type == "application/json"
             return response.status, await response.json()
@@ -166,7 +168,8 @@ async def test_queue_serves_names_in_order_and_times(control, openai_client):
     await control.ok("POST", "/scenarios", json=SAY_TWO)
     await control.ok("POST", "/queue", json={"scenario": "say-one"})
     body = await control.ok("POST", "/queue", json={"scenario": "say-two", "times": 2})
-    assert body == {"queued": "say-two", "times": 2, "queue": ["say-one", "say-two", "say-two"]}
+    assert body == {"queued": "say-two", "times": 2, "length": 3}
+    assert (await control.ok("GET", "/queue"))["queue"] == ["say-one", "say-two", "say-two"]
 
     named = await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "server-error"})
     answers = [await ask(openai_client) for _ in range(4)]
@@ -188,9 +191,9 @@ async def test_queue_shrinks_as_requests_take_from_it(control, openai_client):
 async def test_inline_scenarios_are_added_under_their_name_or_inline_n(control, openai_client):
     await control.ok("POST", "/queue", json={"scenario": {"steps": [{"text": "first inline"}]}})
     await control.ok("POST", "/queue", json={"scenario": {"http_error": {"status": 503}}})
-    body = await control.ok("POST", "/queue", json={"scenario": {"name": "named-inline", "steps": [{"text": "named"}]}})
+    await control.ok("POST", "/queue", json={"scenario": {"name": "named-inline", "steps": [{"text": "named"}]}})
 
-    assert body["queue"] == ["inline-1", "inline-2", "named-inline"]
+    assert (await control.ok("GET", "/queue"))["queue"] == ["inline-1", "inline-2", "named-inline"]
     assert [await ask(openai_client) for _ in range(3)] == ["first inline", "HTTP 503", "named"]
     listed = await scenarios_by_name(control)
     assert listed["inline-2"] == {"name": "inline-2", "description": "", "kind": "http_error", "origin": "api", "source": "<POST /_fakehop/queue>"}
@@ -262,9 +265,12 @@ async def test_queue_comes_before_the_default(control, openai_client):
 # ---------------------------------------------------------------- journal
 
 
-async def test_requests_page_with_since_and_limit(control, openai_client):
-    for number in range(5):
-        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": f"question {number}"}])
+async def test_requests_page_with_since_and_limit(serve, make_gateway, session):
+    """With --journal-secrets, the headers as they came, the key included."""
+    control = Control(session, await serve(make_gateway(journal=Journal(secrets=True))))
+    async with openai.AsyncOpenAI(base_url=control.base_url + "/v1", api_key="sk-test", max_retries=0) as openai_client:
+        for number in range(5):
+            await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": f"question {number}"}])
 
     first = await control.ok("GET", "/requests", params={"limit": "2"})
     second = await control.ok("GET", "/requests", params={"since": first["next_since"], "limit": "2"})

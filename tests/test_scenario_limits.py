@@ -97,7 +97,8 @@ def test_text_just_under_the_limit_is_accepted():
 async def test_an_alias_bomb_sent_to_the_control_api_is_a_400(base_url):
     async with aiohttp.ClientSession() as session:
         bomb = billion_laughs("steps: [{tool_call: {name: f, arguments: {rows: BOMB}}}]")
-        async with session.post(base_url + "/_fakehop/scenarios", params={"name": "bomb"}, data=bomb) as response:
+        async with session.post(base_url + "/_fakehop/scenarios", params={"name": "bomb"}, data=bomb,
+                                headers={"Content-Type": "application/yaml"}) as response:
             answer = await response.json()
         assert response.status == 400
         assert "aliases expand this document" in answer["problems"][0]

@@ -40,14 +40,16 @@ class Template:
 
     Build it from the frame of an object whose slot holds `SLOT`; filling in a string then
     costs one JSON string encoding (`encode_basestring`, what json.dumps(text,
-    ensure_ascii=False) calls) instead of one of the whole object.
+    ensure_ascii=False) calls) instead of one of the whole object. The slot is the frame's
+    last `SLOT`: whatever a client sent that comes before it in the frame (its model) may
+    hold the same characters and is left as it is.
     """
 
     SLOT = "\x00slot\x00"
     _SLOT_JSON = encode_basestring(SLOT)
 
     def __init__(self, frame: bytes):
-        head, tail = frame.decode().split(self._SLOT_JSON)
+        head, _, tail = frame.decode().rpartition(self._SLOT_JSON)
         self.head, self.tail = head.encode(), tail.encode()
 
     def fill(self, text: str) -> bytes:

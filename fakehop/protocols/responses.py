@@ -264,8 +264,8 @@ class SequencedTemplate:
     NUMBER = "\x00number\x00"
 
     def __init__(self, frame: bytes):
-        head, rest = frame.decode().split(dumps(self.NUMBER))
-        middle, tail = rest.split(dumps(Template.SLOT))
+        head, _, rest = frame.decode().partition(dumps(self.NUMBER))
+        middle, _, tail = rest.rpartition(dumps(Template.SLOT))
         self.head, self.middle, self.tail = head.encode(), middle.encode(), tail.encode()
 
     def fill(self, number: int, text: str) -> bytes:
