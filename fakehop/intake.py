@@ -25,6 +25,9 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
 MAX_MODEL_CHARS = 256  # real model names are far shorter; each streamed event repeats the model
+# A body over this size is decoded and parsed in separate turns of the loop (each takes tens
+# of milliseconds near the limit), so that other clients are answered in between.
+LARGE_BODY_BYTES = 1024 * 1024
 INFLATED_PIECE = 1024 * 1024  # a compressed body is inflated this much at a time, the loop free between pieces
 # Content-Encoding values fakehop inflates, with zlib's wbits for each (deflate: zlib's wrapper or raw, found by its first byte).
 INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -38,12 +41,20 @@ async def read_json_object(request: web.Request) -> tuple[bytes, dict]:
     raw = await read_body(request, request.client_max_size)
     if not raw.strip():
         raise BadRequest("The request body is empty; send a JSON object.")
+    large = len(raw) > LARGE_BODY_BYTES
+    if large:
+        await asyncio.sleep(0)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
+    if large:
+        await asyncio.sleep(0)
     try:
-        body = loads(text)
+        body = parsed_json(text)
+        if large:
+            await asyncio.sleep(0)
+        check_fit(text, body)
     except UnfitJson as exc:
         raise BadRequest(f"We could not use the JSON body of your request: {exc}.") from None
     except ValueError:
@@ -119,15 +130,25 @@ def loads(text: str):
     """json.loads, refusing with UnfitJson what fakehop could not carry on with: nesting deeper
     than MAX_JSON_DEPTH, strings with unpaired surrogates, which no answer can encode, and
     NaN and Infinity, which the real APIs refuse and no journal reader could parse."""
+    value = parsed_json(text)
+    check_fit(text, value)
+    return value
+
+
+def parsed_json(text: str):
+    """The JSON value of `text` (ValueError if it is not JSON), NaN and Infinity refused."""
     try:
-        value = _DECODER.decode(text)
+        return _DECODER.decode(text)
     except RecursionError:
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
+
+
+def check_fit(text: str, value) -> None:
+    """UnfitJson for nesting deeper than MAX_JSON_DEPTH or an unpaired surrogate in `value`, parsed from `text`."""
     if isinstance(value, (dict, list)) and could_nest_deeper(text) and nested_deeper_than(value, MAX_JSON_DEPTH):
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep")
-    if _SURROGATE_ESCAPE.search(text) and not encodable(value):
+    if "\\" in text and _SURROGATE_ESCAPE.search(text) and not encodable(value):  # a text with no backslash is found at once
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
-    return value
 
 
 def could_nest_deeper(text: str) -> bool:

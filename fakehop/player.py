@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator, Iterator, NamedTuple, Protocol, Union
 
 from . import scenario as sc
@@ -408,26 +408,30 @@ class Block:
 
 @dataclass
 class Outcome:
-    """A whole stream gathered up, for the non-streaming answer."""
+    """A whole stream gathered up, for the non-streaming answer: `add` takes its happenings a
+    batch at a time, so that a long answer is gathered between other clients' turns."""
 
-    blocks: list[Block]
+    blocks: list[Block] = field(default_factory=list)
     ending: Happening | None = None
+    _parts: list[str] = field(default_factory=list, repr=False, compare=False)  # the open block's text so far
 
     @classmethod
     def gather(cls, happenings: list[Happening]) -> "Outcome":
-        outcome = cls(blocks=[])
-        parts: list[str] = []
+        outcome = cls()
+        outcome.add(happenings)
+        return outcome
+
+    def add(self, happenings: list[Happening]) -> None:
         for happening in happenings:
             kind = type(happening)
             if kind is Delta:
-                parts.append(happening.text)
+                self._parts.append(happening.text)
             elif kind is BlockStart:
-                outcome.blocks.append(Block(happening.kind, "", happening.name, happening.call_id))
+                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id))
             elif kind is BlockEnd:
-                outcome.blocks[-1].text = "".join(parts)
-                parts = []
+                self.blocks[-1].text = "".join(self._parts)
+                self._parts = []
             elif kind in ENDINGS:
-                if parts and outcome.blocks:
-                    outcome.blocks[-1].text = "".join(parts)
-                outcome.ending = happening
-        return outcome
+                if self._parts and self.blocks:
+                    self.blocks[-1].text = "".join(self._parts)
+                self.ending = happening

@@ -226,12 +226,11 @@ class Answer:
         return response
 
     async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
-        happenings: list[player.Happening] = []
+        outcome = player.Outcome()
         async for batch in player.play(events, player.LoopClock()):
-            happenings.extend(h for h in batch if h is not player.KEEPALIVE)  # a long silence may hold millions
+            outcome.add(batch)
             if len(batch) >= player.MAX_BATCH:  # a long answer with no pauses: let other clients have the loop
                 await asyncio.sleep(0)
-        outcome = player.Outcome.gather(happenings)
         ending = outcome.ending
         if isinstance(ending, player.Disconnect):
             self.record.close(jr.DISCONNECTED)
@@ -276,8 +275,9 @@ def protocol_for_request(request: web.Request):
 
 
 def allowed_methods(app: web.Application, path: str) -> list[str]:
-    """The methods the routes of `path` take; none for a path with no route."""
-    return sorted({route.method for resource in app.router.resources() if resource.get_info().get("path") == path for route in resource})
+    """The methods the routes of `path` take; none for a path with no route but the catch-all ones."""
+    return sorted({route.method for resource in app.router.resources() if resource.get_info().get("path") == path
+                   for route in resource if route.method != "*"})
 
 
 async def unrouted(request: web.Request) -> web.Response:

@@ -10,11 +10,12 @@ import asyncio
 import sys
 
 from .child import raise_open_file_limit
+from .hostile import HEALTH_BOUND_MS, RSS_BOUND_MIB, hostile
 from .runs import LOAD_TIME_SCALE, RSS_TOLERANCE_MIB, SLOW_MEMORY_BOUND_MIB, SOAK_TIME_SCALE, Run, SlowRun, aborts, load, slow_readers
 from .server import ServerProcess
 
-FULL = {"streams": 20_000, "load": 2_000, "rounds": 3, "readers": 20, "stall_seconds": 5.0}
-QUICK = {"streams": 500, "load": 200, "rounds": 2, "readers": 3, "stall_seconds": 1.0}
+FULL = {"streams": 20_000, "load": 2_000, "rounds": 3, "readers": 20, "stall_seconds": 5.0, "hostile_scale": 1.0}
+QUICK = {"streams": 500, "load": 200, "rounds": 2, "readers": 3, "stall_seconds": 1.0, "hostile_scale": 0.1}
 
 
 def report(run: Run) -> list[str]:
@@ -59,6 +60,19 @@ def report_slow(run: SlowRun) -> list[str]:
     return problems
 
 
+def report_hostile(figures: list, logged: str) -> list[str]:
+    """Print each hostile case's figures; return what is wrong with them."""
+    print(f"\n== hostile requests, one at a time (health check bound {HEALTH_BOUND_MS:g} ms; RSS bound {RSS_BOUND_MIB:g} MiB)")
+    problems = [f"the server logged:\n{logged}"] if logged else []
+    for case in figures:
+        print(f"   {case.name:<64} health check at most {case.health_ms:6.1f} ms, peak RSS {case.peak_rss_mib:6.1f} MiB; {case.outcome}")
+        if case.health_ms > HEALTH_BOUND_MS or case.failures:
+            problems.append(f"{case.name}: the health check took {case.health_ms:.0f} ms {case.failures[:3]}")
+        if case.peak_rss_mib > RSS_BOUND_MIB:
+            problems.append(f"{case.name}: peak RSS {case.peak_rss_mib:.0f} MiB")
+    return problems
+
+
 async def main(sizes: dict) -> list[str]:
     problems = []
     with ServerProcess(SOAK_TIME_SCALE) as server:
@@ -67,6 +81,8 @@ async def main(sizes: dict) -> list[str]:
         problems += report_slow(await slow_readers(server, sizes["readers"], sizes["stall_seconds"]))
     with ServerProcess(LOAD_TIME_SCALE) as server:
         problems += report(await load(server, sizes["load"], sizes["rounds"]))
+    with ServerProcess(SOAK_TIME_SCALE) as server:
+        problems += report_hostile(await hostile(server, sizes["hostile_scale"]), server.logged())
     return problems
 
 

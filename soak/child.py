@@ -4,7 +4,8 @@
 `start()`), prints its base URL as the first line on stdout, then answers each `stats` line on
 stdin with one JSON line: its asyncio tasks, pending timers, open file descriptors, open
 connections, RSS (after a garbage collection and glibc's malloc_trim, so that memory freed but
-kept by the allocator is not counted), and how the requests it finished ended. It logs at WARNING and above to
+kept by the allocator is not counted), the highest RSS since it started or since the last
+`clear-peak` line (which is answered the same way), and how the requests it finished ended. It logs at WARNING and above to
 stderr, as `fakehop serve` would show them, so the caller can check that nothing was logged.
 It stops when stdin closes.
 """
@@ -46,12 +47,19 @@ def trim_heap() -> None:
         libc.malloc_trim(0)
 
 
-def rss_bytes() -> int:
+def rss_bytes(field: str = "VmRSS") -> int:
+    """The process's resident memory now, or with field VmHWM the most since it was last cleared."""
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def clear_peak_rss() -> None:
+    """Start VmHWM again from the RSS now (Linux: 5 to clear_refs)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+        refs.write("5")
 
 
 class Tally:
@@ -77,6 +85,7 @@ async def stats(runner, tally: Tally) -> dict:
         "fds": len(os.listdir("/proc/self/fd")),
         "connections": len(runner.server.connections),
         "rss": rss_bytes(),
+        "peak_rss": rss_bytes("VmHWM"),
         "ends": dict(tally.ends),
         "unfinished": tally.unfinished,
     }
@@ -85,7 +94,9 @@ async def stats(runner, tally: Tally) -> dict:
 def answer_stats_lines(loop: asyncio.AbstractEventLoop, runner, tally: Tally, stopped: asyncio.Event) -> None:
     """Runs in a thread: one JSON line on stdout for each `stats` line on stdin, until stdin closes."""
     for line in sys.stdin:
-        if line.strip() == "stats":
+        if line.strip() == "clear-peak":
+            clear_peak_rss()
+        if line.strip() in ("stats", "clear-peak"):
             figures = asyncio.run_coroutine_threadsafe(stats(runner, tally), loop).result()
             print(json.dumps(figures), flush=True)
     loop.call_soon_threadsafe(stopped.set)

@@ -26,6 +26,7 @@ class Figures:
     fds: int
     connections: int
     rss: int
+    peak_rss: int
     ends: dict
     unfinished: int
 
@@ -71,8 +72,9 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
 
-    def figures(self) -> Figures:
-        self.process.stdin.write("stats\n")
+    def figures(self, command: str = "stats") -> Figures:
+        """The server's figures now; with `clear-peak`, its peak RSS starts again from now."""
+        self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
         return Figures(**json.loads(self.process.stdout.readline()))
 

@@ -142,3 +142,34 @@ def test_schema_rejects_what_the_loader_rejects(document):
     with pytest.raises(ScenarioError):
         parse_text(json.dumps(document), "<t>", "t")
     assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
+
+
+def fakehop_with_env(env: dict, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "fakehop", *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("args,env,says", [
+    (["serve", "--port", "70000"], {}, "--port: expected a port from 0 to 65535"),
+    (["serve", "--port", "-1"], {}, "--port: expected a port from 0 to 65535"),
+    (["serve", "--time-scale", "inf"], {}, "--time-scale: expected a number more than 0, got 'inf'"),
+    (["serve", "--time-scale", "nan"], {}, "--time-scale: expected a number more than 0, got 'nan'"),
+    (["serve", "--journal-bytes", "lots"], {}, "--journal-bytes: expected a number of bytes"),
+    (["requests", "--url", "http://[not-an-address"], {}, "--url: expected a server URL such as http://127.0.0.1:8080"),
+    (["reset", "--url", "http://127.0.0.1:99999"], {}, "--url: expected a server URL"),
+    (["queue", "hello", "--url", "localhost:8080"], {}, "--url: expected a server URL"),
+    (["reset"], {"FAKEHOP_URL": "ftp://example"}, "$FAKEHOP_URL"),
+    (["play", "flaky-then-ok", "--request", "-5"], {}, "--request: must be a whole number from 1, got -5"),
+    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "abc"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'"),
+    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "-1"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got '-1'"),
+    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "0"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got '0'"),
+    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "nan"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'nan'"),
+    (["serve", "--port", "0"], {"FAKEHOP_TIME_SCALE": "abc"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'"),
+], ids=lambda value: str(value)[:40])
+def test_bad_options_and_variables_are_one_line_and_exit_2(args, env, says):
+    result = fakehop_with_env(env, *args)
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr

@@ -227,3 +227,30 @@ def test_file_limits_and_encoding(tmp_path: Path):
 
 def test_every_bundled_scenario_has_a_description(library):
     assert all(library[name].description for name in library.names())
+
+
+@pytest.mark.parametrize("headers,says", [
+    ("{Content-Type: text/html}", "headers: Content-Type frames the answer"),
+    ("{content-length: 5}", "headers: content-length frames the answer"),
+    ("{Transfer-Encoding: chunked}", "headers: Transfer-Encoding frames the answer"),
+    ("{Connection: close}", "headers: Connection frames the answer"),
+    ("{'X-Evil': \"a\\r\\nSet-Cookie: x=1\"}", "headers: the value of X-Evil holds a line break"),
+    ("{'': x}", "headers: '' is not a header name"),
+    ("{'bad name': x}", "headers: 'bad name' is not a header name"),
+])
+def test_http_error_headers_that_would_garble_the_connection_are_refused(headers, says):
+    text = f"http_error:\n  status: 500\n  headers:\n    X-Fine: ok\n    {headers[1:-1]}\n"
+    [problem] = problems(text)
+    assert problem.startswith("t.yaml:5: ") and says in problem
+
+
+def test_keepalive_below_a_millisecond_is_refused():
+    [problem] = problems("keepalive: 0.000001\nsteps: [{delay: 1h}, {text: a}]")
+    assert problem == "t.yaml:1: keepalive: must be 0 (never) or at least 1ms, got 1e-06"
+    assert parse("keepalive: 1ms\nsteps: [{text: a}]").entries[0].script.keepalive == 0.001
+
+
+@pytest.mark.parametrize("pattern", ["/(a)\\1/", "/(?=x)y/", "/(?<!a)b/"])
+def test_regexes_re2_does_not_take_are_refused_at_load_naming_the_line(pattern):
+    [problem] = problems(f"description: d\nmatch:\n  prompt: '{pattern}'\nsteps: [{{text: a}}]")
+    assert problem.startswith("t.yaml:3: match prompt: not a valid regular expression (") and "RE2" in problem
