@@ -2,7 +2,7 @@
 loop or blew up its memory is served, the health check still answers, and memory stays bounded.
 
 A server in a process of its own (soak/child.py) gets each case in turn (soak/hostile.py); a
-thread in this process times `GET /_fakehop/health` all along. The bound here is looser than
+thread in this process times `GET /_fakehop/health` all along. The bound here, a second, is looser than
 the soak's 100 ms: a loaded 2-core machine holds processes up by tens of milliseconds now
 and then, while the faults these cases once caused held the loop for seconds.
 """
@@ -22,7 +22,7 @@ from soak.runs import SOAK_TIME_SCALE
 from soak.server import ServerProcess
 
 SCALE = 0.1
-HEALTH_BOUND_MS = 400.0
+HEALTH_BOUND_MS = 1000.0
 NAMES = [name for name, _ in cases(SCALE)]
 
 
