@@ -39,7 +39,7 @@ JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 ROUTES = (
     "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
-    "PUT /default", "GET /requests", "DELETE /requests", "POST /reset",
+    "PUT /default", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "POST /reset",
 )
 
 
@@ -361,6 +361,16 @@ async def list_requests(request: web.Request) -> web.Response:
     return web.json_response({"requests": [r.as_json(journal.secrets) for r in page], "next_since": next_since, "more": more})
 
 
+async def one_request(request: web.Request) -> web.Response:
+    """One record of the journal, with the frames its stream wrote."""
+    seq = whole_number(request.match_info["seq"], "seq", 1)
+    journal = gateway_of(request).journal
+    for record in journal.records:
+        if record.seq == seq:
+            return web.json_response({"request": record.as_json(journal.secrets, frames=True)})
+    raise ControlError(f"no request #{seq} in the journal; it keeps the last {journal.capacity:,}", status=404)
+
+
 async def clear_requests(request: web.Request) -> web.Response:
     journal = gateway_of(request).journal
     removed = len(journal.records)
@@ -385,6 +395,7 @@ def create_app() -> web.Application:
     app.router.add_delete("/queue", control_call(clear_queue))
     app.router.add_put("/default", control_call(set_default))
     app.router.add_get("/requests", control_call(list_requests))
+    app.router.add_get("/requests/{seq}", control_call(one_request))
     app.router.add_delete("/requests", control_call(clear_requests))
     app.router.add_post("/reset", control_call(reset))
     app.router.add_route("*", "", control_call(unknown_call))  # the prefix itself, without its slash

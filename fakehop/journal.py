@@ -12,6 +12,7 @@ DEFAULT_BYTES = 64 * 1024 * 1024  # the bodies of all records together, counted 
 KEPT_BODY_BYTES = 1024 * 1024  # of one body; a longer one is kept cut, as text
 SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"))
 SHOWN_SECRET_CHARS = 4  # of a secret longer than twice as many
+KEPT_FRAME_BYTES = 32 * 1024  # of one stream's writes; later ones are counted, not kept
 
 # How an answer ended (`Record.end`).
 COMPLETED = "completed"  # the protocol's good ending went out
@@ -85,7 +86,34 @@ class Record:
     error: str | None = None
     duration: float | None = None
     body_bytes: int = 0  # the body's size as read
+    retry_after: str | None = None  # the Retry-After header an http_error answer sent
+    # A stream's writes, each as (the monotonic time it began, its bytes), as far as they come
+    # to KEPT_FRAME_BYTES; `frames_cut` says that what followed was left out. As JSON, times
+    # are seconds since the request arrived.
+    frames: list = field(default_factory=list)
+    frame_bytes: int = 0  # the bytes of the frames kept
+    frames_cut: bool = False
+    # When the write under way began (the monotonic clock), None when no write waits: a write
+    # waits only while the client does not read what was sent before.
+    write_began: float | None = None
     _started: float = field(default_factory=time.monotonic, repr=False)
+
+    def sending(self, now: float, data: bytes) -> None:
+        """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
+        self.write_began = now
+        size = self.frame_bytes + len(data)
+        if size <= KEPT_FRAME_BYTES:
+            self.frame_bytes = size
+            self.frames.append((now, data))
+        elif not self.frames_cut:  # the first write that does not fit: its head is kept
+            self.frames_cut = True
+            self.frames.append((now, data[: KEPT_FRAME_BYTES - self.frame_bytes]))
+            self.frame_bytes = KEPT_FRAME_BYTES
+
+    def sent(self, events: int) -> None:
+        """The write begun by `sending` is done; it held `events` SSE events."""
+        self.events += events
+        self.write_began = None
 
     def close(self, end: str, status: int | None = None, error: str | None = None) -> None:
         self.end = end
@@ -93,13 +121,22 @@ class Record:
             self.status = status
         if error is not None:
             self.error = error
-        self.duration = round(time.monotonic() - self._started, 6)
+        self.duration = time.monotonic() - self._started  # rounded when shown: round() costs more than the rest of close
 
-    def as_json(self, secrets: bool = False) -> dict:
-        """The record as JSON, the headers redacted (see `redacted`) unless `secrets`."""
-        data = asdict(replace(self, headers=joined_headers(shown_headers(self.headers, secrets))))
-        data.pop("_started")
+    def as_json(self, secrets: bool = False, frames: bool = False) -> dict:
+        """The record as JSON, the headers redacted (see `redacted`) unless `secrets`; the
+        stream's frames (`[seconds, text]` each) only when `frames` asks for them."""
+        data = asdict(replace(self, headers=joined_headers(shown_headers(self.headers, secrets)), frames=[]))
+        del data["_started"], data["frames"]
+        data["duration"] = None if self.duration is None else round(self.duration, 6)
+        data["write_began"] = self.since_arrival(self.write_began)
+        if frames:
+            data["frames"] = [[self.since_arrival(at), frame.decode("utf-8", "replace")] for at, frame in self.frames]
         return data
+
+    def since_arrival(self, moment: float | None) -> float | None:
+        """A monotonic `moment` as seconds since the request arrived, to the microsecond."""
+        return None if moment is None else round(moment - self._started, 6)
 
     @classmethod
     def from_json(cls, data: dict) -> "Record":
@@ -131,7 +168,8 @@ class Journal:
         self.secrets = secrets
         self.bytes = 0  # the body_bytes of the records kept
         self.next_seq = 1
-        self.listeners: list[Callable[[Record], None]] = []
+        self.opened_listeners: list[Callable[[Record], None]] = []  # each told of a record as it opens
+        self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
 
     def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
         record = Record(self.next_seq, request_id, method, path, headers, time.time())
@@ -139,6 +177,8 @@ class Journal:
         if len(self.records) >= self.capacity:
             self.drop_oldest()
         self.records.append(record)
+        for listener in self.opened_listeners:
+            listener(record)
         return record
 
     def drop_oldest(self) -> None:

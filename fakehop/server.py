@@ -176,6 +176,7 @@ class Answer:
 
     def http_error(self, script: Script) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
+        self.record.retry_after = headers.get("Retry-After")
         self.record.close(jr.HTTP_ERROR, status, body_message(body))
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
@@ -197,8 +198,9 @@ class Answer:
             if type(last) in player.ENDINGS:
                 return await self.end_stream(response, data, events, last)
             if data:
+                record.sending(now, data)
                 await response.write(data)
-                record.events += events
+                record.sent(events)
                 unpaused += len(data)
                 if unpaused > YIELD_AFTER_BYTES:
                     await asyncio.sleep(0)
@@ -209,11 +211,12 @@ class Answer:
         """The last write and how the stream ends. A stream that ends well sends its last frames
         and the end of the chunked body in one write (`write_eof(data)`)."""
         kind = type(ending)
+        self.record.sending(asyncio.get_running_loop().time(), data)
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
         elif data:
             await response.write(data)
-        self.record.events += events
+        self.record.sent(events)
         if kind is player.Finish:
             self.record.close(jr.COMPLETED)
         elif kind is player.Failure:
