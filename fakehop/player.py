@@ -42,6 +42,7 @@ class BlockStart:
     index: int
     name: str | None = None
     call_id: str | None = None
+    signature: str | None = None  # a reasoning block's own, from the scenario
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,7 @@ class _Layout:
             self.tool_calls += 1
             yield from self.open_block(BlockStart("tool_call", self.blocks, step.name, step.call_id))
         else:
-            yield from self.open_block(BlockStart(step.kind, self.blocks))
+            yield from self.open_block(BlockStart(step.kind, self.blocks, signature=step.signature))
         for number, text in enumerate(step.deltas):
             if number:
                 self.wait(step.interval)
@@ -404,6 +405,7 @@ class Block:
     text: str = ""
     name: str | None = None
     call_id: str | None = None
+    signature: str | None = None
 
 
 @dataclass
@@ -427,7 +429,7 @@ class Outcome:
             if kind is Delta:
                 self._parts.append(happening.text)
             elif kind is BlockStart:
-                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id))
+                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature))
             elif kind is BlockEnd:
                 self.blocks[-1].text = "".join(self._parts)
                 self._parts = []

@@ -52,6 +52,7 @@ class Output:
     kind: str  # "text" | "reasoning"
     deltas: tuple[str, ...]
     interval: float
+    signature: str | None = None  # reasoning only: the thinking block's signature on Messages; default drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +309,7 @@ ACTION_KEYS = ("text", "reasoning", "tool_call", "delay", "keepalive", "stall", 
 BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect()}
 CHUNKED_ACTIONS = ("text", "reasoning", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
+REASONING_KEYS = ("signature",)
 TOOL_CALL_KEYS = ("name", "arguments", "id")
 FAIL_KEYS = ("kind", "message")
 _WORD = re.compile(r"\s*\S+")
@@ -355,8 +357,42 @@ def _text_source(check: _Checker, step: LineDict, key: str) -> str | None:
         except textgen.TextgenError as exc:
             check.add(line, f"{key}: {exc}")
             return None
-    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, got {_type_name(value)}")
+    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, got {_type_name(value)}")
     return None
+
+
+def _pieces(check: _Checker, pieces: LineList, line: int, what: str, chunk_line: int | None) -> tuple[str, ...] | None:
+    """Explicit deltas (`["Hel", "lo"]`), streamed as they are: each piece a string; `chunk`
+    (on `chunk_line`, None when the step has none) has nothing left to split."""
+    if chunk_line is not None:
+        check.add(chunk_line, f"chunk: {what} is already a list of pieces; leave chunk out")
+    if not pieces:
+        check.add(line, f'{what}: is an empty list; give at least one piece, such as ["Hel", "lo"]')
+        return None
+    for index, piece in enumerate(pieces):
+        if not isinstance(piece, str):
+            check.add(_line_of(pieces, index, line), f"{what}: piece {index + 1} is {_type_name(piece)}; every piece must be a string")
+            return None
+    if check.counted(line, "".join(pieces)) is None:
+        return None
+    return tuple(pieces)
+
+
+def _chunk_line(step: LineDict) -> int | None:
+    return _line_of(step, "chunk") if "chunk" in step else None
+
+
+def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk: Any) -> Output | None:
+    """A text or reasoning step: its pieces as given, or its text split by `chunk`."""
+    value = step[action]
+    if isinstance(value, LineList):
+        deltas = _pieces(check, value, _line_of(step, action), action, _chunk_line(step))
+    else:
+        text = _text_source(check, step, action)
+        deltas = None if text is None else split_deltas(text, chunk)
+    if deltas is None:
+        return None
+    return Output(kind=action, deltas=deltas, interval=interval, signature=_string(check, step, "signature"))
 
 
 def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
@@ -370,23 +406,37 @@ def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> 
     if not name:
         check.add(line, "tool_call: needs a name")
         return None
+    arguments = _arguments(check, step, spec, chunk)
+    if arguments is None:
+        return None
+    text, deltas = arguments
+    return ToolCall(name=name, arguments=text, call_id=_string(check, spec, "id"), deltas=deltas, interval=interval)
+
+
+def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> tuple[str, tuple[str, ...]] | None:
+    """A tool call's argument text and its deltas. A mapping or a JSON string is checked as
+    JSON and split by `chunk`; pieces are the text as it streamed, unchecked, so that a call
+    a stream cut short keeps what it had."""
     arguments = spec.get("arguments", LineDict())
+    line = _line_of(spec, "arguments", _line_of(step, "tool_call"))
+    if isinstance(arguments, LineList):
+        pieces = _pieces(check, arguments, line, "tool_call arguments", _chunk_line(step))
+        return None if pieces is None else ("".join(pieces), pieces)
     if isinstance(arguments, str):
         try:
             json.loads(arguments)
         except ValueError as exc:
-            check.add(_line_of(spec, "arguments"), f"tool_call arguments: not valid JSON ({exc})")
+            check.add(line, f"tool_call arguments: not valid JSON ({exc})")
             return None
         text = arguments
     elif isinstance(arguments, dict):
         text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
     else:
-        check.add(_line_of(spec, "arguments"), f"tool_call arguments: expected a mapping or a JSON string, got {_type_name(arguments)}")
+        check.add(line, f"tool_call arguments: expected a mapping, a JSON string or a list of pieces, got {_type_name(arguments)}")
         return None
-    call_id = _string(check, spec, "id")
     if check.counted(line, text) is None:
         return None
-    return ToolCall(name=name, arguments=text, call_id=call_id, deltas=split_deltas(text, chunk), interval=interval)
+    return text, split_deltas(text, chunk)
 
 
 def _fail(check: _Checker, step: LineDict) -> Fail | None:
@@ -423,15 +473,14 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step |
             check.add(raw.line, f"a step needs exactly one of {', '.join(ACTION_KEYS)} (found {found})")
         return None
     action = actions[0]
-    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ())
+    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ()) + (REASONING_KEYS if action == "reasoning" else ())
     _check_keys(check, raw, allowed, f"a {action} step")
     if action in CHUNKED_ACTIONS:
         chunk = _chunking(check, raw)
         interval = _duration(check, raw, "interval", chunk_interval)
         if action == "tool_call":
             return _tool_call(check, raw, interval, chunk)
-        text = _text_source(check, raw, action)
-        return None if text is None else Output(kind=action, deltas=split_deltas(text, chunk), interval=interval)
+        return _output(check, raw, action, interval, chunk)
     value = raw[action]
     if action == "delay":
         return Delay(_duration(check, raw, "delay", 0.0))

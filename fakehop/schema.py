@@ -35,7 +35,15 @@ def _text_source(what: str) -> dict:
         "required": ["faker"],
         "additionalProperties": False,
     }
-    return {"description": what, "anyOf": [{"type": "string"}, faker]}
+    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES]}
+
+
+PIECES = {
+    "type": "array",
+    "minItems": 1,
+    "items": {"type": "string"},
+    "description": 'Explicit deltas, streamed as they are: ["Hel", "lo"]. Takes no chunk.',
+}
 
 
 _CHUNKING = {
@@ -47,9 +55,20 @@ _CHUNKING = {
 }
 
 
-def _step_with(action: str, value: dict, chunked: bool = False) -> dict:
-    properties = {action: value, **(_CHUNKING if chunked else {})}
-    return {"type": "object", "properties": properties, "required": [action], "additionalProperties": False}
+def _step_with(action: str, value: dict, chunked: bool = False, **more: dict) -> dict:
+    properties = {action: value, **(_CHUNKING if chunked else {}), **more}
+    step = {"type": "object", "properties": properties, "required": [action], "additionalProperties": False}
+    if chunked:  # pieces are split already
+        step["if"] = _pieces_given(action)
+        step["then"] = {"not": {"required": ["chunk"]}}
+    return step
+
+
+def _pieces_given(action: str) -> dict:
+    """Holds when the step's text, or its tool call's arguments, is a list of pieces."""
+    if action == "tool_call":
+        return {"properties": {action: {"properties": {"arguments": {"type": "array"}}, "required": ["arguments"]}}}
+    return {"properties": {action: {"type": "array"}}}
 
 
 def _steps() -> dict:
@@ -57,7 +76,10 @@ def _steps() -> dict:
         "type": "object",
         "properties": {
             "name": {"type": "string", "minLength": 1},
-            "arguments": {"description": "A mapping or a JSON string.", "anyOf": [{"type": "object"}, {"type": "string"}]},
+            "arguments": {
+                "description": "A mapping or a JSON string; or the JSON text's pieces, streamed as they are (not checked as JSON).",
+                "anyOf": [{"type": "object"}, {"type": "string"}, PIECES],
+            },
             "id": {"type": "string", "description": "Call id; generated when left out."},
         },
         "required": ["name"],
@@ -78,7 +100,8 @@ def _steps() -> dict:
         "anyOf": [
             {"enum": ["keepalive", "stall", "hang", "disconnect"], "description": "A step written alone."},
             _step_with("text", _text_source("Text output."), chunked=True),
-            _step_with("reasoning", _text_source("Reasoning: a summary item on Responses, a thinking block on Messages, left out on Chat."), chunked=True),
+            _step_with("reasoning", _text_source("Reasoning: a summary item on Responses, a thinking block on Messages, left out on Chat."), chunked=True,
+                       signature={"type": "string", "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random."}),
             _step_with("tool_call", tool_call, chunked=True),
             _step_with("delay", _duration("Silence; keepalives still flow.")),
             _step_with("keepalive", {"type": "null"}),

@@ -127,6 +127,17 @@ def test_schema_is_valid_and_accepts_every_bundled_scenario():
         assert not errors, f"{path.name}: {errors[0].message}"
 
 
+def test_schema_accepts_explicit_pieces_and_signatures():
+    from fakehop.schema import scenario_schema
+
+    document = {"steps": [
+        {"reasoning": ["Thin", "king"], "signature": "c2ln", "interval": "5ms"},
+        {"text": ["Hel", "lo"]},
+        {"tool_call": {"name": "f", "arguments": ['{"a":', "1}"], "id": "call_1"}, "interval": 0.01},
+    ]}
+    assert not list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
+
+
 @pytest.mark.parametrize("document", [
     {"stepz": [{"text": "a"}]},
     {"steps": [{"txt": "a"}]},
@@ -134,6 +145,10 @@ def test_schema_is_valid_and_accepts_every_bundled_scenario():
     {"steps": [{"fail": "meltdown"}]},
     {"http_error": {"status": 200}},
     {"steps": []},
+    {"steps": [{"text": ["Hel", "lo"], "chunk": "word"}]},
+    {"steps": [{"reasoning": []}]},
+    {"steps": [{"tool_call": {"name": "f", "arguments": ["{}", 1]}}]},
+    {"steps": [{"text": ["a"], "signature": "s"}]},
 ])
 def test_schema_rejects_what_the_loader_rejects(document):
     from fakehop.scenario import ScenarioError, parse_text

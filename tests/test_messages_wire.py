@@ -145,3 +145,15 @@ def test_streamed_and_whole_answers_share_ids_for_one_seed():
     assert whole["id"] == events[0]["message"]["id"]
     assert whole["content"][0]["signature"] == next(e["delta"]["signature"] for e in events if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta")
     assert whole["content"][2]["id"] == next(e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["index"] == 2)
+
+
+def test_a_scenario_signature_signs_its_thinking_block_streamed_and_whole():
+    library = LIBRARY.with_scenario(sc.parse_text('steps: [{reasoning: [Hm], signature: "c2lnbmVk"}, {text: ok}]', "<t>", "signed"))
+    for stream in (True, False):
+        out = bytearray()
+        asyncio.run(render(library, "signed", "messages", dict(messages.EXAMPLE_REQUEST, stream=stream), write=out.extend))
+        if stream:
+            [signature] = [e["delta"]["signature"] for e in events_of(bytes(out)) if e.get("delta", {}).get("type") == "signature_delta"]
+        else:
+            signature = json.loads(out)["content"][0]["signature"]
+        assert signature == "c2lnbmVk"

@@ -142,7 +142,8 @@ def test_wrong_types_are_named():
     assert "expected a list of steps" in problems("steps: hello")[0]
     assert "expected a mapping with a status" in problems("http_error: 500")[0]
     assert "from 400 to 599" in problems("http_error: {status: 200}")[0]
-    assert "expected a string or a faker mapping" in problems("steps: [{text: [1, 2]}]")[0]
+    assert "expected a string or a faker mapping" in problems("steps: [{text: 12}]")[0]
+    assert "piece 1 is a number; every piece must be a string" in problems("steps: [{text: [1, 2]}]")[0]
     assert "not valid JSON" in problems("steps: [{tool_call: {name: f, arguments: '{bad'}}]")[0]
 
 
@@ -254,3 +255,44 @@ def test_keepalive_below_a_millisecond_is_refused():
 def test_regexes_re2_does_not_take_are_refused_at_load_naming_the_line(pattern):
     [problem] = problems(f"description: d\nmatch:\n  prompt: '{pattern}'\nsteps: [{{text: a}}]")
     assert problem.startswith("t.yaml:3: match prompt: not a valid regular expression (") and "RE2" in problem
+
+
+def test_explicit_pieces_stream_as_they_are():
+    script = parse("""
+        steps:
+          - text: ["Hel", "lo", ""]
+            interval: 20ms
+          - reasoning: ["Think", "ing"]
+            signature: "c2lnbmVk"
+          - tool_call: {name: f, arguments: ['{"ci', 'ty":"Paris"}'], id: call_1}
+    """).entries[0].script
+    assert script.steps == (
+        Output("text", ("Hel", "lo", ""), 0.02),
+        Output("reasoning", ("Think", "ing"), 0.0, "c2lnbmVk"),
+        ToolCall("f", '{"city":"Paris"}', "call_1", ('{"ci', 'ty":"Paris"}'), 0.0),
+    )
+
+
+def test_tool_call_pieces_are_not_checked_as_json():
+    """A call cut short keeps what it had: a recording of a stream that broke mid-arguments."""
+    step = parse("""steps: [{tool_call: {name: f, arguments: ['{"city": "Pa']}}, disconnect]""").entries[0].script.steps[0]
+    assert step.arguments == '{"city": "Pa' and step.deltas == ('{"city": "Pa',)
+
+
+def test_bad_pieces_are_named_with_their_line():
+    assert problems("steps:\n  - text: [a, b]\n    chunk: word\n") == ["t.yaml:3: chunk: text is already a list of pieces; leave chunk out"]
+    assert problems("steps: [{reasoning: []}]") == ['t.yaml:1: reasoning: is an empty list; give at least one piece, such as ["Hel", "lo"]']
+    assert problems("steps:\n  - text:\n      - fine\n      - {no: pieces}\n") == ["t.yaml:4: text: piece 2 is a mapping; every piece must be a string"]
+    assert problems("steps:\n  - tool_call: {name: f, arguments: ['{}', 3]}\n") == ["t.yaml:2: tool_call arguments: piece 2 is a number; every piece must be a string"]
+    assert problems("steps:\n  - tool_call: {name: f, arguments: ['{}']}\n    chunk: 2\n") == [
+        "t.yaml:3: chunk: tool_call arguments is already a list of pieces; leave chunk out"]
+    assert "unknown key 'signature' in a text step" in problems("steps: [{text: a, signature: s}]")[0]
+
+
+def test_pieces_count_towards_the_text_limit():
+    from fakehop import yamlsource
+    from fakehop.scenario import MAX_TEXT_CHARS, parse_document
+
+    half = "a" * (MAX_TEXT_CHARS // 2)  # a file this big is refused for its size first: read past that check
+    with pytest.raises(ScenarioError, match="more than 2,000,000 characters"):
+        parse_document(yamlsource.load(f"steps: [{{text: [{half}, {half}, b]}}]"), "t.yaml", "t")

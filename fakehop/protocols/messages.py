@@ -143,9 +143,10 @@ def tool_use_id(meta: Meta, call_id: str | None) -> str:
     return call_id or meta.new_id("toolu_01", 22)
 
 
-def signature(meta: Meta) -> str:
-    """A thinking block's signature: opaque base64, as the real one is, drawn from the meta's rng."""
-    return meta.random_base64(SIGNATURE_BYTES)
+def signature(meta: Meta, given: str | None = None) -> str:
+    """A thinking block's signature: the scenario's own, or opaque base64, as the real one is,
+    drawn from the meta's rng."""
+    return given or meta.random_base64(SIGNATURE_BYTES)
 
 
 def usage_object(input_tokens: int, output_tokens: int) -> dict:
@@ -183,6 +184,7 @@ class StreamEncoder(StreamEncoderBase):
         self.message_id = message_id(meta)
         self.block_kind: str | None = None
         self.block_index = 0
+        self.block_signature: str | None = None
         self.delta_template: Template | None = None
         self.pinged = False
 
@@ -191,7 +193,7 @@ class StreamEncoder(StreamEncoderBase):
         return event_frame("message_start", {"type": "message_start", "message": message})
 
     def block_start(self, start: p.BlockStart) -> bytes:
-        self.block_kind, self.block_index = start.kind, start.index
+        self.block_kind, self.block_index, self.block_signature = start.kind, start.index, start.signature
         if start.kind == "reasoning":
             block, delta = {"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": Template.SLOT}
         elif start.kind == "tool_call":
@@ -216,7 +218,7 @@ class StreamEncoder(StreamEncoderBase):
         stop = self.block_event("content_block_stop")
         if self.block_kind != "reasoning":
             return stop
-        return self.block_event("content_block_delta", delta={"type": "signature_delta", "signature": signature(self.meta)}) + stop
+        return self.block_event("content_block_delta", delta={"type": "signature_delta", "signature": signature(self.meta, self.block_signature)}) + stop
 
     def failure(self, failure: p.Failure) -> bytes:
         return event_frame("error", {"type": "error", "error": {"type": FAIL_TYPES[failure.kind], "message": failure.message}})
@@ -249,7 +251,7 @@ def tool_input(arguments: str) -> Any:
 
 def content_block(meta: Meta, block: p.Block) -> dict:
     if block.kind == "reasoning":
-        return {"type": "thinking", "thinking": block.text, "signature": signature(meta)}
+        return {"type": "thinking", "thinking": block.text, "signature": signature(meta, block.signature)}
     if block.kind == "tool_call":
         return {"type": "tool_use", "id": tool_use_id(meta, block.call_id), "name": block.name, "input": tool_input(block.text)}
     return {"type": "text", "text": block.text}
