@@ -349,8 +349,14 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
 
 async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
     """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
+    return await start_app(create_app(gateway, bound_host=host), host, port, shutdown_timeout=shutdown_timeout)
+
+
+async def start_app(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+    """Serve `app` as fakehop serves: handlers cancelled when their client goes, long header
+    lines taken, parser errors logged as warnings. Returns the runner and the base URL."""
     logging.getLogger("aiohttp.server").addFilter(PARSER_ERRORS_AS_WARNINGS)
-    runner = web.AppRunner(create_app(gateway, bound_host=host), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
                            max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)

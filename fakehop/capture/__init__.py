@@ -1,0 +1,140 @@
+"""Captured answers read back into protocol-neutral facts (facts.Captured).
+
+`AnswerReader` reads one answer as its bytes arrive, with the time each came: an HTTP
+error's body, a whole JSON answer, or an SSE stream, whose frames go one by one to the
+reader of the answer's protocol (chat.py, responses.py, messages.py). `detect` names the
+protocol of a capture that does not say, from its events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from .chat import ChatReader
+from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, clean
+from .messages import MessagesReader
+from .responses import ResponsesReader
+from .sse import Frame, FrameReader
+
+READERS: dict[str, type[Reader]] = {reader.NAME: reader for reader in (ChatReader, ResponsesReader, MessagesReader)}
+RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
+RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
+MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
+
+__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "detect", "READERS"]
+
+
+class CaptureError(Exception):
+    """An answer that cannot be written as a scenario; the message says why, in a line."""
+
+
+class AnswerReader:
+    """One answer, read as it arrives. `headers` are the answer's; `sse` says whether its body
+    is an event stream (from its Content-Type, or what a capture looks like); `dropped` names
+    headers never to keep, lowercase."""
+
+    def __init__(self, protocol: str, status: int, headers: Mapping[str, str], sse: bool, dropped: Iterable[str] = ()):
+        if not (status == 200 or 400 <= status <= 599):
+            raise CaptureError(f"an HTTP {status} answer has no scenario form")
+        self.protocol = protocol
+        self.status = status
+        self.headers = headers
+        self.dropped = frozenset(dropped)
+        self.frames = FrameReader() if sse and status == 200 else None
+        self.reader = READERS[protocol](streamed=self.frames is not None)
+        self.body = bytearray()
+
+    def feed(self, data: bytes, at: float | None) -> None:
+        if self.frames is None:
+            self.body += data
+            return
+        for frame in self.frames.feed(data, at):
+            self.reader.frame(frame)
+
+    def end(self, at: float | None, how: str = FINISHED, keep_unfinished: bool = False) -> Captured:
+        """The facts, once the body ended (`how`: FINISHED), broke (CUT) or the client left (LEFT)."""
+        captured = self.reader.captured
+        captured.status = self.status
+        if self.frames is not None:
+            for frame in self.frames.end(at, keep_unfinished):
+                self.reader.frame(frame)
+        elif self.status != 200:
+            captured.http_error = self.http_error()
+            self.reader.end(HTTP_ERROR, at)
+        elif how == FINISHED:
+            self.reader.whole(self.whole_body(), at)
+        self.reader.end(how, at)
+        return captured
+
+    def whole_body(self) -> dict:
+        try:
+            body = json.loads(self.body)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise CaptureError("the answer is neither an event stream nor a JSON object")
+        return body
+
+    def http_error(self) -> HttpError:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        kept = tuple((name, clean(value)) for name, value in headers.items() if keeps(name) and name not in self.dropped)
+        retry_after = None if "retry-after" in self.dropped else headers.get("retry-after")
+        return HttpError(self.status, error_message(bytes(self.body)), retry_after, kept)
+
+
+def keeps(header: str) -> bool:
+    """Whether an HTTP error's header is kept: the rate-limit ones and what the SDKs retry by."""
+    return header.startswith(RATE_LIMIT_PREFIXES) or header in RETRY_HEADERS
+
+
+def error_message(body: bytes) -> str | None:
+    """An error body's message: `error.message` in either protocol's shape, or the text itself."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    error = value.get("error") if isinstance(value, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return clean(error["message"])
+    text = body.decode("utf-8", "replace").strip()
+    return clean(text[:MAX_MESSAGE]) or None
+
+
+# ---------------------------------------------------------------- which protocol a capture speaks
+
+MESSAGES_EVENTS = frozenset(MessagesReader.EVENTS) - {"error"} | {"ping", "content_block_stop"}
+
+
+def detect(frames: list[Frame]) -> str | None:
+    """The protocol of a stream, from its first event that tells."""
+    for frame in frames:
+        payload = json_object(frame.data)
+        protocol = payload_protocol(payload, frame.event) if payload is not None else None
+        if protocol is not None:
+            return protocol
+    return None
+
+
+def json_object(text: str | None) -> dict | None:
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def payload_protocol(payload: dict, event: str | None = None) -> str | None:
+    """The protocol an event, or a whole answer, belongs to; None when it could be several."""
+    kind, name = payload.get("type"), payload.get("object")
+    if name in ("chat.completion.chunk", "chat.completion"):
+        return "chat"
+    if name == "response" or (isinstance(kind, str) and kind.startswith("response.")):
+        return "responses"
+    if kind in MESSAGES_EVENTS or kind == "message" or event in MESSAGES_EVENTS:
+        return "messages"
+    if kind == "error":  # Messages' error event; Responses' carries a sequence number
+        return "responses" if "sequence_number" in payload else "messages"
+    if "error" in payload and kind is None:
+        return "chat"
+    return None

@@ -1,0 +1,81 @@
+"""Chat Completions read back: `chat.completion.chunk` frames, `data: {"error": …}` and
+`[DONE]`, or a whole `chat.completion`. Only the first choice is kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocols.common import OPENAI_FAIL
+from .facts import FINISHED, Reader, clean
+
+CODES = {kind: code for kind, (code, _) in OPENAI_FAIL.items()}
+
+
+class ChatReader(Reader):
+    NAME = "chat"
+    TERMINATOR = "[DONE]"
+    FINISHES = {**Reader.FINISHES, "function_call": "tool_calls"}
+
+    def __init__(self, streamed: bool = True):
+        super().__init__(streamed)
+        self.tool_calls = 0  # opened so far: text after a tool call is a block of its own
+
+    def event(self, frame, payload: dict) -> None:
+        if payload.get("error"):  # what the SDKs raise on, whatever else the frame holds
+            self.error(frame.at, payload["error"])
+        elif payload.get("object") == "chat.completion.chunk":
+            self.chunk(frame.at, payload)
+        else:
+            self.captured.left_out[f"{payload.get('object') or 'untyped'} events"] += 1
+
+    def error(self, at: float | None, error: Any) -> None:
+        error = error if isinstance(error, dict) else {"message": str(error)}
+        self.fail(at, CODES, error.get("code"), error.get("message"))
+
+    def chunk(self, at: float | None, chunk: dict) -> None:
+        self.model(chunk.get("model"))
+        self.chat_usage(chunk.get("usage"))
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("index", 0) != 0:
+                self.captured.left_out["deltas of choices after the first"] += 1
+                continue
+            delta = choice.get("delta")
+            self.output(at, delta if isinstance(delta, dict) else {})
+            self.finish(choice.get("finish_reason"))
+
+    def chat_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    def output(self, at: float | None, message: dict) -> None:
+        """A delta's content and tool calls, or a whole message's (whose calls are whole)."""
+        if message.get("content"):
+            self.piece(("text", self.tool_calls), "text", message["content"], at)
+        if message.get("refusal"):
+            self.captured.left_out["refusal text"] += 1
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict):
+                self.tool_call(at, call)
+
+    def tool_call(self, at: float | None, call: dict) -> None:
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        key = ("tool_call", call.get("index", self.tool_calls))
+        if key not in self.open:
+            self.tool_calls += 1
+        block = self.piece(key, "tool_call", function.get("arguments"), at)
+        block.name = block.name or clean(function.get("name")) or None
+        block.call_id = block.call_id or clean(call.get("id")) or None
+
+    def whole(self, body: dict, at: float | None) -> None:
+        self.model(body.get("model"))
+        self.chat_usage(body.get("usage"))
+        choices = [choice for choice in body.get("choices") or [] if isinstance(choice, dict)]
+        if choices:
+            message = choices[0].get("message")
+            self.output(at, message if isinstance(message, dict) else {})
+            self.finish(choices[0].get("finish_reason"))
+        if len(choices) > 1:
+            self.captured.left_out["choices after the first"] += len(choices) - 1
+        self.end(FINISHED, at)

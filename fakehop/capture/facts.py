@@ -1,0 +1,230 @@
+"""What a captured answer said, whatever its protocol: the facts a scenario is written from.
+
+A protocol's reader (chat.py, responses.py, messages.py) takes the answer's SSE frames one by
+one, or its whole JSON body, and fills in a Captured: its blocks with each piece of text and
+when it arrived, the model, usage, finish and how the answer ended. What fakehop cannot play
+is counted in `left_out`, by what it was, so that a recording can say what it did not keep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..player import FAIL_MESSAGES
+from ..scenario import FINISH_REASONS, Usage
+from .sse import Frame
+
+# How an answer ended (Captured.ending).
+FINISHED = "finished"  # the protocol's good ending, or the body's end without an error
+FAILED = "failed"  # an error event inside the stream
+CUT = "cut"  # the connection broke before the body ended
+LEFT = "left"  # the client went away while the answer was still coming
+HTTP_ERROR = "http_error"
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(slots=True)
+class Piece:
+    at: float | None  # seconds from the request; None when the capture has no timing
+    text: str
+
+
+@dataclass(slots=True)
+class Block:
+    """One output block: text, reasoning or one tool call, with its pieces as they streamed."""
+
+    kind: str  # "text" | "reasoning" | "tool_call"
+    at: float | None  # when it opened
+    pieces: list[Piece] = field(default_factory=list)
+    name: str | None = None
+    call_id: str | None = None
+    signature: str | None = None
+
+    def text(self) -> str:
+        return "".join(piece.text for piece in self.pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """A frame that is not an event of the protocol (its data is not JSON): kept as it came."""
+
+    at: float | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: str  # a scenario fail kind
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    status: int
+    message: str | None
+    retry_after: str | None
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Captured:
+    protocol: str
+    streamed: bool
+    model: str | None = None
+    parts: list[Block | RawFrame] = field(default_factory=list)
+    usage: Usage | None = None
+    finish: str | None = None  # a scenario finish reason, when the answer said one
+    ending: str | None = None  # FINISHED, FAILED, CUT, LEFT or HTTP_ERROR; None until the answer ends
+    ended_at: float | None = None
+    failure: Failure | None = None
+    http_error: HttpError | None = None
+    status: int = 200
+    events: int = 0  # SSE events (comments not counted)
+    keepalive_gaps: list[float] = field(default_factory=list)  # the silence before each comment frame
+    longest_silence: float = 0.0  # between two frames
+    last_output_at: float | None = None  # the last frame that was not a comment
+    last_comment_at: float | None = None
+    left_out: Counter = field(default_factory=Counter)  # what fakehop does not play, and how often
+    notes: list[str] = field(default_factory=list)  # other things a reader of the file should know
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def blocks(self) -> list[Block]:
+        return [part for part in self.parts if isinstance(part, Block)]
+
+
+def clean(text: Any) -> str:
+    """Text from JSON, as a str a scenario can hold: a lone UTF-16 surrogate half (which no
+    UTF-8 file can) becomes U+FFFD."""
+    text = text if isinstance(text, str) else ""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
+def fail_kind(codes: dict[str, str], code: Any, message: str) -> str:
+    """The fail kind a protocol's error code reads as. `codes` maps each kind to the code the
+    protocol writes for it; of the kinds that share a code (server_error, overloaded and
+    interrupted on the OpenAI protocols), the one whose own message this is, else the first."""
+    kinds = [kind for kind, written in codes.items() if written == code]
+    for kind in kinds:
+        if FAIL_MESSAGES[kind] == message:
+            return kind
+    return kinds[0] if kinds else "server_error"
+
+
+def number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+class Reader:
+    """Reads one protocol's answer into a Captured; a protocol's reader names its events'
+    handlers in EVENTS (by the payload's `type`) and the events it knowingly skips in SKIPPED."""
+
+    NAME = ""
+    TERMINATOR: str | None = None  # the data of a frame that ends the stream (Chat's [DONE])
+    EVENTS: dict[str, str] = {}
+    SKIPPED: frozenset[str] = frozenset()
+    FINISHES: dict[str, str] = {reason: reason for reason in FINISH_REASONS}
+
+    def __init__(self, streamed: bool = True):
+        self.captured = Captured(self.NAME, streamed)
+        self.open: dict[Any, Block] = {}  # blocks by the protocol's key for them
+        self.last_frame_at: float | None = None
+
+    # -------------------------------------------- frames
+
+    def frame(self, frame: Frame) -> None:
+        if self.captured.ending is not None:
+            return  # after the terminator or an error: a client reads no further
+        self.note_time(frame)
+        if frame.is_comment:
+            return
+        self.captured.events += 1
+        self.captured.last_output_at = frame.at
+        if self.TERMINATOR is not None and (frame.data or "").startswith(self.TERMINATOR):
+            self.end(FINISHED, frame.at)
+            return
+        payload = self.payload(frame)
+        if payload is None:
+            self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
+        else:
+            self.event(frame, payload)
+
+    def note_time(self, frame: Frame) -> None:
+        captured, at = self.captured, frame.at
+        if at is not None and self.last_frame_at is not None:
+            silence = at - self.last_frame_at
+            captured.longest_silence = max(captured.longest_silence, silence)
+            if frame.is_comment:
+                captured.keepalive_gaps.append(silence)
+        if frame.is_comment:
+            captured.last_comment_at = at
+        self.last_frame_at = at
+
+    def payload(self, frame: Frame) -> Any:
+        """The frame's data as JSON, or None when it is not a JSON object (a malformed frame)."""
+        try:
+            value = json.loads(frame.data or "")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def event(self, frame: Frame, payload: dict) -> None:
+        kind = payload.get("type")
+        handler = self.EVENTS.get(kind)
+        if handler is not None:
+            getattr(self, handler)(frame.at, payload)
+        elif kind not in self.SKIPPED:
+            self.captured.left_out[f"{kind or frame.event or 'untyped'} events"] += 1
+
+    # -------------------------------------------- what readers note
+
+    def piece(self, key: Any, kind: str, text: Any, at: float | None, **facts: Any) -> Block:
+        """`text` onto the block `key` names, opened (with `facts`) if it is new."""
+        block = self.open.get(key)
+        if block is None:
+            block = self.open[key] = Block(kind, at, **facts)
+            self.captured.parts.append(block)
+        text = clean(text)
+        if text:
+            block.pieces.append(Piece(at, text))
+        return block
+
+    def usage(self, input_tokens: Any, output_tokens: Any) -> None:
+        """The answer's token counts; a count not given keeps the one an earlier event gave."""
+        before = self.captured.usage or Usage()
+        given_input, given_output = number(input_tokens), number(output_tokens)
+        self.captured.usage = Usage(before.input_tokens if given_input is None else given_input,
+                                    before.output_tokens if given_output is None else given_output)
+
+    def model(self, value: Any) -> None:
+        if isinstance(value, str) and value:
+            self.captured.model = clean(value)
+
+    def finish(self, reason: Any) -> None:
+        """The answer's finish reason, in the protocol's words; one fakehop cannot play is noted."""
+        if reason is None:
+            return
+        finish = self.FINISHES.get(reason)
+        if finish is None:
+            self.captured.left_out[f"finish reason {reason!r} (replayed as the inferred one)"] += 1
+        self.captured.finish = finish
+
+    def end(self, ending: str, at: float | None) -> None:
+        if self.captured.ending is None:
+            self.captured.ending, self.captured.ended_at = ending, at
+
+    def fail(self, at: float | None, codes: dict[str, str], code: Any, message: Any) -> None:
+        """An error inside the stream, its code read by `codes` (see fail_kind)."""
+        message = clean(message)
+        kind = fail_kind(codes, code, message)
+        if code is not None and code not in codes.values():
+            self.captured.note(f"The error code {code!r} is replayed as {kind}'s, {codes[kind]!r}.")
+        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind])
+        self.end(FAILED, at)

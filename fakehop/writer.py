@@ -1,0 +1,400 @@
+"""Captured answers out as scenario files: YAML meant to be read and edited.
+
+A file starts with a comment saying where and when its answer was captured and what of it
+fakehop does not play. Its `match` picks it again for the same request. Its steps keep each
+piece of output as it streamed and the pauses between them: the wait before a piece (the
+first one's counts from the request) as a `delay`, and a run of pieces that came about
+equally spaced as one step with an `interval`. Pauses under `min_gap` are dropped; a run
+lasts while every piece in it plays within a quarter of the interval (at least `min_gap`)
+of when it came. Pieces that fakehop's own `chunk` forms would give are written that way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable
+
+from .capture.facts import CUT, FAILED, LEFT, Block, Captured, RawFrame
+from .player import FAIL_MESSAGES
+from .scenario import DEFAULT_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
+
+DEFAULT_MIN_GAP = 0.005
+REDACTED = "[redacted]"
+MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
+MAX_NAME = 48
+KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
+_YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+_NEEDS_DOUBLE_QUOTES = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]")
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_WORDS = re.compile(r"[a-z0-9]+")
+_REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+_YAML_WORDS = ("true", "false", "yes", "no", "y", "n", "on", "off", "null")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an answer came from: `source` says it in words ("Recorded by `fakehop record`
+    from http://…"), `when` is when it was captured, `timed` whether the capture has timing."""
+
+    source: str
+    when: datetime
+    timed: bool = True
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the `match` of a written scenario picks by: the request's protocol, its model and
+    the text of its last user message (None for what the capture does not hold)."""
+
+    protocol: str
+    model: str | None = None
+    prompt: str | None = None
+
+
+# ---------------------------------------------------------------- YAML values
+
+
+class Yaml:
+    """Writes values as YAML scalars, every string scrubbed of the secrets first."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.secrets = sorted({secret for secret in secrets if len(secret) >= MIN_SECRET}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def string(self, text: str) -> str:
+        """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
+        reads best so), else double quotes with JSON's escapes and YAML's for what YAML refuses."""
+        text = self.scrub(text)
+        if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
+            return "'" + text.replace("'", "''") + "'"
+        return _YAML_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(text, ensure_ascii=False))
+
+    def name(self, text: str) -> str:
+        """A model or tool name: plain when it reads as one, else quoted."""
+        text = self.scrub(text)
+        return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else self.string(text)
+
+    def pieces(self, pieces: list[str], indent: int) -> str:
+        """A flow list of strings, wrapped to lines of about 100 characters."""
+        lines, line = [], "["
+        for number, piece in enumerate(pieces):
+            item = self.string(piece) + ("," if number < len(pieces) - 1 else "]")
+            if len(line) > 1 and indent + len(line) + len(item) > 100:
+                lines.append(line.rstrip())
+                line = " " * (indent + 2)
+            line += item + " "
+        lines.append(line.rstrip())
+        return "\n".join(lines)
+
+
+def rounded(seconds: float) -> float:
+    """A pause as written: to the millisecond, or to a tenth of one below a millisecond."""
+    return round(seconds, 3) if seconds >= 0.001 else round(seconds, 4)
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{seconds * 1000:.1f}".rstrip("0").rstrip(".") + "ms"
+
+
+# ---------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Pieces of one block played as one step, `interval` apart."""
+
+    pieces: list[str]
+    interval: float
+
+
+class Steps:
+    """Lays the captured parts out as step lines.
+
+    Two clocks, in seconds from the request: `target`, the capture's own time with every gap
+    under min_gap taken out (those gaps are dropped, not saved up), and `played`, where the
+    replay of the lines so far stands. Each delay is written from one to the other, so that
+    neither rounding nor a run's slack adds up to drift.
+    """
+
+    def __init__(self, yaml: Yaml, min_gap: float):
+        self.yaml = yaml
+        self.min_gap = min_gap
+        self.played = 0.0
+        self.target = 0.0
+        self.last_at = 0.0  # the capture's time of the last thing laid out
+        self.lines: list[str] = []
+
+    def advance(self, at: float | None) -> float:
+        """The target time of what the capture has at `at` (None: no timing, no gap)."""
+        if at is not None:
+            gap = at - self.last_at
+            if gap >= self.min_gap:
+                self.target += gap
+            self.last_at = max(self.last_at, at)  # pieces of calls that streamed side by side may come out of order
+        return self.target
+
+    def wait_until(self, at: float | None, why: str = "") -> None:
+        self.wait_for(self.advance(at), why)
+
+    def wait_for(self, target: float, why: str = "") -> None:
+        """A `delay` to reach `target`, unless it is under min_gap away."""
+        if target - self.played < self.min_gap:
+            return
+        written = rounded(target - self.played)
+        self.lines.append(f"  - delay: {duration(written)}{why}")
+        self.played += written
+
+    def part(self, part: Block | RawFrame) -> None:
+        if isinstance(part, RawFrame):
+            self.wait_until(part.at)
+            self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
+        elif part.kind == "tool_call":
+            self.tool_call(part)
+        else:
+            for number, run in enumerate(self.runs(part)):
+                self.output(part, run, signed=number == 0)
+
+    def targets(self, block: Block) -> list[float]:
+        """When each piece of `block` should play; the replay has waited for the first."""
+        first = block.pieces[0].at if block.pieces else block.at
+        self.wait_until(first, "  # before the first token" if not self.lines else "")
+        return [self.target] + [self.advance(piece.at) for piece in block.pieces[1:]]
+
+    def runs(self, block: Block) -> list[Run]:
+        """The block's pieces in runs, each as long as its pieces keep to one interval."""
+        texts = [piece.text for piece in block.pieces] or [""]
+        targets = self.targets(block)
+        runs, start = [], 0
+        while start < len(texts):
+            if runs:
+                self.wait_for(targets[start])
+            interval = rounded(targets[start + 1] - targets[start]) if start + 1 < len(texts) else 0.0
+            slack = max(self.min_gap, interval / 4)
+            end = start + 1
+            while end < len(texts) and abs(targets[end] - targets[start] - (end - start) * interval) <= slack:
+                end += 1
+            if end - start == 2 and end < len(texts):  # a lone gap before others: a delay reads better
+                end, interval = start + 1, 0.0
+            runs.append(Run(texts[start:end], interval))
+            self.played += (end - start - 1) * interval
+            start = end
+        return runs
+
+    def output(self, block: Block, run: Run, signed: bool) -> None:
+        self.lines.append(f"  - {block.kind}: " + self.text(run.pieces, indent=4, chunk_indent=4))
+        self.interval(run)
+        if signed and block.signature:
+            self.lines.append(f"    signature: {self.yaml.string(block.signature)}")
+
+    def text(self, pieces: list[str], indent: int, chunk_indent: int, json_only: bool = False) -> str:
+        """The pieces as one string with the `chunk` that splits it so, or as a list of them."""
+        joined = "".join(pieces)
+        chunk = chunk_of(pieces)
+        if chunk is not None and not (json_only and not is_json(joined)):
+            written = self.yaml.string(joined)
+            return written if chunk == "" else f"{written}\n{' ' * chunk_indent}chunk: {chunk}"
+        return self.yaml.pieces(pieces, indent)
+
+    def interval(self, run: Run) -> None:
+        if run.interval and len(run.pieces) > 1:
+            self.lines.append(f"    interval: {duration(run.interval)}")
+
+    def tool_call(self, block: Block) -> None:
+        """A tool call is one step: its pieces spaced by their mean gap."""
+        targets = self.targets(block)
+        gaps = [later - earlier for earlier, later in zip(targets, targets[1:])]
+        run = Run([piece.text for piece in block.pieces] or [""], rounded(statistics.fmean(gaps)) if gaps else 0.0)
+        self.played += run.interval * len(gaps)
+        self.lines.append("  - tool_call:")
+        self.lines.append(f"      name: {self.yaml.name(block.name or 'tool')}")
+        if block.call_id:
+            self.lines.append(f"      id: {self.yaml.name(block.call_id)}")
+        self.lines.append("      arguments: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=True))
+        self.interval(run)
+
+    def ending(self, captured: Captured) -> None:
+        if captured.ending == FAILED:
+            self.wait_until(captured.ended_at)
+            self.lines.append(f"  - fail: {self.fail(captured)}")
+        elif captured.ending == CUT:
+            self.wait_until(captured.ended_at)
+            self.lines.append("  - disconnect")
+        elif captured.ending == LEFT:
+            last_output, last_comment = captured.last_output_at, captured.last_comment_at
+            if last_comment is not None and (last_output is None or last_comment > last_output):  # the silence before the client went was kept alive: so is the replay's
+                self.wait_until(captured.ended_at)
+            self.lines.append("  - hang  # the client went away here")
+        else:
+            self.wait_until(captured.ended_at)
+
+    def fail(self, captured: Captured) -> str:
+        failure = captured.failure
+        if failure.message == FAIL_MESSAGES[failure.kind]:
+            return failure.kind
+        return f"{{kind: {failure.kind}, message: {self.yaml.string(failure.message)}}}"
+
+
+def chunk_of(pieces: list[str]) -> str | int | None:
+    """The `chunk` that splits the joined pieces into these: "" for one piece, word, char or N;
+    None when none does."""
+    if len(pieces) == 1:
+        return ""
+    joined = "".join(pieces)
+    for chunk in ("word", "char") + ((len(pieces[0]),) if len(pieces[0]) > 1 else ()):
+        if split_deltas(joined, chunk) == tuple(pieces):
+            return chunk
+    return None
+
+
+def is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the whole file
+
+
+def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
+                  secrets: Iterable[str] = ()) -> str:
+    """The scenario file for one captured answer."""
+    yaml = Yaml(secrets)
+    lines = [f"# {line}" for line in header(captured, origin, min_gap, yaml)]
+    lines.append(f"description: {yaml.string(description(captured, request))}")
+    lines.extend(match_lines(captured.protocol, request, yaml))
+    if captured.http_error is not None:
+        lines.extend(http_error_lines(captured, yaml))
+        return "\n".join(lines) + "\n"
+    lines.extend(setting_lines(captured, yaml))
+    steps = Steps(yaml, min_gap if origin.timed else float("inf"))
+    for part in captured.parts:
+        steps.part(part)
+    steps.ending(captured)
+    if not steps.lines:
+        steps.lines.append('  - text: ""')
+    return "\n".join(lines + ["steps:"] + steps.lines) + "\n"
+
+
+def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> list[str]:
+    kind = "a streamed answer" if captured.streamed else "an answer"
+    events = f", {captured.events} events" if captured.streamed else ""
+    lines = [yaml.scrub(origin.source), f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
+    lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
+    if captured.left_out:
+        lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
+    return lines + [yaml.scrub(note) for note in captured.notes]
+
+
+def description(captured: Captured, request: Request | None) -> str:
+    if request is None or request.prompt is None:
+        return f"A {captured.protocol} answer, captured."
+    prompt = request.prompt if len(request.prompt) <= 60 else request.prompt[:57] + "..."
+    return f'A {captured.protocol} answer to "{prompt}", captured.'
+
+
+def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]:
+    if request is None:
+        return ["match:  # the capture holds no request: this answers any request of its protocol", f"  protocol: {protocol}"]
+    lines = ["match:", f"  protocol: {protocol}"]
+    if request.model is not None:
+        lines.append(f"  model: {yaml.name(glob_escape(request.model))}")
+    if request.prompt is not None:
+        lines.append(f"  prompt: {yaml.string('/^' + regex_escape(yaml.scrub(request.prompt)) + '$/')}  # the last user message, exactly")
+    return lines
+
+
+def regex_escape(text: str) -> str:
+    """`text` as a regular expression that matches only itself, escaping no more than it must."""
+    return _REGEX_SPECIAL.sub(r"\\\1", text)
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a glob that matches only itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    error = captured.http_error
+    lines = ["http_error:", f"  status: {error.status}"]
+    if error.message is not None:
+        lines.append(f"  message: {yaml.string(error.message)}")
+    if error.retry_after is not None:
+        lines.append(f"  retry_after: {yaml.string(error.retry_after)}")
+    if error.headers:
+        lines.append("  headers:")
+        lines.extend(f"    {name}: {yaml.string(value)}" for name, value in error.headers)
+    return lines
+
+
+def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    lines = []
+    if captured.model:
+        lines.append(f"model: {yaml.name(captured.model)}")
+    keepalive = keepalive_line(captured)
+    if keepalive:
+        lines.append(keepalive)
+    usage = captured.usage
+    if usage is not None and captured.failure is None:
+        counts = [f"{name}: {value}" for name, value in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if value is not None]
+        if counts:
+            lines.append(f"usage: {{{', '.join(counts)}}}")
+    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
+    if captured.finish is not None and captured.finish != inferred:
+        lines.append(f"finish: {captured.finish}")
+    return lines
+
+
+def keepalive_line(captured: Captured) -> str | None:
+    """The keepalive spacing the stream showed: the usual silence before a comment frame; or
+    0 when it went quiet for longer than the default spacing with none."""
+    if captured.keepalive_gaps:
+        spacing = rounded(statistics.median(captured.keepalive_gaps))
+        if abs(spacing - DEFAULT_KEEPALIVE) <= DEFAULT_KEEPALIVE * KEEPALIVE_SLACK:
+            return None
+        return f"keepalive: {duration(spacing)}  # as the stream's comment frames came"
+    if captured.longest_silence > DEFAULT_KEEPALIVE * (1 + KEEPALIVE_SLACK):
+        return f"keepalive: 0  # {duration(rounded(captured.longest_silence))} of silence with no keepalive"
+    return None
+
+
+# ---------------------------------------------------------------- files
+
+
+def file_stem(protocol: str, words_from: str | None, fallback: str = "answer") -> str:
+    """`chat-what-is-the-weather`: the protocol and the first words of the prompt (or of `fallback`)."""
+    words = _WORDS.findall((words_from or "").lower()) or _WORDS.findall(fallback.lower()) or ["answer"]
+    stem = protocol
+    for word in words:
+        if len(stem) + 1 + len(word) > MAX_NAME:
+            break
+        stem += "-" + word
+    return stem if stem != protocol else f"{protocol}-{words[0][: MAX_NAME - len(protocol) - 1]}"
+
+
+def write_new(directory: Path, stem: str, text: str) -> Path:
+    """Write `text` to DIRECTORY/STEM.yaml, or STEM-2.yaml, STEM-3.yaml…: never over a file
+    (nor beside one of the same stem, whose name it would share)."""
+    number = 1
+    while True:
+        name = stem if number == 1 else f"{stem}-{number}"
+        if not any((directory / (name + suffix)).exists() for suffix in SCENARIO_SUFFIXES):
+            try:
+                with open(directory / f"{name}.yaml", "x", encoding="utf-8") as out:
+                    out.write(text)
+                return directory / f"{name}.yaml"
+            except FileExistsError:  # written by another at the same moment
+                pass
+        number += 1

@@ -1,0 +1,100 @@
+"""What the official SDKs make of one answer, in a form two answers can be compared by.
+
+`final_result` asks as an application would (the SDKs' stream helpers where they build the
+final object, the raw stream on Responses, whose helper keeps nothing of a failed response)
+and gives the final text, tool calls, reasoning, usage and finish; or the exception's type
+and message. The ids each answer draws afresh (message, response and item ids, timestamps)
+are left out; tool-call ids and thinking signatures are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+
+QUESTION = "Hello"
+MODELS = {"chat": "gpt-5.6-sol", "responses": "gpt-5.6-sol", "messages": "claude-sonnet-5"}
+TIMEOUT = 1.0  # a `hang` ends in the client's read timeout
+USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "input_tokens", "output_tokens")
+
+
+async def final_result(url: str, protocol: str, stream: bool, headers: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict:
+    try:
+        return await RESULTS[protocol](url, stream, headers or {}, timeout)
+    except Exception as error:  # noqa: BLE001 - the exception is the result to compare
+        return {"error": type(error).__name__, "message": str(error)}
+
+
+def usage_of(usage: Any) -> dict | None:
+    """The token counts. The detail fields (cached and reasoning tokens) are left out: the
+    scenario format has no place for them yet, so fakehop estimates them on replay."""
+    return None if usage is None else {key: value for key, value in usage.model_dump().items() if key in USAGE_KEPT}
+
+
+async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+        request = {"model": MODELS["chat"], "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers}
+        if stream:
+            async with client.chat.completions.stream(**request, stream_options={"include_usage": True}) as events:
+                async for _ in events:
+                    pass
+                completion = await events.get_final_completion()
+        else:
+            completion = await client.chat.completions.create(**request)
+    choice = completion.choices[0]
+    calls = [(call.id, call.function.name, call.function.arguments) for call in choice.message.tool_calls or []]
+    return {"model": completion.model, "text": choice.message.content, "tool_calls": calls, "finish": choice.finish_reason, "usage": usage_of(completion.usage)}
+
+
+def responses_item(item: Any) -> tuple:
+    if item.type == "message":
+        return ("message", item.status, [part.text for part in item.content])
+    if item.type == "reasoning":
+        return ("reasoning", [part.text for part in item.summary])
+    return ("function_call", item.status, item.call_id, item.name, item.arguments)
+
+
+async def responses(url: str, stream: bool, headers: dict, timeout: float) -> dict:
+    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+        request = {"model": MODELS["responses"], "input": QUESTION, "extra_headers": headers}
+        if stream:
+            response = None
+            async for event in await client.responses.create(**request, stream=True):
+                if event.type in ("response.completed", "response.incomplete", "response.failed"):
+                    response = event.response
+        else:
+            response = await client.responses.create(**request)
+    if response is None:
+        return {"ended": "without a terminal event"}
+    return {
+        "model": response.model, "status": response.status, "output": [responses_item(item) for item in response.output],
+        "usage": usage_of(response.usage), "error": response.error and response.error.model_dump(),
+        "incomplete": response.incomplete_details and response.incomplete_details.reason,
+    }
+
+
+def messages_block(block: Any) -> tuple:
+    if block.type == "text":
+        return ("text", block.text)
+    if block.type == "thinking":
+        return ("thinking", block.thinking, block.signature)
+    return ("tool_use", block.id, block.name, block.input)
+
+
+async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dict:
+    async with anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
+        request = {"model": MODELS["messages"], "max_tokens": 1024, "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers}
+        if stream:
+            async with client.messages.stream(**request) as events:
+                async for _ in events:
+                    pass
+                message = await events.get_final_message()
+        else:
+            message = await client.messages.create(**request)
+    return {"model": message.model, "content": [messages_block(block) for block in message.content], "stop": message.stop_reason,
+            "usage": usage_of(message.usage)}
+
+
+RESULTS = {"chat": chat, "responses": responses, "messages": messages}
