@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
-from .capture.facts import CUT, FAILED, LEFT, Block, Captured, RawFrame
+from .capture.facts import CUT, FAILED, LEFT, Block, Captured, Piece, RawFrame
 from .player import FAIL_MESSAGES
 from .scenario import DEFAULT_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
 
@@ -69,6 +69,24 @@ class Yaml:
         for secret in self.secrets:
             text = text.replace(secret, REDACTED)
         return text
+
+    def scrub_block(self, block: Block) -> Block:
+        """`block` with a secret that spans pieces taken out too: the pieces it touches become
+        one, at the time of the first."""
+        joined = block.text()
+        spans = [(found.start(), found.end()) for secret in self.secrets for found in re.finditer(re.escape(secret), joined)]
+        if not spans:
+            return block
+        pieces: list[Piece] = []
+        offset = 0
+        for piece in block.pieces:
+            inside_a_secret = any(start < offset < end for start, end in spans)
+            if inside_a_secret and pieces:
+                pieces[-1] = Piece(pieces[-1].at, pieces[-1].text + piece.text)
+            else:
+                pieces.append(piece)
+            offset += len(piece.text)
+        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces])
 
     def string(self, text: str) -> str:
         """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
@@ -281,7 +299,7 @@ def scenario_text(captured: Captured, request: Request | None, origin: Origin, m
     lines.extend(setting_lines(captured, yaml))
     steps = Steps(yaml, min_gap if origin.timed else float("inf"))
     for part in captured.parts:
-        steps.part(part)
+        steps.part(yaml.scrub_block(part) if isinstance(part, Block) else part)
     steps.ending(captured)
     if not steps.lines:
         steps.lines.append('  - text: ""')

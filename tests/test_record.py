@@ -8,6 +8,7 @@ what the original gave them.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -17,11 +18,12 @@ import pytest
 from fakehop import record
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.scenario import load_file
+from fakehop.scenario import load_file, parse_text
 from fakehop.server import Gateway, create_app
 
 from .conftest import FAST
-from .sdk_results import MODELS, QUESTION, TIMEOUT, final_result
+from .sdk_results import MODELS, TIMEOUT, final_result
+from .timing import timed_frames
 
 LIBRARY = Library.load()
 CASES = [(name, protocol, stream) for name in LIBRARY.names() for protocol in PROTOCOLS for stream in (True, False)]
@@ -115,3 +117,119 @@ async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, 
     assert await final_result(replay_url, protocol, stream, SEED) == original
     [request] = replay_gateway.journal.since()
     assert request.scenario == path.stem  # picked by its match, with no header naming it
+
+
+# ---------------------------------------------------------------- time
+
+LATE = 0.3  # as tests/test_timing.py allows, and a little for the proxy's own hop
+EARLY = 0.05  # a recording may move a piece by a quarter of its interval, 12.5 ms at 50 ms
+
+
+def delta_offsets(frames: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """When each delta of text or reasoning arrived, and its text."""
+    found = []
+    for at, frame in frames:
+        data = next((line[6:] for line in frame.splitlines() if line.startswith("data: {")), None)
+        if data is None:
+            continue
+        event = json.loads(data)
+        delta = event.get("delta") or (event.get("choices") or [{}])[0].get("delta") or {}
+        text = delta.get("text") or delta.get("thinking") or delta.get("content")
+        if text:
+            found.append((at, text))
+    return found
+
+
+@pytest.mark.parametrize(("name", "protocol"), [("slow-typing", "chat"), ("reasoning-pause", "messages")])
+async def test_timing_survives_at_time_scale_1(serve, proxy, name, protocol):
+    """Recorded in real time (reasoning-pause takes 45 s), replayed in real time: each delta
+    arrives when it did through the proxy."""
+    upstream_url = await serve(Gateway(LIBRARY, time_scale=1.0))
+    proxy_url, out = await proxy(upstream_url)
+    body = request_body(protocol, True)
+    path = PROTOCOLS[protocol].PATH
+    original = delta_offsets(await timed_frames(proxy_url + path, body, {"X-Fakehop-Scenario": name}))
+    [recording] = await recorded(out)
+    _, replay_url = await replay(serve, out)
+    replayed = delta_offsets(await timed_frames(replay_url + path, body))
+    assert [text for _, text in replayed] == [text for _, text in original]
+    assert original[-1][0] > (2 if name == "slow-typing" else 45)
+    for (then, text), (now, _) in zip(original, replayed):
+        assert then - EARLY <= now <= then + LATE, f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
+
+
+async def test_the_proxy_streams_as_it_receives(serve, proxy):
+    gateway = Gateway(LIBRARY, time_scale=1.0)
+    gateway.add(parse_text("steps: [{text: first}, {delay: 1s}, {text: second}]", "<test>", "paced"))
+    proxy_url, _ = await proxy(await serve(gateway))
+    frames = delta_offsets(await timed_frames(proxy_url + PROTOCOLS["chat"].PATH, request_body("chat", True), {"X-Fakehop-Scenario": "paced"}))
+    assert [text for _, text in frames] == ["first", "second"]
+    (first, _), (second, _) = frames
+    assert first < 0.5
+    assert 1 - EARLY <= second - first <= 1 + LATE
+
+
+# ---------------------------------------------------------------- secrets
+
+KEY = "sk-live-0123456789abcdef"
+COOKIE = "cookie-value-abcdef12"
+ORG_TOKEN = "org-token-7777777777"
+UPSTREAM_KEY = "sk-upstream-fedcba9876543210"
+SECRET_HEADERS = {
+    "Authorization": f"Bearer {KEY}",
+    "x-api-key": KEY,
+    "Cookie": f"session={COOKIE}; theme=dark",
+    "X-Org-Token": ORG_TOKEN,
+    "Proxy-Authorization": "Basic cHJveHk6c2VjcmV0c2VjcmV0",
+}
+ECHOING = {  # an upstream that writes the request's secrets back, in every place a recording keeps
+    "echo-text": f"steps: [{{text: 'key {KEY}, cookie {COOKIE}, org {ORG_TOKEN}', chunk: 4}}, {{tool_call: {{name: f, arguments: {{key: {KEY}}}}}}}]",
+    "echo-error": f"http_error: {{status: 401, message: 'bad key {KEY}', headers: {{x-ratelimit-remaining-tokens: '{COOKIE}', x-org-token: '{ORG_TOKEN}'}}}}",
+    "echo-failure": f"steps: [{{text: 'so far'}}, {{fail: {{kind: server_error, message: 'no {ORG_TOKEN}'}}}}]",
+    "echo-split": f"steps: [{{text: ['key {KEY[:5]}', '{KEY[5:12]}', '{KEY[12:]} end']}}]",  # no piece holds it whole
+}
+
+
+def joined_texts(path: Path) -> list[str]:
+    """Each step's text, pieces joined, as the file plays it."""
+    script = load_file(path).entries[0].script
+    return ["".join(step.deltas) for step in script.steps if hasattr(step, "deltas")]
+
+
+@pytest.fixture
+async def echoing(serve, proxy):
+    gateway = Gateway(LIBRARY, time_scale=FAST)
+    for name, text in ECHOING.items():
+        gateway.add(parse_text(text, "<test>", name))
+    proxy_url, out = await proxy(await serve(gateway), redact=("X-Org-Token",))
+    return gateway, proxy_url, out
+
+
+async def test_no_secret_of_the_request_reaches_a_recording(echoing):
+    gateway, proxy_url, out = echoing
+    for name in ECHOING:
+        for protocol in PROTOCOLS:
+            for stream in (True, False):
+                await exchange(proxy_url, protocol, request_body(protocol, stream), {"X-Fakehop-Scenario": name, **SECRET_HEADERS})
+    files = await recorded(out, len(ECHOING) * 6)
+    assert len(files) == len(ECHOING) * 6
+    for path in files:
+        text = path.read_text()
+        for secret in (KEY, COOKIE, ORG_TOKEN, "cHJveHk6c2VjcmV0c2VjcmV0"):
+            assert secret not in text, f"{secret} in {path.name}:\n{text}"
+            assert not any(secret in played for played in joined_texts(path)), f"{secret} in {path.name}:\n{text}"
+        assert "[redacted]" in text
+    upstream_saw = gateway.journal.since()[0].headers
+    assert upstream_saw["Authorization"] == f"Bearer {KEY}" and upstream_saw["Cookie"] == SECRET_HEADERS["Cookie"]
+    assert "Proxy-Authorization" not in upstream_saw  # a hop-by-hop header stays with the proxy
+
+
+async def test_the_upstream_key_replaces_the_clients(serve, proxy):
+    gateway = Gateway(LIBRARY, time_scale=FAST)
+    proxy_url, out = await proxy(await serve(gateway), upstream_key=UPSTREAM_KEY)
+    await exchange(proxy_url, "chat", request_body("chat", True), {"Authorization": f"Bearer {KEY}"})
+    await exchange(proxy_url, "messages", request_body("messages", True), {"x-api-key": KEY})
+    chat_headers, messages_headers = (record.headers for record in gateway.journal.since())
+    assert chat_headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert messages_headers["x-api-key"] == UPSTREAM_KEY and "Authorization" not in messages_headers
+    assert all(UPSTREAM_KEY not in path.read_text() and KEY not in path.read_text() for path in await recorded(out, 2))
