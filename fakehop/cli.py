@@ -1,5 +1,5 @@
-"""The `fakehop` command: serve, validate, play, list, schema, and queue, default, requests, reset
-to drive a running server."""
+"""The `fakehop` command: serve, validate, play, list, schema; queue, default, requests, reset
+to drive a running server; record and import to write scenarios from real answers."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from .journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file
+from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
+from .writer import DEFAULT_MIN_GAP
 
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
 _BYTE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
@@ -127,7 +128,41 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario format")
     schema.set_defaults(run=run_schema)
     add_control_commands(commands)
+    add_recording_commands(commands)
     return parser
+
+
+def add_recording_commands(commands) -> None:
+    """Commands that write scenarios from real answers."""
+    record = commands.add_parser("record", help="a proxy in front of a real gateway that writes each answer as a scenario")
+    record.add_argument("--upstream", required=True, metavar="URL", help="the gateway's root URL (a trailing /v1 is taken off)")
+    record.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
+    record.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    record.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    record.add_argument("--upstream-key", default=None, metavar="KEY", help="send this key upstream instead of the client's")
+    add_redact_option(record)
+    record.add_argument("--min-gap", type=duration, default=DEFAULT_MIN_GAP, metavar="DURATION",
+                        help="leave out pauses shorter than this (default 5ms)")
+    record.add_argument("--quiet", action="store_true", help="do not print a line per recorded answer")
+    record.set_defaults(run=run_record)
+
+    importing = commands.add_parser("import", help="write captured answers (raw SSE, curl -i output, HAR files) as scenarios")
+    importing.add_argument("files", nargs="+", type=Path, metavar="FILE", help="captures: an event stream, a JSON answer or a HAR file")
+    importing.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
+    add_redact_option(importing)
+    importing.set_defaults(run=run_import)
+
+
+def add_redact_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redact", action="append", default=[], metavar="HEADER",
+                        help="keep this request header's value out of every file, as keys and cookies are (repeatable)")
+
+
+def duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_control_commands(commands) -> None:
@@ -252,6 +287,11 @@ async def serve_until_stopped(gateway, host: str, port: int) -> None:
     print(f"fakehop {__version__} listening on {url}", flush=True)
     print(f"  {len(names)} scenarios, default {gateway.default!r}, time scale {gateway.time_scale:g}; "
           f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+    await run_until_stopped(runner)
+
+
+async def run_until_stopped(runner) -> None:
+    """Serve until SIGINT or SIGTERM, then stop `runner`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
@@ -260,6 +300,57 @@ async def serve_until_stopped(gateway, host: str, port: int) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def output_directory(path: Path) -> Path:
+    """The directory scenario files go into, made if missing; OSError saying why it cannot be."""
+    if path.exists() and not path.is_dir():
+        raise OSError(f"--out {path} is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_record(args: argparse.Namespace) -> int:
+    from .record import Recorder, shown_url, start
+
+    parts = urlsplit(args.upstream)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return fail(f"--upstream must be an http:// or https:// URL, got {args.upstream!r}")
+    recorder = Recorder(args.upstream, output_directory(args.out), args.upstream_key, tuple(args.redact), args.min_gap)
+    if not args.quiet:
+        recorder.listeners.append(lambda line: print(line, flush=True))
+
+    async def go() -> None:
+        runner, url = await start(recorder, args.host, args.port)
+        print(f"fakehop {__version__} recording on {url}: forwarding to {shown_url(recorder.upstream)}, writing to {args.out}", flush=True)
+        print(f"  OpenAI base URL {url}/v1, Anthropic base URL {url}; Ctrl-C stops", flush=True)
+        await run_until_stopped(runner)
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Every file is read before any is written: a file that holds no answer writes nothing."""
+    from .importer import NotImportable, read_file
+    from .writer import file_stem, scenario_text, write_new
+
+    answers = []
+    for path in args.files:
+        try:
+            answers.extend((path, answer) for answer in read_file(path, tuple(args.redact)))
+        except NotImportable as exc:
+            return fail(f"{path}: {exc}")
+    out = output_directory(args.out)
+    for path, answer in answers:
+        captured = answer.captured
+        text = scenario_text(captured, answer.request, answer.origin, secrets=answer.secrets)
+        written = write_new(out, file_stem(captured.protocol, answer.name_from), text)
+        print(f"imported {path} -> {written}: {captured.protocol}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}")
+    return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:

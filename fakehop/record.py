@@ -13,7 +13,6 @@ headers named in `redact`) are scrubbed from whatever else the file holds.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,17 +23,15 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError
+from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, read_request
 from .intake import MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
-from .protocols.common import BadRequest
 from .server import error_response, protocol_for_request, start_app
-from .writer import DEFAULT_MIN_GAP, Origin, Request, file_stem, scenario_text, write_new
+from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_of, write_new
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 NOT_RELAYED = HOP_BY_HOP | {"content-length"}
-SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 CONNECT_TIMEOUT = 30.0
 ENDINGS_SAID = {
     FINISHED: "finished", FAILED: "failed mid-stream", HTTP_ERROR: "an HTTP error",
@@ -108,42 +105,11 @@ def relayed_headers(headers) -> CIMultiDict:
     return CIMultiDict((name, value) for name, value in headers.items() if name.lower() not in NOT_RELAYED)
 
 
-def secrets_of(headers, recorder: Recorder) -> list[str]:
-    """Every secret value the request carried: keys and tokens (with and without their
-    scheme), cookies (whole and each value), the redacted headers' values, the upstream key."""
-    found = [recorder.upstream_key] if recorder.upstream_key else []
-    for name, value in headers.items():
-        lowered = name.lower()
-        if lowered in SECRET_HEADERS or lowered in recorder.redact:
-            found.append(value)
-            found.append(value.partition(" ")[2])
-        if lowered == "cookie":
-            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
-    return [secret for secret in found if secret]
-
-
 def is_event_stream(headers, asked_to_stream: bool) -> bool:
     content_type = headers.get("content-type", "")
     if content_type:
         return content_type.split(";")[0].strip().lower() == "text/event-stream"
     return asked_to_stream
-
-
-def request_facts(protocol, body: bytes) -> tuple[Request, bool]:
-    """What the recording's `match` picks by, and whether the request asked for a stream;
-    from the protocol's own parse, or as far as a body fakehop would refuse allows."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return Request(protocol.NAME), False
-    if not isinstance(value, dict):
-        return Request(protocol.NAME), False
-    try:
-        parsed = protocol.parse(value)
-    except BadRequest:
-        model = value.get("model")
-        return Request(protocol.NAME, model if isinstance(model, str) else None), value.get("stream") is True
-    return Request(protocol.NAME, parsed.model, parsed.prompt), parsed.stream
 
 
 # ---------------------------------------------------------------- one request
@@ -171,7 +137,7 @@ class Exchange:
         self.body = body
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
-        self.facts, self.asked_to_stream = request_facts(protocol, body)
+        self.facts, self.asked_to_stream = read_request(protocol, body)
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
@@ -254,7 +220,8 @@ class Exchange:
     def record(self, captured: Captured) -> None:
         recorder = self.recorder
         origin = Origin(f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when)
-        text = scenario_text(captured, self.facts, origin, recorder.min_gap, secrets_of(self.request.headers, recorder))
+        secrets = secrets_of(self.request.headers, recorder.redact) + ([recorder.upstream_key] if recorder.upstream_key else [])
+        text = scenario_text(captured, self.facts, origin, recorder.min_gap, secrets)
         try:
             path = write_new(recorder.out, file_stem(self.protocol.NAME, self.facts.prompt), text)
         except OSError as exc:

@@ -19,11 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
-from .capture.facts import CUT, FAILED, LEFT, Block, Captured, Piece, RawFrame
+from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, Piece, RawFrame, Request
 from .player import FAIL_MESSAGES
 from .scenario import DEFAULT_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
 
 DEFAULT_MIN_GAP = 0.005
+SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
 MAX_NAME = 48
@@ -46,17 +47,21 @@ class Origin:
     timed: bool = True
 
 
-@dataclass(frozen=True)
-class Request:
-    """What the `match` of a written scenario picks by: the request's protocol, its model and
-    the text of its last user message (None for what the capture does not hold)."""
-
-    protocol: str
-    model: str | None = None
-    prompt: str | None = None
-
-
 # ---------------------------------------------------------------- YAML values
+
+
+def secrets_of(headers, redact: Iterable[str] = ()) -> list[str]:
+    """Every secret value a request's headers carry: keys and tokens (with and without their
+    scheme), cookies (whole and each value), and the values of the headers named in `redact`."""
+    redact = {name.lower() for name in redact}
+    found = []
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in SECRET_HEADERS or lowered in redact:
+            found.extend((value, value.partition(" ")[2]))
+        if lowered == "cookie":
+            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+    return [secret for secret in found if secret]
 
 
 class Yaml:
@@ -265,9 +270,11 @@ class Steps:
 
 def chunk_of(pieces: list[str]) -> str | int | None:
     """The `chunk` that splits the joined pieces into these: "" for one piece, word, char or N;
-    None when none does."""
+    None when none does, or for two pieces, which one of them could split by chance."""
     if len(pieces) == 1:
         return ""
+    if len(pieces) == 2:
+        return None
     joined = "".join(pieces)
     for chunk in ("word", "char") + ((len(pieces[0]),) if len(pieces[0]) > 1 else ()):
         if split_deltas(joined, chunk) == tuple(pieces):
@@ -365,7 +372,7 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
     if keepalive:
         lines.append(keepalive)
     usage = captured.usage
-    if usage is not None and captured.failure is None:
+    if usage is not None and captured.ending == FINISHED:
         counts = [f"{name}: {value}" for name, value in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if value is not None]
         if counts:
             lines.append(f"usage: {{{', '.join(counts)}}}")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from ..protocols.common import BadRequest
 from .chat import ChatReader
-from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, clean
+from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean
 from .messages import MessagesReader
 from .responses import ResponsesReader
 from .sse import Frame, FrameReader
@@ -22,7 +23,7 @@ RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
 RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
 MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
 
-__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "detect", "READERS"]
+__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request", "detect", "read_request"]
 
 
 class CaptureError(Exception):
@@ -99,6 +100,23 @@ def error_message(body: bytes) -> str | None:
         return clean(error["message"])
     text = body.decode("utf-8", "replace").strip()
     return clean(text[:MAX_MESSAGE]) or None
+
+
+def read_request(protocol, body: bytes) -> tuple[Request, bool]:
+    """What the recording's `match` picks by, and whether the request asked for a stream;
+    from the protocol's own parse, or as far as a body fakehop would refuse allows."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return Request(protocol.NAME), False
+    if not isinstance(value, dict):
+        return Request(protocol.NAME), False
+    try:
+        parsed = protocol.parse(value)
+    except BadRequest:
+        model = value.get("model")
+        return Request(protocol.NAME, model if isinstance(model, str) else None), value.get("stream") is True
+    return Request(protocol.NAME, parsed.model, parsed.prompt), parsed.stream
 
 
 # ---------------------------------------------------------------- which protocol a capture speaks

@@ -28,6 +28,16 @@ HTTP_ERROR = "http_error"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+@dataclass(frozen=True)
+class Request:
+    """What a scenario's `match` picks an answer again by: the request's protocol, its model
+    and the text of its last user message (None for what is not known)."""
+
+    protocol: str
+    model: str | None = None
+    prompt: str | None = None
+
+
 @dataclass(slots=True)
 class Piece:
     at: float | None  # seconds from the request; None when the capture has no timing

@@ -32,7 +32,9 @@ class MessagesReader(Reader):
     def message_start(self, at: float | None, event: dict) -> None:
         message = event.get("message") if isinstance(event.get("message"), dict) else {}
         self.model(message.get("model"))
-        self.message_usage(message.get("usage"))
+        usage = message.get("usage")
+        if isinstance(usage, dict):  # its output_tokens is a placeholder; message_delta's counts
+            self.usage(usage.get("input_tokens"), None)
 
     def message_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):

@@ -1,0 +1,368 @@
+"""`fakehop import`: captured answers of each protocol become scenarios that replay to what
+the official SDKs made of the original.
+
+The captures are fakehop's own answers taken with `curl`, streams written by hand as
+/work/shared/PROTOCOLS.md describes the real APIs' (errors and parallel tool calls among
+them), served byte for byte by a bare handler, and HAR files holding both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from fakehop.importer import read_file
+from fakehop.library import Library
+from fakehop.protocols import PROTOCOLS
+from fakehop.server import Gateway
+from fakehop.writer import scenario_text
+
+from .sdk_results import final_result
+from .test_record import SEED, request_body
+
+CURLED = ["hello", "weather-tool", "two-tools", "think-then-tool", "stall-recovers", "fail-rate-limit", "fail-invalid-prompt",
+          "interrupted", "disconnect", "max-tokens", "malformed", "rate-limited", "server-error"]
+KEY = "sk-har-0123456789abcdef"
+
+
+async def run(*command: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await process.communicate()
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+async def fakehop_import(*files: Path, out: Path) -> dict[str, str]:
+    """Runs `fakehop import`; the name of the scenario written from each file (a HAR file's last)."""
+    code, stdout, stderr = await run(sys.executable, "-m", "fakehop", "import", *map(str, files), "--out", str(out))
+    assert code == 0, stderr
+    written = {}
+    for line in stdout.splitlines():  # imported FILE -> DIR/NAME.yaml: ...
+        source, _, rest = line.removeprefix("imported ").partition(" -> ")
+        written[source] = Path(rest.split(":")[0]).stem
+    return written
+
+
+async def replay_server(serve, directory: Path) -> str:
+    return await serve(Gateway(Library.load([directory]), time_scale=1.0))
+
+
+# ---------------------------------------------------------------- fakehop's answers, taken with curl
+
+
+async def curl(url: str, protocol: str, stream: bool, name: str, path: Path) -> None:
+    """`curl -N` for a stream (the events alone, as a client printed them), `curl -i` for a
+    whole answer (status line and headers first)."""
+    body = json.dumps(request_body(protocol, stream))
+    await run("curl", "-s", "-N" if stream else "-i", url + PROTOCOLS[protocol].PATH, "-H", f"X-Fakehop-Scenario: {name}",
+              "-H", "X-Fakehop-Seed: 0", "-H", "Content-Type: application/json", "-d", body, "-o", str(path))
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+async def test_curl_captures_replay_to_the_same_sdk_result(serve, gateway, tmp_path, protocol, stream):
+    url = await serve(gateway)
+    captures = {}
+    for name in CURLED:
+        if name == "disconnect" and not stream:
+            continue  # a whole answer cut off leaves nothing to capture
+        captures[name] = tmp_path / f"{name}.capture"
+        gateway.reset()
+        await curl(url, protocol, stream, name, captures[name])
+    written = await fakehop_import(*captures.values(), out=tmp_path / "imported")
+    replay_url = await replay_server(serve, tmp_path / "imported")
+    for name, path in captures.items():
+        gateway.reset()
+        original = await final_result(url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED})
+        replayed = await final_result(replay_url, protocol, stream, {"X-Fakehop-Scenario": written[str(path)], **SEED})
+        assert replayed == original, f"{name}:\n{(tmp_path / 'imported' / (written[str(path)] + '.yaml')).read_text()}"
+
+
+# ---------------------------------------------------------------- streams written by hand
+
+
+def data(value: dict) -> str:
+    return f"data: {json.dumps(value)}\n\n"
+
+
+def event(value: dict) -> str:
+    return f"event: {value['type']}\ndata: {json.dumps(value)}\n\n"
+
+
+def chat_chunk(delta: dict, finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return data({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-4o", "choices": [choice]})
+
+
+def chat_call(index: int, arguments: str, **first: str) -> str:
+    call = {"index": index, "function": {"arguments": arguments}}
+    if first:
+        call.update(id=first["id"], type="function")
+        call["function"]["name"] = first["name"]
+    return chat_chunk({"tool_calls": [call]})
+
+
+CHAT_PARALLEL_CALLS = "".join([  # two calls whose argument fragments interleave, then usage and [DONE]
+    chat_chunk({"role": "assistant", "content": "", "refusal": None}),
+    chat_chunk({"content": "Checking "}), chat_chunk({"content": "both."}),
+    chat_call(0, "", id="call_w", name="get_weather"), chat_call(1, "", id="call_t", name="get_time"),
+    chat_call(0, '{"city":'), chat_call(1, '{"tz": "CET"}'), chat_call(0, ' "Paris"}'),
+    chat_chunk({}, "tool_calls"),
+    data({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-4o", "choices": [],
+          "usage": {"prompt_tokens": 9, "completion_tokens": 21, "total_tokens": 30}}),
+    "data: [DONE]\n\n",
+])
+CHAT_ERROR = "".join([
+    chat_chunk({"role": "assistant", "content": "", "refusal": None}), chat_chunk({"content": "Partial"}),
+    ": hopbase-keepalive\n\n",
+    data({"error": {"message": "Rate limit reached for gpt-4o", "type": "requests", "param": None, "code": "rate_limit_exceeded"}}),
+])
+
+
+def response(status: str, output: list, **fields) -> dict:
+    return {"id": "resp_1", "object": "response", "created_at": 1700000000, "status": status, "model": "gpt-4.1", "output": output,
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None, "usage": None, **fields}
+
+
+def responses_events(*events: dict) -> str:
+    return "".join(event({**value, "sequence_number": number}) for number, value in enumerate(events))
+
+
+def function_call(index: int, call_id: str, name: str, pieces: list[str]) -> tuple[list[dict], dict]:
+    item = {"id": f"fc_{index}", "type": "function_call", "status": "in_progress", "call_id": call_id, "name": name, "arguments": ""}
+    done = {**item, "status": "completed", "arguments": "".join(pieces)}
+    events = [{"type": "response.output_item.added", "output_index": index, "item": item}]
+    events += [{"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": index, "delta": piece} for piece in pieces]
+    events += [{"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": index, "arguments": done["arguments"]},
+               {"type": "response.output_item.done", "output_index": index, "item": done}]
+    return events, done
+
+
+def message_item(index: int, pieces: list[str], status: str = "completed") -> tuple[list[dict], dict]:
+    part = {"type": "output_text", "text": "".join(pieces), "annotations": []}
+    where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+    done = {"id": f"msg_{index}", "type": "message", "status": status, "role": "assistant", "content": [part]}
+    events = [{"type": "response.output_item.added", "output_index": index, "item": {**done, "status": "in_progress", "content": []}},
+              {"type": "response.content_part.added", **where, "part": {**part, "text": ""}}]
+    events += [{"type": "response.output_text.delta", **where, "delta": piece} for piece in pieces]
+    events += [{"type": "response.output_text.done", **where, "text": part["text"]}, {"type": "response.content_part.done", **where, "part": part},
+               {"type": "response.output_item.done", "output_index": index, "item": done}]
+    return events, done
+
+
+def reasoning_item(text: str) -> tuple[list[dict], dict]:
+    where = {"item_id": "rs_0", "output_index": 0, "summary_index": 0}
+    done = {"id": "rs_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
+    return [{"type": "response.output_item.added", "output_index": 0, "item": {**done, "summary": []}},
+            {"type": "response.reasoning_summary_part.added", **where, "part": {"type": "summary_text", "text": ""}},
+            {"type": "response.reasoning_summary_text.delta", **where, "delta": text},
+            {"type": "response.reasoning_summary_text.done", **where, "text": text},
+            {"type": "response.output_item.done", "output_index": 0, "item": done}], done
+
+
+def responses_parallel_calls() -> str:
+    parts = [reasoning_item("Two lookups."), message_item(1, ["Checking", " both."]),
+             function_call(2, "call_w", "get_weather", ['{"city"', ': "Paris"}']), function_call(3, "call_t", "get_time", ["{}"])]
+    usage = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 39}
+    created = {"type": "response.created", "response": response("in_progress", [])}
+    completed = {"type": "response.completed", "response": response("completed", [done for _, done in parts], usage=usage)}
+    return responses_events(created, *(e for events, _ in parts for e in events), completed)
+
+
+def responses_failed() -> str:
+    events, item = message_item(0, ["Part", "ial"])
+    failed = response("failed", [{**item, "status": "in_progress"}], error={"code": "server_error", "message": "Upstream model crashed"})
+    return responses_events({"type": "response.created", "response": response("in_progress", [])}, *events[:-3],
+                            {"type": "response.failed", "response": failed})
+
+
+def messages_block(index: int, start: dict, deltas: list[dict]) -> list[dict]:
+    return ([{"type": "content_block_start", "index": index, "content_block": start}]
+            + [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+            + [{"type": "content_block_stop", "index": index}])
+
+
+def messages_events(*blocks: list[dict], ending: list[dict]) -> str:
+    start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-x",
+                                                  "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 25, "output_tokens": 1}}}
+    first, *rest = blocks or [[]]
+    return "".join(event(value) for value in [start, *first[:1], {"type": "ping"}, *first[1:], *(e for block in rest for e in block), *ending])
+
+
+def messages_parallel_calls() -> str:
+    thinking = messages_block(0, {"type": "thinking", "thinking": "", "signature": ""},
+                              [{"type": "thinking_delta", "thinking": "Two "}, {"type": "thinking_delta", "thinking": "lookups."},
+                               {"type": "signature_delta", "signature": "RXFzaWduYXR1cmU="}])
+    text = messages_block(1, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Checking both."}])
+    weather = messages_block(2, {"type": "tool_use", "id": "toolu_w", "name": "get_weather", "input": {}},
+                             [{"type": "input_json_delta", "partial_json": ""}, {"type": "input_json_delta", "partial_json": '{"city": '},
+                              {"type": "input_json_delta", "partial_json": '"Paris"}'}])
+    clock = messages_block(3, {"type": "tool_use", "id": "toolu_t", "name": "get_time", "input": {}},
+                           [{"type": "input_json_delta", "partial_json": '{"tz": "CET"}'}])
+    ending = [{"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 40}},
+              {"type": "message_stop"}]
+    return messages_events(thinking, text, weather, clock, ending=ending)
+
+
+def messages_error() -> str:
+    text = messages_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Partial"}])[:-1]
+    return messages_events(text, ending=[{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}])
+
+
+HAND_MADE = {
+    ("chat", "parallel-calls"): CHAT_PARALLEL_CALLS,
+    ("chat", "error"): CHAT_ERROR,
+    ("responses", "parallel-calls"): responses_parallel_calls(),
+    ("responses", "failed"): responses_failed(),
+    ("messages", "parallel-calls"): messages_parallel_calls(),
+    ("messages", "error"): messages_error(),
+}
+
+
+@pytest.fixture
+async def bare(aiohttp_server):
+    """serve_bytes(data, status, headers) -> the URL of a handler that answers every POST with them."""
+
+    async def start(body: bytes, status: int = 200, headers: dict | None = None) -> str:
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(body=body, status=status, headers=headers or {"Content-Type": "text/event-stream"})
+
+        app = web.Application()
+        app.router.add_post("/{path:.*}", answer)
+        server = await aiohttp_server(app)
+        return str(server.make_url("")).rstrip("/")
+
+    return start
+
+
+@pytest.mark.parametrize(("protocol", "name"), list(HAND_MADE))
+async def test_hand_made_streams_replay_to_the_same_sdk_result(bare, serve, tmp_path, protocol, name):
+    stream = HAND_MADE[protocol, name].encode()
+    capture = tmp_path / f"{name}.sse"
+    capture.write_bytes(stream)
+    written = await fakehop_import(capture, out=tmp_path / "imported")
+    original = await final_result(await bare(stream), protocol, True)
+    assert "error" in original if name != "parallel-calls" else len(original.get("tool_calls") or original.get("output") or original.get("content")) >= 2
+    replayed = await final_result(await replay_server(serve, tmp_path / "imported"), protocol, True)
+    assert replayed == original, (tmp_path / "imported" / f"{written[str(capture)]}.yaml").read_text()
+
+
+async def test_a_parallel_call_keeps_its_own_fragments_though_they_interleave(tmp_path):
+    capture = tmp_path / "calls.sse"
+    capture.write_text(CHAT_PARALLEL_CALLS)
+    await fakehop_import(capture, out=tmp_path / "out")
+    steps = Library.load([tmp_path / "out"], bundled=False)["chat-calls"].entries[0].script.steps
+    calls = [(step.call_id, step.name, step.deltas) for step in steps if hasattr(step, "call_id")]
+    assert calls == [("call_w", "get_weather", ('{"city":', ' "Paris"}')), ("call_t", "get_time", ('{"tz": "CET"}',))]
+
+
+def test_what_a_recording_cannot_play_is_said_in_its_header(tmp_path):
+    """A nested error event before response.failed (the real API's form) is played as
+    response.failed alone; events and blocks fakehop has no step for are counted."""
+    events, _ = message_item(0, ["Hi"])
+    capture = tmp_path / "nested.sse"
+    capture.write_text(responses_events(
+        {"type": "response.created", "response": response("in_progress", [])},
+        {"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws_1"}, *events[:-3],
+        {"type": "error", "error": {"type": "server_error", "code": "server_error", "message": "Boom", "param": None}},
+        {"type": "response.failed", "response": response("failed", [], error={"code": "server_error", "message": "Boom"})},
+    ))
+    [answer] = read_file(capture)
+    text = scenario_text(answer.captured, answer.request, answer.origin)
+    assert "# Not kept: 1 response.web_search_call.searching events." in text
+    assert "# The stream's error event is replayed as response.failed alone." in text
+    assert text.endswith('  - fail: {kind: server_error, message: "Boom"}\n')
+
+
+# ---------------------------------------------------------------- HAR files
+
+
+def har_entry(protocol: str, stream: bool, status: int, content_type: str, text: str, base64_encoded: bool = False) -> dict:
+    body = request_body(protocol, stream)
+    content = {"mimeType": content_type, "text": base64.b64encode(text.encode()).decode() if base64_encoded else text}
+    if base64_encoded:
+        content["encoding"] = "base64"
+    return {
+        "startedDateTime": "2026-03-04T05:06:07.089Z",
+        "request": {"method": "POST", "url": f"https://gateway.example{PROTOCOLS[protocol].PATH}?trace=1",
+                    "headers": [{"name": "Authorization", "value": f"Bearer {KEY}"}, {"name": "Cookie", "value": "sid=har-cookie-value-77"}],
+                    "postData": {"mimeType": "application/json", "text": json.dumps(body)}},
+        "response": {"status": status, "headers": [{"name": "Content-Type", "value": content_type},
+                                                   {"name": "retry-after", "value": "7"}, {"name": "x-ratelimit-limit-requests", "value": "60"},
+                                                   {"name": "set-cookie", "value": "sid=har-cookie-value-77"}],
+                     "content": content},
+    }
+
+
+WHOLE_MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "stop_reason": "tool_use", "stop_sequence": None,
+                 "content": [{"type": "thinking", "thinking": "Hm.", "signature": "c2ln"}, {"type": "text", "text": "Hi"},
+                             {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}],
+                 "usage": {"input_tokens": 25, "output_tokens": 40}}
+RATE_LIMITED = {"error": {"message": f"Slow down, {KEY}", "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+HAR = {"log": {"version": "1.2", "creator": {"name": "hand", "version": "1"}, "entries": [
+    har_entry("chat", True, 200, "text/event-stream", CHAT_PARALLEL_CALLS),
+    har_entry("messages", False, 200, "application/json", json.dumps(WHOLE_MESSAGE), base64_encoded=True),
+    har_entry("responses", False, 429, "application/json", json.dumps(RATE_LIMITED)),
+    {"request": {"method": "GET", "url": "https://gateway.example/v1/models"}, "response": {"status": 200, "content": {"text": "{}"}}},
+]}}
+
+
+async def test_a_har_file_imports_each_answer_with_its_request(bare, serve, tmp_path):
+    har = tmp_path / "session.har"
+    har.write_text(json.dumps(HAR))
+    await fakehop_import(har, out=tmp_path / "imported")
+    files = sorted((tmp_path / "imported").glob("*.yaml"))
+    assert [path.stem for path in files] == ["chat-hello", "messages-hello", "responses-hello"]
+    for path in files:
+        text = path.read_text()
+        assert KEY not in text and "har-cookie-value-77" not in text
+        assert "# Imported by `fakehop import` from session.har, entry" in text and "on 2026-03-04 at 05:06:07 UTC" in text
+        assert "prompt: \"/^Hello$/\"" in text
+    assert "retry_after: \"7\"" in files[2].read_text() and "x-ratelimit-limit-requests: \"60\"" in files[2].read_text()
+    replay_url = await replay_server(serve, tmp_path / "imported")
+    originals = [
+        ("chat", True, await bare(CHAT_PARALLEL_CALLS.encode())),
+        ("messages", False, await bare(json.dumps(WHOLE_MESSAGE).encode(), headers={"Content-Type": "application/json"})),
+        ("responses", False, await bare(json.dumps(RATE_LIMITED).encode(), 429, {"Content-Type": "application/json"})),
+    ]
+    for protocol, stream, url in originals:  # no header: each request finds its answer by its match
+        original = await final_result(url, protocol, stream)
+        replayed = await final_result(replay_url, protocol, stream)
+        if "error" in original:  # the key in the message was redacted, as it must be
+            original["message"] = original["message"].replace(KEY, "[redacted]")
+        assert replayed == original, protocol
+
+
+# ---------------------------------------------------------------- what cannot be imported
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b"", "no event or answer of Chat Completions, Responses or Messages in it"),
+    (b"hello\n", "no event or answer"),
+    (b'data: {"foo": 1}\n\n', "no event or answer"),
+    (json.dumps({"log": {"entries": [{"request": {"url": "https://x/v1/embeddings"}, "response": {}}]}}).encode(), "a HAR file with no request to"),
+])
+async def test_a_file_with_no_answer_is_refused_in_one_line(tmp_path, content, says):
+    good, bad = tmp_path / "good.sse", tmp_path / "bad.txt"
+    good.write_text(CHAT_ERROR)
+    bad.write_bytes(content)
+    code, stdout, stderr = await run(sys.executable, "-m", "fakehop", "import", str(good), str(bad), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert stderr.startswith(f"fakehop: {bad}: {says}") and stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # nothing is written when one file cannot be read
+
+
+async def test_a_missing_file_and_an_out_that_is_a_file_are_refused(tmp_path):
+    code, _, stderr = await run(sys.executable, "-m", "fakehop", "import", str(tmp_path / "nope.sse"), "--out", str(tmp_path / "out"))
+    assert code == 2 and stderr.startswith(f"fakehop: {tmp_path / 'nope.sse'}: cannot be read") and "Traceback" not in stderr
+    (tmp_path / "capture.sse").write_text(CHAT_ERROR)
+    (tmp_path / "taken").write_text("")
+    code, _, stderr = await run(sys.executable, "-m", "fakehop", "import", str(tmp_path / "capture.sse"), "--out", str(tmp_path / "taken"))
+    assert code == 2 and stderr == f"fakehop: --out {tmp_path / 'taken'} is not a directory\n"
