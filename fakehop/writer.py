@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, Piece, RawFrame, Request
 from .player import FAIL_MESSAGES
@@ -194,25 +194,26 @@ class Steps:
         self.wait_until(first, "  # before the first token" if not self.lines else "")
         return [self.target] + [self.advance(piece.at) for piece in block.pieces[1:]]
 
-    def runs(self, block: Block) -> list[Run]:
-        """The block's pieces in runs, each as long as its pieces keep to one interval."""
+    def runs(self, block: Block) -> Iterator[Run]:
+        """The block's pieces in runs, each as long as its pieces keep to one interval; the
+        delay before each run after the first is laid out once the one before it is."""
         texts = [piece.text for piece in block.pieces] or [""]
         targets = self.targets(block)
-        runs, start = [], 0
+        start = 0
         while start < len(texts):
-            if runs:
+            if start:
                 self.wait_for(targets[start])
-            interval = rounded(targets[start + 1] - targets[start]) if start + 1 < len(texts) else 0.0
+            base = self.played  # where the replay stands at the run's first piece: behind its target by up to a slack
+            interval = max(0.0, rounded(targets[start + 1] - base)) if start + 1 < len(texts) else 0.0
             slack = max(self.min_gap, interval / 4)
             end = start + 1
-            while end < len(texts) and abs(targets[end] - targets[start] - (end - start) * interval) <= slack:
+            while end < len(texts) and abs(targets[end] - base - (end - start) * interval) <= slack:
                 end += 1
             if end - start == 2 and end < len(texts):  # a lone gap before others: a delay reads better
                 end, interval = start + 1, 0.0
-            runs.append(Run(texts[start:end], interval))
             self.played += (end - start - 1) * interval
+            yield Run(texts[start:end], interval)
             start = end
-        return runs
 
     def output(self, block: Block, run: Run, signed: bool) -> None:
         self.lines.append(f"  - {block.kind}: " + self.text(run.pieces, indent=4, chunk_indent=4))

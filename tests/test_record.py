@@ -22,13 +22,13 @@ from fakehop.scenario import load_file, parse_text
 from fakehop.server import Gateway, create_app
 
 from .conftest import FAST
-from .sdk_results import MODELS, TIMEOUT, final_result
+from .sdk_results import HANG_TIMEOUT, MODELS, TIMEOUT, final_result
 from .timing import timed_frames
 
 LIBRARY = Library.load()
 CASES = [(name, protocol, stream) for name in LIBRARY.names() for protocol in PROTOCOLS for stream in (True, False)]
 SEED = {"X-Fakehop-Seed": "0"}
-WAIT_FOR_FILES = 5.0
+WAIT_FOR_FILES = 15.0
 
 
 @pytest.fixture
@@ -59,11 +59,15 @@ def request_body(protocol: str, stream: bool) -> dict:
     return body | ({"stream_options": {"include_usage": True}} if protocol == "chat" and stream else {})
 
 
-async def exchange(url: str, protocol: str, body: dict, headers: dict) -> tuple:
+def timeout_for(name: str) -> float:
+    return HANG_TIMEOUT if name == "hang" else TIMEOUT
+
+
+async def exchange(url: str, protocol: str, body: dict, headers: dict, timeout: float = TIMEOUT) -> tuple:
     """What a client gets: the status, the content type, the body's bytes as far as they came,
     and how the body ended (its end, a broken connection, or the client's timeout)."""
     received = bytearray()
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_read=TIMEOUT)) as session:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_read=timeout)) as session:
         try:
             async with session.post(url + PROTOCOLS[protocol].PATH, json=body, headers=headers) as response:
                 status, content_type = response.status, response.headers.get("Content-Type")
@@ -102,19 +106,19 @@ async def test_the_client_gets_the_upstreams_bytes(recording, name, protocol, st
     gateway, upstream_url, proxy_url, _ = recording
     headers = {"X-Fakehop-Scenario": name, **SEED}
     body = request_body(protocol, stream)
-    direct = await exchange(upstream_url, protocol, body, headers)
+    direct = await exchange(upstream_url, protocol, body, headers, timeout_for(name))
     gateway.reset()  # a sequence's proxied request gets the same entry
-    assert await exchange(proxy_url, protocol, body, headers) == direct
+    assert await exchange(proxy_url, protocol, body, headers, timeout_for(name)) == direct
 
 
 @pytest.mark.parametrize(("name", "protocol", "stream"), CASES)
 async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, protocol, stream):
     _, _, proxy_url, out = recording
-    original = await final_result(proxy_url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED})
+    original = await final_result(proxy_url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED}, timeout_for(name))
     [path] = await recorded(out)
     load_file(path)
     replay_gateway, replay_url = await replay(serve, out)
-    assert await final_result(replay_url, protocol, stream, SEED) == original
+    assert await final_result(replay_url, protocol, stream, SEED, timeout_for(name)) == original
     [request] = replay_gateway.journal.since()
     assert request.scenario == path.stem  # picked by its match, with no header naming it
 
