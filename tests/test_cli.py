@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -188,3 +189,60 @@ def test_bad_options_and_variables_are_one_line_and_exit_2(args, env, says):
     assert says in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def started(*args: str) -> tuple[subprocess.Popen, str]:
+    """A fakehop command that serves, and the URL its first line names."""
+    process = subprocess.Popen([sys.executable, "-m", "fakehop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = process.stdout.readline()
+    return process, re.search(r" on (http://[^ ]+?:\d+)", first).group(1)
+
+
+def stopped(process: subprocess.Popen) -> tuple[str, str]:
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0 and "Traceback" not in stderr
+    return stdout, stderr
+
+
+def test_record_writes_each_answer_through_it_as_a_scenario_that_validates(tmp_path: Path):
+    upstream, upstream_url = started("serve", "--port", "0", "--time-scale", "0.01", "--quiet")
+    try:
+        recorder, url = started("record", "--upstream", upstream_url + "/v1", "--out", str(tmp_path / "out"), "--port", "0")
+        try:
+            request = urllib.request.Request(
+                url + "/v1/messages", method="POST", data=json.dumps({"model": "claude-sonnet-5", "max_tokens": 100,
+                                                                     "messages": [{"role": "user", "content": "Weather in Paris?"}]}).encode(),
+                headers={"X-Fakehop-Scenario": "weather-tool", "x-api-key": "sk-cli-0123456789"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert json.load(response)["content"][1]["name"] == "get_weather"
+        finally:
+            stdout, _ = stopped(recorder)
+    finally:
+        stopped(upstream)
+    path = tmp_path / "out" / "messages-weather-in-paris.yaml"
+    assert f"recorded {path}: messages, whole, HTTP 200, finished" in stdout
+    assert "sk-cli-0123456789" not in path.read_text()
+    assert fakehop("validate", str(tmp_path / "out")).stdout == "ok: 1 scenario\n"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--upstream", "localhost:8080"], "fakehop: --upstream must be an http:// or https:// URL, got 'localhost:8080'"),
+    (["--upstream", "http://127.0.0.1:9", "--min-gap", "soon"], "argument --min-gap: expected a duration such as 2s, 250ms or 1.5m, got 'soon'"),
+])
+def test_record_refuses_bad_options_in_one_line(tmp_path: Path, args, says):
+    result = fakehop("record", "--out", str(tmp_path), "--port", "0", *args)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
+
+
+def test_record_refuses_an_out_that_is_a_file_and_a_port_in_use(tmp_path: Path):
+    (tmp_path / "file").write_text("")
+    result = fakehop("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path / "file"), "--port", "0")
+    assert (result.returncode, result.stderr) == (2, f"fakehop: --out {tmp_path / 'file'} is not a directory\n")
+    holder, url = started("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", "0")
+    try:
+        result = fakehop("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", url.rsplit(":", 1)[1])
+        assert result.returncode == 2 and result.stderr.startswith("fakehop: ") and result.stderr.count("\n") == 1
+    finally:
+        stopped(holder)
