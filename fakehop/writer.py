@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, Piece, RawFrame, Request
-from .player import FAIL_MESSAGES
+from .player import FAIL_MESSAGES, estimate_tokens
 from .scenario import DEFAULT_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
 
 DEFAULT_MIN_GAP = 0.005
@@ -321,7 +321,19 @@ def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> li
     lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
     if captured.left_out:
         lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
+    lost = lost_usage_details(captured)
+    if lost:
+        lines.append(f"Usage details are replayed as fakehop estimates them, not as they came: {lost}.")
     return lines + [yaml.scrub(note) for note in captured.notes]
+
+
+def lost_usage_details(captured: Captured) -> str:
+    """The usage detail counts a replay would not give again: the reasoning tokens it estimates
+    from the reasoning text, and cache counts, which it gives as 0."""
+    output_tokens = captured.usage.output_tokens if captured.usage and captured.usage.output_tokens is not None else 0
+    reasoning_chars = sum(len(block.text()) for block in captured.blocks() if block.kind == "reasoning")
+    replayed = {"reasoning_tokens": min(output_tokens, estimate_tokens(reasoning_chars))}
+    return ", ".join(f"{name} {count}" for name, count in captured.usage_details.items() if count != replayed.get(name, 0))
 
 
 def description(captured: Captured, request: Request | None) -> str:

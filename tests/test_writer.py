@@ -162,3 +162,13 @@ def test_a_file_is_never_written_over(tmp_path: Path):
     paths = [write_new(tmp_path, "chat-hi", f"# {number}\n") for number in range(3)]
     assert [path.name for path in paths] == ["chat-hi.yaml", "chat-hi-3.yaml", "chat-hi-4.yaml"]
     assert (tmp_path / "chat-hi-2.yml").read_text() == "steps: [{text: mine}]\n"
+
+
+def test_usage_details_a_replay_would_not_give_again_are_said():
+    """Chat shows no reasoning, so a replay cannot count its tokens; where the reasoning text
+    is kept, the estimate from it is what came."""
+    note = "# Usage details are replayed as fakehop estimates them, not as they came: reasoning_tokens 13."
+    chat = captured_from(LIBRARY, "think-then-tool", "chat", True)
+    assert note in scenario_text(chat, None, UNTIMED)
+    responses = captured_from(LIBRARY, "think-then-tool", "responses", True)
+    assert responses.usage_details["reasoning_tokens"] == 13 and "Usage details" not in scenario_text(responses, None, UNTIMED)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocols.common import OPENAI_FAIL
-from .facts import FINISHED, Reader, clean
+from .facts import FINISHED, Reader, clean, detail
 
 CODES = {kind: code for kind, (code, _) in OPENAI_FAIL.items()}
 
@@ -48,6 +48,8 @@ class ChatReader(Reader):
     def chat_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            self.details(cached_tokens=detail(usage, "prompt_tokens_details", "cached_tokens"),
+                         reasoning_tokens=detail(usage, "completion_tokens_details", "reasoning_tokens"))
 
     def output(self, at: float | None, message: dict) -> None:
         """A delta's content and tool calls, or a whole message's (whose calls are whole)."""

@@ -88,6 +88,7 @@ class Captured:
     model: str | None = None
     parts: list[Block | RawFrame] = field(default_factory=list)
     usage: Usage | None = None
+    usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, … as the answer gave them
     finish: str | None = None  # a scenario finish reason, when the answer said one
     ending: str | None = None  # FINISHED, FAILED, CUT, LEFT or HTTP_ERROR; None until the answer ends
     ended_at: float | None = None
@@ -126,6 +127,12 @@ def fail_kind(codes: dict[str, str], code: Any, message: str) -> str:
         if FAIL_MESSAGES[kind] == message:
             return kind
     return kinds[0] if kinds else "server_error"
+
+
+def detail(usage: dict, part: str, name: str) -> Any:
+    """usage[part][name], or None."""
+    details = usage.get(part)
+    return details.get(name) if isinstance(details, dict) else None
 
 
 def number(value: Any) -> int | None:
@@ -212,6 +219,10 @@ class Reader:
         given_input, given_output = number(input_tokens), number(output_tokens)
         self.captured.usage = Usage(before.input_tokens if given_input is None else given_input,
                                     before.output_tokens if given_output is None else given_output)
+
+    def details(self, **counts: Any) -> None:
+        """Usage detail counts, those the answer gave."""
+        self.captured.usage_details.update((name, count) for name, count in counts.items() if number(count) is not None)
 
     def model(self, value: Any) -> None:
         if isinstance(value, str) and value:

@@ -39,6 +39,8 @@ class MessagesReader(Reader):
     def message_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            self.details(cache_creation_input_tokens=usage.get("cache_creation_input_tokens"),
+                         cache_read_input_tokens=usage.get("cache_read_input_tokens"))
 
     def block_start(self, at: float | None, event: dict) -> None:
         block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..protocols.common import OPENAI_FAIL
 from ..protocols.responses import INCOMPLETE_REASONS
-from .facts import FINISHED, Block, Reader, clean
+from .facts import FINISHED, Block, Reader, clean, detail
 
 CODES = {kind: code for kind, (code, _) in OPENAI_FAIL.items()}
 ITEM_KINDS = {"message": "text", "reasoning": "reasoning", "function_call": "tool_call"}
@@ -95,6 +95,8 @@ class ResponsesReader(Reader):
         usage = response.get("usage")
         if isinstance(usage, dict):
             self.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            self.details(cached_tokens=detail(usage, "input_tokens_details", "cached_tokens"),
+                         reasoning_tokens=detail(usage, "output_tokens_details", "reasoning_tokens"))
         status = response.get("status")
         if status == "failed":
             error = response.get("error") if isinstance(response.get("error"), dict) else {}
