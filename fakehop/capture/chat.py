@@ -19,6 +19,7 @@ class ChatReader(Reader):
     def __init__(self, streamed: bool = True):
         super().__init__(streamed)
         self.tool_calls = 0  # opened so far: text after a tool call is a block of its own
+        self.last_tool = 0  # the index of the call the last fragment went to
 
     def event(self, frame, payload: dict) -> None:
         if payload.get("error"):  # what the SDKs raise on, whatever else the frame holds
@@ -62,10 +63,17 @@ class ChatReader(Reader):
                 self.tool_call(at, call)
 
     def tool_call(self, at: float | None, call: dict) -> None:
+        """A call's fragment goes to the call its `index` names, though calls interleave; one
+        without an index (some gateways leave it out) to a new call if it has an id, else to
+        the last one."""
         function = call.get("function") if isinstance(call.get("function"), dict) else {}
-        key = ("tool_call", call.get("index", self.tool_calls))
+        index = call.get("index")
+        if not isinstance(index, int):
+            index = self.tool_calls if call.get("id") or not self.tool_calls else self.last_tool
+        key = ("tool_call", index)
         if key not in self.open:
             self.tool_calls += 1
+        self.last_tool = index
         block = self.piece(key, "tool_call", function.get("arguments"), at)
         block.name = block.name or clean(function.get("name")) or None
         block.call_id = block.call_id or clean(call.get("id")) or None
