@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .capture import CUT, FINISHED, AnswerReader, Captured, CaptureError, Request, detect, json_object, payload_protocol, read_request
+from .capture import (
+    CUT, FINISHED, AnswerReader, Captured, CaptureError, Request, detect, json_object, names_event_stream, payload_protocol, read_request,
+)
 from .capture.sse import FrameReader
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import ANTHROPIC_ERROR_TYPES
@@ -57,13 +58,8 @@ def read_file(path: Path, redact: tuple[str, ...] = ()) -> list[Imported]:
 
 
 def as_har(data: bytes) -> dict | None:
-    if not data.lstrip().startswith(b"{"):
-        return None
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    log = value.get("log") if isinstance(value, dict) else None
+    value = json_object(data) if data.lstrip().startswith(b"{") else None
+    log = value.get("log") if value is not None else None
     return value if isinstance(log, dict) and isinstance(log.get("entries"), list) else None
 
 
@@ -118,7 +114,7 @@ ANTHROPIC_STATUSES = {error_type: status for status, error_type in ANTHROPIC_ERR
 
 def error_status(body: bytes) -> int | None:
     """The HTTP status a JSON error body saved without its status line stands for; None for a body that is no error."""
-    value = json_object(body.decode("utf-8", "replace"))
+    value = json_object(body)
     error = value.get("error") if value is not None else None
     if not isinstance(error, dict):
         return None
@@ -128,17 +124,16 @@ def error_status(body: bytes) -> int | None:
 
 
 def is_stream(headers: dict[str, str], body: bytes) -> bool:
-    content_type = next((value for name, value in headers.items() if name.lower() == "content-type"), "")
-    if content_type:
-        return content_type.split(";")[0].strip().lower() == "text/event-stream"
-    return not body.lstrip().startswith(b"{")
+    """Whether an answer is an event stream: as its Content-Type says, else as its body looks."""
+    sse = names_event_stream(next((value for name, value in headers.items() if name.lower() == "content-type"), ""))
+    return not body.lstrip().startswith(b"{") if sse is None else sse
 
 
 def protocol_of(body: bytes, sse: bool) -> str | None:
     if sse:
         reader = FrameReader()
         return detect(reader.feed(body, None) + reader.end(None, keep_unfinished=True))
-    value = json_object(body.decode("utf-8", "replace"))
+    value = json_object(body)
     return payload_protocol(value) if value is not None else None
 
 

@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, read_request
+from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, names_event_stream, read_request
 from .intake import MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
@@ -32,6 +32,7 @@ from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_o
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 NOT_RELAYED = HOP_BY_HOP | {"content-length"}
+KEY_HEADERS = ("authorization", "x-api-key", "api-key")  # where a client sends its key
 CONNECT_TIMEOUT = 30.0
 ENDINGS_SAID = {
     FINISHED: "finished", FAILED: "failed mid-stream", HTTP_ERROR: "an HTTP error",
@@ -89,27 +90,15 @@ def forwarded_headers(headers, protocol_name: str, upstream_key: str | None) -> 
     forwarded = CIMultiDict((name, value) for name, value in headers.items() if name.lower() not in NOT_FORWARDED | named)
     forwarded["Accept-Encoding"] = "identity"
     if upstream_key is not None:
-        replaced = [name for name in ("x-api-key", "api-key") if name in forwarded]
-        for name in replaced:
-            forwarded[name] = upstream_key
-        if "authorization" in forwarded or not replaced:
-            if protocol_name == "messages" and "authorization" not in forwarded:
-                forwarded["x-api-key"] = upstream_key
-            else:
-                forwarded["Authorization"] = f"Bearer {upstream_key}"
+        sent = [name for name in KEY_HEADERS if name in forwarded]
+        for name in sent or ["x-api-key" if protocol_name == "messages" else "authorization"]:
+            forwarded[name] = f"Bearer {upstream_key}" if name == "authorization" else upstream_key
     return forwarded
 
 
 def relayed_headers(headers) -> CIMultiDict:
     """The answer's headers as they go to the client: all but the hop-by-hop ones."""
     return CIMultiDict((name, value) for name, value in headers.items() if name.lower() not in NOT_RELAYED)
-
-
-def is_event_stream(headers, asked_to_stream: bool) -> bool:
-    content_type = headers.get("content-type", "")
-    if content_type:
-        return content_type.split(";")[0].strip().lower() == "text/event-stream"
-    return asked_to_stream
 
 
 # ---------------------------------------------------------------- one request
@@ -141,7 +130,6 @@ class Exchange:
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
-        self.written = False
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.started
@@ -153,7 +141,7 @@ class Exchange:
             upstream = await self.session.request(self.request.method, url, data=self.body, headers=headers, allow_redirects=False)
         except aiohttp.ClientConnectorError as exc:
             message = f"fakehop record could not reach the upstream {shown_url(self.recorder.upstream)}: {exc.os_error.strerror or exc}"
-            self.recorder.tell(f"not recorded: {self.request.path}: {message}")
+            self.not_recorded(message)
             return error_response(self.protocol, 502, message, new_request_id())
         except aiohttp.ClientError:  # connected, then the upstream closed without an answer
             self.record(self.unanswered().end(self.now(), CUT))
@@ -193,10 +181,11 @@ class Exchange:
 
     def reader_for(self, upstream: aiohttp.ClientResponse) -> AnswerReader | None:
         try:
-            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, is_event_stream(upstream.headers, self.asked_to_stream),
+            sse = names_event_stream(upstream.headers.get("content-type", ""))
+            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked_to_stream if sse is None else sse,
                                 dropped=self.recorder.redact)
         except CaptureError as exc:
-            self.recorder.tell(f"not recorded: {self.request.path}: {exc}")
+            self.not_recorded(str(exc))
             return None
 
     def note(self, data: bytes) -> None:
@@ -208,8 +197,11 @@ class Exchange:
             try:
                 self.record(self.reader.end(self.now(), how))
             except CaptureError as exc:
-                self.recorder.tell(f"not recorded: {self.request.path}: {exc}")
+                self.not_recorded(str(exc))
             self.reader = None
+
+    def not_recorded(self, why: str) -> None:
+        self.recorder.tell(f"not recorded: {self.request.method} {self.request.path}: {why}")
 
     def drop_client(self, response: web.StreamResponse) -> web.StreamResponse:
         """Close the client's connection at once, as the upstream closed this one."""
@@ -225,7 +217,7 @@ class Exchange:
         try:
             path = write_new(recorder.out, file_stem(self.protocol.NAME, self.facts.prompt), text)
         except OSError as exc:
-            recorder.tell(f"not recorded: {self.request.path}: {exc}")
+            self.not_recorded(str(exc))
             return
         ending = ENDINGS_SAID[captured.ending]
         recorder.tell(f"recorded {path}: {self.protocol.NAME}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ending}")

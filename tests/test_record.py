@@ -237,3 +237,28 @@ async def test_the_upstream_key_replaces_the_clients(serve, proxy):
     assert chat_headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
     assert messages_headers["x-api-key"] == UPSTREAM_KEY and "Authorization" not in messages_headers
     assert all(UPSTREAM_KEY not in path.read_text() and KEY not in path.read_text() for path in await recorded(out, 2))
+
+
+# ---------------------------------------------------------------- what the proxy does not record
+
+
+async def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_protocols_shape(proxy, unused_tcp_port):
+    proxy_url, out = await proxy(f"http://127.0.0.1:{unused_tcp_port}")
+    status, _, body, _ = await exchange(proxy_url, "messages", request_body("messages", False), {})
+    error = json.loads(body)
+    assert status == 502 and error["type"] == "error" and error["error"]["type"] == "api_error"
+    assert error["error"]["message"].startswith(f"fakehop record could not reach the upstream http://127.0.0.1:{unused_tcp_port}: ")
+    assert not list(out.iterdir())
+
+
+async def test_models_are_forwarded_and_other_paths_refused(recording):
+    _, upstream_url, proxy_url, out = recording
+    async with aiohttp.ClientSession() as session:
+        async with session.get(proxy_url + "/v1/models") as response:
+            models = await response.json()
+        async with session.get(upstream_url + "/v1/models") as response:
+            assert models == await response.json()
+        async with session.post(proxy_url + "/v1/embeddings", json={}) as response:
+            assert response.status == 404
+            assert "fakehop record forwards only /v1/chat/completions" in (await response.json())["error"]["message"]
+    assert not list(out.iterdir())

@@ -8,12 +8,11 @@ protocol of a capture that does not say, from its events.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from ..protocols.common import BadRequest
 from .chat import ChatReader
-from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean
+from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, json_object
 from .messages import MessagesReader
 from .responses import ResponsesReader
 from .sse import Frame, FrameReader
@@ -23,7 +22,8 @@ RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
 RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
 MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
 
-__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request", "detect", "read_request"]
+__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request", "detect",
+           "json_object", "names_event_stream", "payload_protocol", "read_request"]
 
 
 class CaptureError(Exception):
@@ -69,11 +69,8 @@ class AnswerReader:
         return captured
 
     def whole_body(self) -> dict:
-        try:
-            body = json.loads(self.body)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(bytes(self.body))
+        if body is None:
             raise CaptureError("the answer is neither an event stream nor a JSON object")
         return body
 
@@ -84,6 +81,11 @@ class AnswerReader:
         return HttpError(self.status, error_message(bytes(self.body)), retry_after, kept)
 
 
+def names_event_stream(content_type: str) -> bool | None:
+    """Whether a Content-Type is an event stream's; None for no Content-Type at all."""
+    return content_type.split(";")[0].strip().lower() == "text/event-stream" if content_type else None
+
+
 def keeps(header: str) -> bool:
     """Whether an HTTP error's header is kept: the rate-limit ones and what the SDKs retry by."""
     return header.startswith(RATE_LIMIT_PREFIXES) or header in RETRY_HEADERS
@@ -91,11 +93,8 @@ def keeps(header: str) -> bool:
 
 def error_message(body: bytes) -> str | None:
     """An error body's message: `error.message` in either protocol's shape, or the text itself."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        value = None
-    error = value.get("error") if isinstance(value, dict) else None
+    value = json_object(body)
+    error = value.get("error") if value is not None else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return clean(error["message"])
     text = body.decode("utf-8", "replace").strip()
@@ -105,11 +104,8 @@ def error_message(body: bytes) -> str | None:
 def read_request(protocol, body: bytes) -> tuple[Request, bool]:
     """What the recording's `match` picks by, and whether the request asked for a stream;
     from the protocol's own parse, or as far as a body fakehop would refuse allows."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return Request(protocol.NAME), False
-    if not isinstance(value, dict):
+    value = json_object(body)
+    if value is None:
         return Request(protocol.NAME), False
     try:
         parsed = protocol.parse(value)
@@ -132,14 +128,6 @@ def detect(frames: list[Frame]) -> str | None:
         if protocol is not None:
             return protocol
     return None
-
-
-def json_object(text: str | None) -> dict | None:
-    try:
-        value = json.loads(text or "")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def payload_protocol(payload: dict, event: str | None = None) -> str | None:

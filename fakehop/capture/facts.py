@@ -129,6 +129,15 @@ def fail_kind(codes: dict[str, str], code: Any, message: str) -> str:
     return kinds[0] if kinds else "server_error"
 
 
+def json_object(text: str | bytes | None) -> dict | None:
+    """`text` read as a JSON object; None when it is not one."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def detail(usage: dict, part: str, name: str) -> Any:
     """usage[part][name], or None."""
     details = usage.get(part)
@@ -167,8 +176,8 @@ class Reader:
         if self.TERMINATOR is not None and (frame.data or "").startswith(self.TERMINATOR):
             self.end(FINISHED, frame.at)
             return
-        payload = self.payload(frame)
-        if payload is None:
+        payload = json_object(frame.data)
+        if payload is None:  # a malformed frame
             self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
         else:
             self.event(frame, payload)
@@ -183,14 +192,6 @@ class Reader:
         if frame.is_comment:
             captured.last_comment_at = at
         self.last_frame_at = at
-
-    def payload(self, frame: Frame) -> Any:
-        """The frame's data as JSON, or None when it is not a JSON object (a malformed frame)."""
-        try:
-            value = json.loads(frame.data or "")
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
 
     def event(self, frame: Frame, payload: dict) -> None:
         kind = payload.get("type")
