@@ -107,11 +107,13 @@ class Yaml:
         return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else self.string(text)
 
     def pieces(self, pieces: list[str], indent: int) -> str:
-        """A flow list of strings, wrapped to lines of about 100 characters."""
+        """A flow list of strings, wrapped to lines of about 100 characters; `indent` is the
+        column its key starts at, and the lines after the first go two further in."""
         lines, line = [], "["
         for number, piece in enumerate(pieces):
             item = self.string(piece) + ("," if number < len(pieces) - 1 else "]")
-            if len(line) > 1 and indent + len(line) + len(item) > 100:
+            column = len(line) + (indent + 8 if not lines else 0)  # the first line begins after its key
+            if line.strip() != "[" and column + len(item) > 100:
                 lines.append(line.rstrip())
                 line = " " * (indent + 2)
             line += item + " "

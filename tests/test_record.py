@@ -95,9 +95,9 @@ async def recorded(out: Path, count: int = 1) -> list[Path]:
     return files
 
 
-async def replay(serve, directory: Path) -> tuple[Gateway, str]:
-    """A fakehop serving the recordings in real time."""
-    gateway = Gateway(Library.load([directory]), time_scale=1.0)
+async def replay(serve, directory: Path, time_scale: float = 1.0) -> tuple[Gateway, str]:
+    """A fakehop serving the recordings, in real time unless told otherwise."""
+    gateway = Gateway(Library.load([directory]), time_scale=time_scale)
     return gateway, await serve(gateway)
 
 
@@ -160,6 +160,19 @@ async def test_timing_survives_at_time_scale_1(serve, proxy, name, protocol):
     assert original[-1][0] > (2 if name == "slow-typing" else 45)
     for (then, text), (now, _) in zip(original, replayed):
         assert then - EARLY <= now <= then + LATE, f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
+
+
+async def test_a_recording_plays_faster_at_a_smaller_time_scale(serve, proxy):
+    upstream_url = await serve(Gateway(LIBRARY, time_scale=1.0))
+    proxy_url, out = await proxy(upstream_url)
+    path, body = PROTOCOLS["chat"].PATH, request_body("chat", True)
+    original = delta_offsets(await timed_frames(proxy_url + path, body, {"X-Fakehop-Scenario": "slow-typing"}))
+    await recorded(out)
+    _, replay_url = await replay(serve, out, time_scale=0.25)
+    replayed = delta_offsets(await timed_frames(replay_url + path, body))
+    assert len(replayed) == len(original) == len("The quick brown fox jumps over the lazy dog.")
+    for (then, _), (now, _) in zip(original, replayed):
+        assert then / 4 - EARLY <= now <= then / 4 + LATE
 
 
 async def test_the_proxy_streams_as_it_receives(serve, proxy):
