@@ -14,11 +14,22 @@ from typing import Any
 import anthropic
 import openai
 
+from fakehop.protocols import PROTOCOLS
+
 QUESTION = "Hello"
 MODELS = {"chat": "gpt-5.6-sol", "responses": "gpt-5.6-sol", "messages": "claude-sonnet-5"}
 TIMEOUT = 30.0  # seconds: long enough for a loaded machine
 HANG_TIMEOUT = 1.0  # a `hang` ends in the client's read timeout
 USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "input_tokens", "output_tokens")
+SEED = {"X-Fakehop-Seed": "0"}  # the same ids, signatures and request ids in the original and the replay
+
+
+def request_body(protocol: str, stream: bool) -> dict:
+    """The body final_result sends, for clients that send it themselves."""
+    body = dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, model=MODELS[protocol], stream=stream)
+    if protocol == "chat" and not stream:
+        del body["stream_options"]
+    return body
 
 
 async def final_result(url: str, protocol: str, stream: bool, headers: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict:

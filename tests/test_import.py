@@ -24,8 +24,7 @@ from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway
 from fakehop.writer import scenario_text
 
-from .sdk_results import final_result
-from .test_record import SEED, request_body
+from .sdk_results import SEED, final_result, request_body
 
 CURLED = ["hello", "weather-tool", "two-tools", "think-then-tool", "stall-recovers", "fail-rate-limit", "fail-invalid-prompt",
           "interrupted", "disconnect", "max-tokens", "malformed", "rate-limited", "server-error"]

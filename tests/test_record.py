@@ -22,12 +22,11 @@ from fakehop.scenario import load_file, parse_text
 from fakehop.server import Gateway, create_app
 
 from .conftest import FAST
-from .sdk_results import HANG_TIMEOUT, MODELS, TIMEOUT, final_result
+from .sdk_results import HANG_TIMEOUT, SEED, TIMEOUT, final_result, request_body
 from .timing import timed_frames
 
 LIBRARY = Library.load()
 CASES = [(name, protocol, stream) for name in LIBRARY.names() for protocol in PROTOCOLS for stream in (True, False)]
-SEED = {"X-Fakehop-Seed": "0"}
 WAIT_FOR_FILES = 15.0
 
 
@@ -52,11 +51,6 @@ async def recording(serve, proxy):
     upstream_url = await serve(gateway)
     proxy_url, out = await proxy(upstream_url)
     return gateway, upstream_url, proxy_url, out
-
-
-def request_body(protocol: str, stream: bool) -> dict:
-    body = dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, model=MODELS[protocol], stream=stream)
-    return body | ({"stream_options": {"include_usage": True}} if protocol == "chat" and stream else {})
 
 
 def timeout_for(name: str) -> float:
