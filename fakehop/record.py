@@ -13,6 +13,7 @@ headers named in `redact`) are scrubbed from whatever else the file holds.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, names_event_stream, read_request
-from .intake import MAX_BODY_BYTES, new_request_id
+from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
 from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_of, write_new
@@ -104,6 +105,22 @@ def relayed_headers(headers) -> CIMultiDict:
 # ---------------------------------------------------------------- one request
 
 
+def readable(body: bytes, encoding: str | None) -> bytes:
+    """The request body as its JSON reads: inflated when it came gzip or deflate compressed
+    (it goes upstream as it came); b"" for one that does not inflate within the body limit."""
+    wbits = INFLATED.get((encoding or "").strip().lower())
+    if wbits is None or not body:
+        return body
+    if wbits == zlib.MAX_WBITS and body[0] & 0x0F != 8:  # deflate without zlib's wrapper
+        wbits = -zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        inflated = inflater.decompress(body, MAX_BODY_BYTES)
+    except zlib.error:
+        return b""
+    return inflated if inflater.eof else b""
+
+
 class UpstreamBroke(Exception):
     """The upstream's connection broke before its answer ended."""
 
@@ -126,7 +143,7 @@ class Exchange:
         self.body = body
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
-        self.facts, self.asked_to_stream = read_request(protocol, body)
+        self.facts, self.asked_to_stream = read_request(protocol, readable(body, request.headers.get("Content-Encoding")))
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
@@ -259,7 +276,7 @@ async def upstream_session(app: web.Application):
 
 
 def create_app(recorder: Recorder) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"auto_decompress": False})  # bodies go upstream as they came
     app[RECORDER_KEY] = recorder
     app.cleanup_ctx.append(upstream_session)
     for protocol in PROTOCOLS.values():

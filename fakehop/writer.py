@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, Piece, RawFrame, Request
 from .player import FAIL_MESSAGES, estimate_tokens
-from .scenario import DEFAULT_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
+from .scenario import DEFAULT_KEEPALIVE, MIN_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
@@ -401,7 +401,7 @@ def keepalive_line(captured: Captured) -> str | None:
     """The keepalive spacing the stream showed: the usual silence before a comment frame; or
     0 when it went quiet for longer than the default spacing with none."""
     if captured.keepalive_gaps:
-        spacing = rounded(statistics.median(captured.keepalive_gaps))
+        spacing = max(MIN_KEEPALIVE, rounded(statistics.median(captured.keepalive_gaps)))
         if abs(spacing - DEFAULT_KEEPALIVE) <= DEFAULT_KEEPALIVE * KEEPALIVE_SLACK:
             return None
         return f"keepalive: {duration(spacing)}  # as the stream's comment frames came"

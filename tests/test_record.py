@@ -8,6 +8,7 @@ what the original gave them.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
 from pathlib import Path
@@ -269,3 +270,15 @@ async def test_models_are_forwarded_and_other_paths_refused(recording):
             assert response.status == 404
             assert "fakehop record forwards only /v1/chat/completions" in (await response.json())["error"]["message"]
     assert not list(out.iterdir())
+
+
+async def test_a_compressed_request_goes_upstream_as_it_came_and_is_read_for_its_match(recording):
+    gateway, _, proxy_url, out = recording
+    body = gzip.compress(json.dumps(request_body("chat", False) | {"messages": [{"role": "user", "content": "Squeezed?"}]}).encode())
+    async with aiohttp.ClientSession() as session:
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json", "X-Fakehop-Scenario": "hello"}
+        async with session.post(proxy_url + PROTOCOLS["chat"].PATH, data=body, headers=headers) as response:
+            assert (await response.json())["choices"][0]["message"]["content"] == "Hello! How can I help you today?"
+    assert gateway.journal.since()[0].headers["Content-Encoding"] == "gzip"
+    [path] = await recorded(out)
+    assert path.name == "chat-squeezed.yaml" and "prompt: '/^Squeezed\\?$/'" in path.read_text()

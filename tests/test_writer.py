@@ -121,6 +121,8 @@ def test_keepalives_are_written_as_the_spacing_they_came_at():
     assert "keepalive: 1s  # as the stream's comment frames came" in scenario_text(answer, None, TIMED)
     answer.keepalive_gaps = [10.01, 9.99]
     assert "keepalive" not in scenario_text(answer, None, TIMED)  # the default
+    answer.keepalive_gaps = [0.0001, 0.0002]
+    assert "keepalive: 1ms" in scenario_text(answer, None, TIMED)  # the least a scenario takes
     answer.keepalive_gaps, answer.longest_silence = [], 30.0
     assert "keepalive: 0  # 30s of silence with no keepalive" in scenario_text(answer, None, TIMED)
 
