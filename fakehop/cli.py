@@ -86,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the fake gateway")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=port_number, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    add_listen_options(serve)
     add_library_options(serve)
     serve.add_argument("--default", default=DEFAULT_SCENARIO, metavar="NAME", help=f"scenario for requests that name none (default {DEFAULT_SCENARIO})")
     serve.add_argument("--time-scale", type=positive_float, default=None, metavar="F",
@@ -137,8 +136,7 @@ def add_recording_commands(commands) -> None:
     record = commands.add_parser("record", help="a proxy in front of a real gateway that writes each answer as a scenario")
     record.add_argument("--upstream", required=True, metavar="URL", help="the gateway's root URL (a trailing /v1 is taken off)")
     record.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
-    record.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    record.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    add_listen_options(record)
     record.add_argument("--upstream-key", default=None, metavar="KEY", help="send this key upstream instead of the client's")
     add_redact_option(record)
     record.add_argument("--min-gap", type=duration, default=DEFAULT_MIN_GAP, metavar="DURATION",
@@ -151,6 +149,11 @@ def add_recording_commands(commands) -> None:
     importing.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
     add_redact_option(importing)
     importing.set_defaults(run=run_import)
+
+
+def add_listen_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=port_number, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
 
 
 def add_redact_option(parser: argparse.ArgumentParser) -> None:
@@ -319,6 +322,10 @@ def run_record(args: argparse.Namespace) -> int:
     recorder = Recorder(args.upstream, output_directory(args.out), args.upstream_key, tuple(args.redact), args.min_gap)
     if not args.quiet:
         recorder.listeners.append(lambda line: print(line, flush=True))
+    if not is_loopback(args.host):
+        key = "with --upstream-key, on your key" if args.upstream_key else "on whatever key they send"
+        print(f"fakehop: warning: recording on {args.host or 'all interfaces'}: anyone who can reach it can send requests upstream, {key}",
+              file=sys.stderr)
 
     async def go() -> None:
         runner, url = await start(recorder, args.host, args.port)

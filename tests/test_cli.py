@@ -246,3 +246,11 @@ def test_record_refuses_an_out_that_is_a_file_and_a_port_in_use(tmp_path: Path):
         assert result.returncode == 2 and result.stderr.startswith("fakehop: ") and result.stderr.count("\n") == 1
     finally:
         stopped(holder)
+
+
+def test_record_warns_when_others_can_reach_it(tmp_path: Path):
+    recorder, _ = started("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--host", "0.0.0.0", "--port", "0",
+                          "--upstream-key", "sk-mine-0123456789")
+    _, stderr = stopped(recorder)
+    assert stderr == ("fakehop: warning: recording on 0.0.0.0: anyone who can reach it can send requests upstream, "
+                      "with --upstream-key, on your key\n")
