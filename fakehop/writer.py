@@ -258,8 +258,8 @@ class Steps:
             self.lines.append("  - disconnect")
         elif captured.ending == LEFT:
             last_output, last_comment = captured.last_output_at, captured.last_comment_at
-            if last_comment is not None and (last_output is None or last_comment > last_output):  # the silence before the client went was kept alive: so is the replay's
-                self.wait_until(captured.ended_at)
+            if last_comment is not None and (last_output is None or last_comment > last_output):
+                self.wait_until(captured.ended_at)  # keepalives came until the client went: they play until then too
             self.lines.append("  - hang  # the client went away here")
         else:
             self.wait_until(captured.ended_at)

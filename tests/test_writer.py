@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fakehop import player
-from fakehop.capture import CUT, FINISHED, AnswerReader, Captured
+from fakehop.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
 from fakehop.capture.facts import Block, Piece, Request
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
@@ -174,3 +174,11 @@ def test_usage_details_a_replay_would_not_give_again_are_said():
     assert note in scenario_text(chat, None, UNTIMED)
     responses = captured_from(LIBRARY, "think-then-tool", "responses", True)
     assert responses.usage_details["reasoning_tokens"] == 13 and "Usage details" not in scenario_text(responses, None, UNTIMED)
+
+
+def test_a_client_that_went_away_leaves_a_hang_kept_alive_as_long_as_the_stream_was():
+    answer = text_answer([0.0])
+    answer.ending, answer.ended_at, answer.last_output_at = LEFT, 3.0, 0.0
+    assert steps_of(answer)[-1] == "  - hang  # the client went away here" and "delay" not in "".join(steps_of(answer))
+    answer.keepalive_gaps, answer.last_comment_at = [1.0, 1.0], 2.0
+    assert steps_of(answer)[-2:] == ["  - delay: 3s", "  - hang  # the client went away here"]
