@@ -11,6 +11,7 @@ import json
 import re
 import signal
 import sys
+from dataclasses import fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,6 +24,7 @@ from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duratio
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
+from .verdicts import Finding, Settings, setting_value
 from .writer import DEFAULT_MIN_GAP
 
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
@@ -189,9 +191,32 @@ def add_control_commands(commands) -> None:
     add_server_options(requests)
     requests.set_defaults(run=run_requests)
 
+    add_verdict_command(commands)
+
     reset = commands.add_parser("reset", help="clear the queue, journal, sequence counters and added scenarios")
     add_server_options(reset)
     reset.set_defaults(run=run_reset)
+
+
+def add_verdict_command(commands) -> None:
+    verdict = commands.add_parser("verdict", help="judge what the clients did by HopBase's rules; exit 1 on any error finding")
+    verdict.add_argument("--session", default=None, metavar="S", help="judge this session's requests (default: the global session's)")
+    verdict.add_argument("--json", action="store_true", help="print the whole verdict as JSON")
+    for setting in fields(Settings):
+        verdict.add_argument("--" + setting.name.replace("_", "-"), type=setting_type(setting.name), default=None, metavar="N",
+                             help=f"{setting.metadata['help']} (default {setting.default:g})")
+    add_server_options(verdict)
+    verdict.set_defaults(run=run_verdict)
+
+
+def setting_type(name: str):
+    def read(text: str):
+        try:
+            return setting_value(name, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+    return read
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -481,6 +506,28 @@ def run_requests(args: argparse.Namespace) -> int:
     for record in records:
         print(show(record), flush=True)
     return 0
+
+
+def run_verdict(args: argparse.Namespace) -> int:
+    query = {setting.name: str(getattr(args, setting.name)) for setting in fields(Settings) if getattr(args, setting.name) is not None}
+    if args.session is not None:
+        query["session"] = args.session
+    answer = client_of(args).call("GET", "/verdict", query=query)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    else:
+        for finding in answer["findings"]:
+            print(Finding.from_json(finding))
+        print(verdict_summary(answer))
+    return 1 if answer["errors"] else 0
+
+
+def verdict_summary(answer: dict) -> str:
+    """The last line of `fakehop verdict`: what was judged and what came of it."""
+    judged = f"{answer['requests']} request{'s' if answer['requests'] != 1 else ''} ({len(answer['retried'])} retried)"
+    if not answer["findings"]:
+        return f"no findings over {judged}: the client kept HopBase's rules"
+    return f"{answer['errors']} error{'s' if answer['errors'] != 1 else ''}, {answer['warnings']} warning{'s' if answer['warnings'] != 1 else ''} over {judged}"
 
 
 def run_reset(args: argparse.Namespace) -> int:

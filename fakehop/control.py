@@ -39,7 +39,7 @@ JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 ROUTES = (
     "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
-    "PUT /default", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "POST /reset",
+    "PUT /default", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict", "POST /reset",
 )
 
 
@@ -378,6 +378,21 @@ async def clear_requests(request: web.Request) -> web.Response:
     return web.json_response({"removed": removed})
 
 
+async def verdict(request: web.Request) -> web.Response:
+    """What the client did, judged by every rule: `?session=` picks the session, any other
+    parameter sets a rule's threshold. The records are copied here and judged in a thread."""
+    from .verdicts import Settings, judge, take
+
+    query = dict(request.query)
+    session = query.pop("session", None)
+    try:
+        settings = Settings.from_strings(query)
+    except ValueError as exc:
+        raise ControlError(str(exc)) from None
+    taken = take(gateway_of(request), session)
+    return web.json_response((await asyncio.to_thread(judge, taken, settings)).as_json())
+
+
 async def reset(request: web.Request) -> web.Response:
     gateway = gateway_of(request)
     gateway.reset()
@@ -397,6 +412,7 @@ def create_app() -> web.Application:
     app.router.add_get("/requests", control_call(list_requests))
     app.router.add_get("/requests/{seq}", control_call(one_request))
     app.router.add_delete("/requests", control_call(clear_requests))
+    app.router.add_get("/verdict", control_call(verdict))
     app.router.add_post("/reset", control_call(reset))
     app.router.add_route("*", "", control_call(unknown_call))  # the prefix itself, without its slash
     app.router.add_route("*", "/{path:.*}", control_call(unknown_call))  # last: only what no other route takes

@@ -4,8 +4,10 @@
 started on a free port the first time a test asks for it, on its own event loop in a thread,
 so sync tests, async tests and other processes can all reach it. `fakehop` is a
 `fakehop.testing.Fakehop` handle on it, reset before each test and set up by the test's
-`@pytest.mark.fakehop(scenario=..., time_scale=...)`. Heavy imports wait until a test asks
-for a fixture, so installing fakehop costs other test runs nothing.
+`@pytest.mark.fakehop(scenario=..., time_scale=..., verdicts=...)`. With `fakehop_verdicts`
+(or the marker's `verdicts`) at `error` or `warning`, a test whose clients broke HopBase's rules
+fails at teardown. Heavy imports wait until a test asks for a fixture, so installing fakehop
+costs other test runs nothing.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from typing import Any
 import pytest
 
 MARKER = "fakehop"
-MARKER_OPTIONS = ("scenario", "time_scale")
+MARKER_OPTIONS = ("scenario", "time_scale", "verdicts")
+VERDICT_LEVELS = ("error", "warning", "off")  # fail a test at teardown on findings of this severity or worse; or never
+SETTLE_SECONDS = 1.0  # before a verdict at teardown, how long to wait for requests still in progress to end
 
 
 @dataclass(frozen=True)
 class Settings:
     scenario_dirs: tuple[Path, ...]
     time_scale: float | None  # None: $FAKEHOP_TIME_SCALE, else 1
+    verdicts: str  # one of VERDICT_LEVELS
 
 
 SETTINGS = pytest.StashKey[Settings]()
 HANDLE = pytest.StashKey[Any]()  # the test's Fakehop, for its failure report
+CALL_FAILED = pytest.StashKey[bool]()  # the test itself failed: its report has the findings, teardown adds no failure
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,14 +44,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="multiply every fakehop scenario duration by F (default: fakehop_time_scale, $FAKEHOP_TIME_SCALE or 1)")
     parser.addini("fakehop_scenarios", type="linelist", default=[],
                   help="directories of scenario files for the fakehop fixture, relative to the rootdir")
+    group.addoption("--fakehop-verdicts", default=None, choices=VERDICT_LEVELS,
+                    help="fail a test at teardown when its clients broke HopBase's rules: on errors, on warnings too, or off (default: fakehop_verdicts, else off)")
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
+    parser.addini("fakehop_verdicts", default="off", help="error | warning | off: fail a test at teardown on fakehop verdict findings of that level")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(scenario=None, time_scale=None): the fakehop fixture's default scenario for this test "
-        "(a name or a mapping in the scenario format) and its time scale",
+        f"{MARKER}(scenario=None, time_scale=None, verdicts=None): the fakehop fixture's default scenario for this test "
+        "(a name or a mapping in the scenario format), its time scale, and whether findings of fakehop's verdict fail it "
+        "(error, warning, off)",
     )
     config.stash[SETTINGS] = read_settings(config)
 
@@ -58,7 +68,10 @@ def read_settings(config: pytest.Config) -> Settings:
         time_scale = positive_float(scale_text) if scale_text else None
     except ValueError as exc:
         raise pytest.UsageError(f"fakehop time scale: {exc}") from None
-    return Settings(tuple(directories), time_scale)
+    verdicts = config.getoption("fakehop_verdicts") or config.getini("fakehop_verdicts").strip()
+    if verdicts not in VERDICT_LEVELS:
+        raise pytest.UsageError(f"fakehop_verdicts: expected one of {', '.join(VERDICT_LEVELS)}, got {verdicts!r}")
+    return Settings(tuple(directories), time_scale, verdicts)
 
 
 def positive_float(value: Any) -> float:
@@ -110,7 +123,23 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
         except (UnknownScenario, ScenarioError, TypeError) as exc:
             pytest.fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}", pytrace=False)
     request.node.stash[HANDLE] = handle
-    return handle
+    yield handle
+    level = options.get("verdicts", request.config.stash[SETTINGS].verdicts)
+    if level != "off" and not request.node.stash.get(CALL_FAILED, False):
+        fail_on_findings(handle, level)
+
+
+def fail_on_findings(handle, level: str) -> None:
+    """Fail the test (at teardown) on the findings of `level` or worse, once its requests have ended."""
+    from .testing import findings_report
+
+    try:
+        handle.wait_for_requests(count=0, timeout=SETTLE_SECONDS)
+    except TimeoutError:
+        pass  # still open: judged as they are (no_read_timeout and abandoned_stream look at those)
+    findings = [finding for finding in handle.verdict() if level == "warning" or finding.severity == "error"]
+    if findings:
+        pytest.fail(findings_report(findings), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -119,8 +148,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     handle = item.stash.get(HANDLE, None)
     if handle is not None and report.when == "call" and report.failed:
-        seen = "\n".join(str(request) for request in handle.requests)
-        report.sections.append(("fakehop requests", seen or "(none)"))
+        item.stash[CALL_FAILED] = True
+        seen = [str(request) for request in handle.requests]
+        findings = handle.verdict()
+        if findings:
+            seen += ["verdict:"] + [f"  {finding}" for finding in findings]
+        report.sections.append(("fakehop requests", "\n".join(seen) or "(none)"))
     return report
 
 
@@ -139,4 +172,6 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
             options["time_scale"] = positive_float(options["time_scale"])
         except ValueError as exc:
             pytest.fail(f"@pytest.mark.{MARKER}(time_scale=...): {exc}", pytrace=False)
+    if options.get("verdicts", "off") not in VERDICT_LEVELS:
+        pytest.fail(f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}", pytrace=False)
     return options

@@ -24,6 +24,7 @@ from .player import parse_time_scale, time_scale_from_env
 from .scenario import parse_document
 from .server import GATEWAY_KEY, Gateway, create_app
 from .thread_server import ThreadServer
+from .verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
 
 ScenarioSpec = Union[str, Mapping[str, Any]]
 FAKE_API_KEY = "sk-fakehop"
@@ -67,6 +68,13 @@ class RecordedRequest:
         events = f" after {self.events} events" if self.stream else ""
         error = f": {self.error}" if self.error else ""
         return f"#{self.seq} {self.method} {self.path} scenario={self.scenario}: {self.end}{status}{events}{error}"
+
+
+def findings_report(findings: Sequence[Finding]) -> str:
+    """Findings as a test failure shows them: one line each, under a line that says what they are."""
+    lines = "\n".join(f"  {finding}" for finding in findings)
+    count = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
+    return f"fakehop verdict: {count} against HopBase's rules (fakehop's README, Verdicts, tells each rule's fix):\n{lines}"
 
 
 def add_inline(gateway: Gateway, mapping: Mapping[str, Any]) -> str:
@@ -205,6 +213,27 @@ class Fakehop:
     def _waited_too_long(requests: Sequence[RecordedRequest], count: int, timeout: float) -> str:
         seen = "\n".join(f"  {r}" for r in requests) or "  (none)"
         return f"fakehop: waited {timeout:g}s for {count} finished request(s); the server has seen:\n{seen}"
+
+    # ------------------------------------------------------------ verdicts
+
+    def verdict(self, **settings: Any) -> list[Finding]:
+        """What the clients did in this test, judged by HopBase's rules (see fakehop.verdicts):
+        the findings, oldest first. `settings` set the rules' thresholds (`backoff_floor=0.5`, …)."""
+        taken = self._server.call(take, self._gateway)
+        return judge(taken, Settings(**settings)).findings
+
+    def assert_client_ok(self, allow: Iterable[str] = (), level: str = WARNING, **settings: Any) -> None:
+        """Fail (AssertionError) on every finding of `level` or worse ("warning": all of them;
+        "error": errors only) whose rule is not in `allow`."""
+        allowed = set(allow)
+        unknown = sorted(allowed - set(RULES))
+        if unknown or level not in SEVERITIES:
+            raise ValueError(f"allow: unknown rule {', '.join(unknown)}; the rules are: {', '.join(RULES)}" if unknown
+                             else f"level: expected one of {', '.join(SEVERITIES)}, got {level!r}")
+        broken = [finding for finding in self.verdict(**settings)
+                  if finding.rule not in allowed and (level == WARNING or finding.severity == ERROR)]
+        if broken:
+            raise AssertionError(findings_report(broken))
 
     # ------------------------------------------------------------ official SDK clients
 
