@@ -437,28 +437,24 @@ def silence_at_hang_up(evidence: Evidence, record: Record) -> tuple[float, float
 
 @rule
 def gave_up_during_keepalive(evidence: Evidence):
-    for record in evidence.records:
-        if record.end != jr.CLIENT_DISCONNECTED or not record.stream or record.write_began is not None:
-            continue
-        silence = silence_at_hang_up(evidence, record)
+    hung_up = [record for record in evidence.records
+               if record.end == jr.CLIENT_DISCONNECTED and record.stream and record.write_began is None]
+    for record, silence in ((record, silence_at_hang_up(evidence, record)) for record in hung_up):
         if silence is not None:
-            lasted, planned = silence
             yield ERROR, (record.seq,), (
-                f"hung up {lasted:.2f} s into a silence kept alive by ': hopbase-keepalive' comments, which was to "
-                f"last {planned:.2f} s; HopBase keeps a stream of a model that is thinking alive for up to its stall "
+                f"hung up {silence[0]:.2f} s into a silence kept alive by ': hopbase-keepalive' comments, which was to "
+                f"last {silence[1]:.2f} s; HopBase keeps a stream of a model that is thinking alive for up to its stall "
                 "timeout (about 2 minutes): make the read timeout longer than the keepalive interval and let the "
                 "gateway end a stalled stream")
 
 
 @rule
 def no_read_timeout(evidence: Evidence):
-    patience = evidence.settings.read_patience
-    for record in evidence.records:
-        if record.end != jr.IN_PROGRESS or record.write_began is not None:
-            continue
-        silent = evidence.age(record, last_output_at(record))
-        if silent > patience:
-            yield ERROR, (record.seq,), (
+    waiting = {record.seq: evidence.age(record, last_output_at(record)) for record in evidence.records
+               if record.end == jr.IN_PROGRESS and record.write_began is None}  # a blocked write is abandoned_stream's
+    for seq, silent in waiting.items():
+        if silent > evidence.settings.read_patience:
+            yield ERROR, (seq,), (
                 f"is still waiting after {silent:.0f} s in which the gateway wrote no output; HopBase ends a stalled "
                 "stream after about 2 minutes, so give every request a read timeout (and a stream an overall "
                 "deadline) and hang up when it passes")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_pytest_plugin import INI
+from .test_pytest_plugin import INI, readme_section_blocks
 
 pytest_plugins = ["pytester"]
 
@@ -164,3 +164,13 @@ def test_the_handle_and_the_failure_report(pytester):
         "verdict:",
         "  error   retry_after_ignored*",
     ])
+
+
+def test_the_readme_example_passes_and_fails_without_its_wait(pytester):
+    example = readme_section_blocks("python", "Verdicts: did the client keep HopBase's rules?")[0]  # the others are fragments
+    pytester.makeini(INI)
+    pytester.makepyfile(test_waits=example, test_does_not_wait=example.replace("time.sleep(", "(lambda seconds: None)("))
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: fakehop verdict: 1 finding against HopBase's rules*", "*error   retry_after_ignored*",
+                                 "FAILED test_does_not_wait.py::test_my_retry_loop_keeps_hopbases_rules*"])

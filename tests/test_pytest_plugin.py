@@ -322,10 +322,10 @@ def test_under_xdist_each_worker_runs_its_own_server(project, monkeypatch):
     assert urls_by_worker["gw0"] != urls_by_worker["gw1"]
 
 
-def readme_section_blocks(language: str) -> list[str]:
-    """The `language` code blocks of the README's pytest fixture section."""
+def readme_section_blocks(language: str, title: str = "Use it as a pytest fixture") -> list[str]:
+    """The `language` code blocks of the README's section `title` (the pytest fixture's by default)."""
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme.split("\n## Use it as a pytest fixture\n", 1)[1].split("\n## ", 1)[0]
+    section = readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
 
 

@@ -5,26 +5,10 @@ from __future__ import annotations
 import json
 
 import openai
-import pytest
 
-from fakehop.remote import ControlClient
-
-from .test_control_cli import ServerProcess, closed_port, fakehop
+from .test_control_cli import closed_port, fakehop, server, url  # noqa: F401 - server and url are fixtures
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
-
-
-@pytest.fixture(scope="module")
-def server():
-    running = ServerProcess()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def url(server) -> str:
-    ControlClient(server.url).call("POST", "/reset")
-    return server.url
 
 
 def client(url: str, **options) -> openai.OpenAI:
