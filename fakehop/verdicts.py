@@ -13,6 +13,7 @@ import email.utils
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from typing import Any, Callable, Iterator, Mapping
 
 from . import journal as jr
@@ -158,7 +159,7 @@ def group_attempts(records: list[Record]) -> list[Attempts]:
 
 
 def retried(group: Attempts, record: Record) -> bool:
-    """Whether `record` is a retry of the last attempt in `group`: that one failed, and ended before it came."""
+    """Whether `record` is a retry of the last attempt in `group`: that one failed (so it has ended) and came first."""
     last = group.records[-1]
     return last.end in FAILURES and record.started_at >= last.started_at
 
@@ -189,6 +190,15 @@ class Evidence:
     def retries(self) -> Iterator[tuple[Record, Record, float]]:
         for request in self.requests:
             yield from request.retries()
+
+    @cached_property
+    def histories(self) -> dict[int, list[tuple[str, str]] | None]:
+        """Each record's conversation by seq (see `history`), read once for every rule."""
+        return {record.seq: history(record) for record in self.records}
+
+    @cached_property
+    def carried_forward(self) -> list[tuple[Record, Record, bool]]:
+        return list(cut_answers_carried(self))
 
     def age(self, record: Record, moment: float | None = None) -> float:
         """Seconds from `moment` (the monotonic clock; the record's arrival when None) until now."""
@@ -281,18 +291,18 @@ def streamed_text(record: Record) -> str:
     return "".join(pieces)
 
 
-def carried_forward(evidence: Evidence) -> Iterator[tuple[Record, Record, bool]]:
+def cut_answers_carried(evidence: Evidence) -> Iterator[tuple[Record, Record, bool]]:
     """Each stream cut short (failed, disconnected, or left by the client) with some text out,
     and the first later request whose history is its own followed by that partial text as the
     assistant's turn; True when more turns follow it (the conversation went on)."""
     for number, cut in enumerate(evidence.records):
         if not (cut.stream and cut.end in (jr.FAILED, jr.DISCONNECTED, jr.CLIENT_DISCONNECTED)):
             continue
-        partial, asked = squeezed(streamed_text(cut)), history(cut)
+        partial, asked = squeezed(streamed_text(cut)), evidence.histories[cut.seq]
         if not partial or asked is None:
             continue
         for later in evidence.records[number + 1:]:
-            turns = history(later)
+            turns = evidence.histories[later.seq]
             if turns is None or len(turns) <= len(asked) or turns[: len(asked)] != asked:
                 continue
             role, text = turns[len(asked)]
@@ -395,7 +405,7 @@ def retried_non_retryable(evidence: Evidence):
 
 @rule
 def resumed_partial_output(evidence: Evidence):
-    for cut, later, went_on in carried_forward(evidence):
+    for cut, later, went_on in evidence.carried_forward:
         if not went_on:
             yield ERROR, (cut.seq, later.seq), (
                 f"continued the answer cut short at #{cut.seq} ({cut.end}) by sending its partial text back as the "
@@ -404,7 +414,7 @@ def resumed_partial_output(evidence: Evidence):
 
 @rule
 def truncated_stream_accepted(evidence: Evidence):
-    for cut, later, went_on in carried_forward(evidence):
+    for cut, later, went_on in evidence.carried_forward:
         if went_on:
             yield ERROR, (cut.seq, later.seq), (
                 f"took the answer of #{cut.seq}, cut short with no terminator ({cut.end}), as complete and carried it "
