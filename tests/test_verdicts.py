@@ -50,6 +50,16 @@ def rules_of(answer: dict, severity: str | None = None) -> list[str]:
     return [f["rule"] for f in answer["findings"] if severity is None or f["severity"] == severity]
 
 
+async def answering(gateway) -> None:
+    """Until the first request has its scenario and, streamed, its first events: then a hang is under way."""
+    for _ in range(500):
+        first = gateway.journal.records[0] if gateway.journal.records else None
+        if first is not None and first.scenario is not None and (first.events or not first.stream):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no answer began")
+
+
 async def settled(gateway, timeout: float = 5.0) -> None:
     """Until every request has ended: a client's hang-up reaches the server a moment later."""
     for _ in range(int(timeout / 0.01)):
@@ -143,7 +153,7 @@ async def test_immediate_retries_of_a_500_are_no_backoff(base_url):
 
 
 async def test_a_steady_pause_between_retries_is_no_backoff_too(base_url):
-    await post_until_ok(base_url, chat_body("steady"), "server-error", waits=[0.3, 0.3, 0.3])
+    await post_until_ok(base_url, chat_body("steady"), "server-error", waits=[0.8, 0.8, 0.8])  # 0.2 s from growing: room for load
     assert rules_of(await verdict(base_url), "error") == ["no_backoff"]
 
 
@@ -372,6 +382,7 @@ async def test_a_client_with_no_timeout_on_a_hang_has_no_read_timeout(base_url, 
 
     client = asyncio.ensure_future(wait_forever())
     try:
+        await answering(gateway)
         await asyncio.sleep(0.8)
         answer = await verdict(base_url, read_patience=0.5)
         [finding] = answer["findings"]
@@ -381,13 +392,14 @@ async def test_a_client_with_no_timeout_on_a_hang_has_no_read_timeout(base_url, 
         client.cancel()
 
 
-async def test_a_non_streamed_request_left_unanswered_without_a_timeout_has_no_read_timeout(base_url):
+async def test_a_non_streamed_request_left_unanswered_without_a_timeout_has_no_read_timeout(base_url, gateway):
     async def wait_forever():
         async with httpx2.AsyncClient(base_url=base_url, timeout=None) as client:
             await client.post(CHAT, json=chat_body("x"), headers=scenario("hang"))
 
     client = asyncio.ensure_future(wait_forever())
     try:
+        await answering(gateway)
         await asyncio.sleep(0.8)
         assert rules_of(await verdict(base_url, read_patience=0.5)) == ["no_read_timeout"]
     finally:
