@@ -17,6 +17,7 @@ import pytest
 from fakehop import journal as jr
 from fakehop.control import with_lines
 from fakehop.scenario import parse_document
+from fakehop.testing import Fakehop, make_app
 from fakehop.verdicts import RULES, Settings
 
 CHAT = "/v1/chat/completions"
@@ -464,6 +465,14 @@ async def test_a_session_that_sent_nothing_has_an_empty_verdict(base_url):
     assert rules_of(await verdict(base_url)) == ["retry_after_ignored"]
     answer = await verdict(base_url, session="someone-else")
     assert (answer["session"], answer["findings"], answer["requests"]) == ("someone-else", [], 0)
+
+
+async def test_the_handle_on_the_tests_own_loop_judges_too(aiohttp_server):
+    fake = Fakehop.for_server(await aiohttp_server(make_app(time_scale=0.01)))
+    await post_until_ok(fake.url, chat_body("now"), "rate-limited", waits=[0])
+    [finding] = fake.verdict()
+    assert (finding.rule, finding.severity, len(finding.seqs)) == ("retry_after_ignored", "error", 2)
+    assert fake.verdict(retry_after_slack=2) == []
 
 
 def test_every_rule_the_scenario_contract_names_is_there():
