@@ -356,6 +356,19 @@ async def test_a_read_timeout_shorter_than_the_keepalive_interval_gives_up_durin
     assert "hopbase-keepalive" in finding["message"]
 
 
+async def test_the_anthropic_sdk_with_a_short_read_timeout_gives_up_during_keepalive(serve, make_gateway):
+    gateway = make_gateway(time_scale=PAUSE_SCALE)
+    base_url = await serve(gateway)
+    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", timeout=0.2, max_retries=0) as client:
+        with pytest.raises(httpx2.ReadTimeout):  # between events the anthropic SDK lets its HTTP library's own error through
+            async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=chat_body("prove it")["messages"],
+                                              thinking={"type": "enabled", "budget_tokens": 50},
+                                              extra_headers=scenario("reasoning-pause")) as stream:
+                await stream.get_final_message()
+    await settled(gateway)
+    assert rules_of(await verdict(base_url)) == ["gave_up_during_keepalive"]
+
+
 async def test_a_read_timeout_longer_than_the_keepalive_interval_reads_through_the_silence(serve, make_gateway):
     gateway = make_gateway(time_scale=PAUSE_SCALE)
     base_url = await serve(gateway)
