@@ -249,7 +249,8 @@ async def scenario_named_by(gateway, body: dict, source: str) -> str:
 
 async def health(request: web.Request) -> web.Response:
     gateway = gateway_of(request)
-    return web.json_response({"status": "ok", "version": __version__, "scenarios": len(gateway.library.names()), "default": gateway.default, "time_scale": gateway.time_scale})
+    return web.json_response({"status": "ok", "version": __version__, "scenarios": len(gateway.library.names()), "default": gateway.default,
+                              "time_scale": gateway.time_scale, "lenient_conversations": gateway.lenient_conversations})
 
 
 def origin_of(gateway, scenario: Scenario) -> str:
@@ -263,6 +264,8 @@ def origin_of(gateway, scenario: Scenario) -> str:
 def kind_of(scenario: Scenario) -> str:
     if scenario.is_sequence:
         return "sequence"
+    if scenario.is_conversation:
+        return "conversation"
     return "http_error" if scenario.entries[0].script.http_error is not None else "steps"
 
 
@@ -309,7 +312,8 @@ QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
 
 
 def queue_json(gateway) -> dict:
-    return {"queue": list(gateway.queue)}
+    """The queue, oldest first: names, and a queued sequence's entries as `name[N]`."""
+    return {"queue": [str(queued) for queued in gateway.queue]}
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
@@ -321,8 +325,12 @@ async def queue_scenario(request: web.Request) -> web.Response:
         raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(gateway.queue):,}; "
                            f"{times:,} more would not fit (DELETE {PREFIX}/queue empties it)")
     name = await scenario_named_by(gateway, body, QUEUE_SOURCE)
-    gateway.queue.extend([name] * times)
-    return web.json_response({"queued": name, "times": times, "length": len(gateway.queue)})
+    requests = len(gateway.library.queued(name)) * times
+    if len(gateway.queue) + requests > MAX_QUEUE:
+        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(gateway.queue):,}; "
+                           f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)")
+    gateway.enqueue(name, times)
+    return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(gateway.queue)})
 
 
 async def show_queue(request: web.Request) -> web.Response:

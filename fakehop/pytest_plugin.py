@@ -29,6 +29,7 @@ class Settings:
     scenario_dirs: tuple[Path, ...]
     time_scale: float | None  # None: $FAKEHOP_TIME_SCALE, else 1
     verdicts: str  # one of VERDICT_LEVELS
+    lenient_conversations: bool = False
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -46,8 +47,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="directories of scenario files for the fakehop fixture, relative to the rootdir")
     group.addoption("--fakehop-verdicts", default=None, choices=VERDICT_LEVELS,
                     help="fail a test at teardown when its clients broke HopBase's rules: on errors, on warnings too, or off (default: fakehop_verdicts, else off)")
+    group.addoption("--fakehop-lenient-conversations", action="store_true", default=None,
+                    help="let through requests that the real APIs' conversation checks refuse (default: fakehop_lenient_conversations)")
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
     parser.addini("fakehop_verdicts", default="off", help="error | warning | off: fail a test at teardown on fakehop verdict findings of that level")
+    parser.addini("fakehop_lenient_conversations", type="bool", default=False,
+                  help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,7 +76,8 @@ def read_settings(config: pytest.Config) -> Settings:
     verdicts = config.getoption("fakehop_verdicts") or config.getini("fakehop_verdicts").strip()
     if verdicts not in VERDICT_LEVELS:
         raise pytest.UsageError(f"fakehop_verdicts: expected one of {', '.join(VERDICT_LEVELS)}, got {verdicts!r}")
-    return Settings(tuple(directories), time_scale, verdicts)
+    lenient = config.getoption("fakehop_lenient_conversations") or config.getini("fakehop_lenient_conversations")
+    return Settings(tuple(directories), time_scale, verdicts, bool(lenient))
 
 
 def positive_float(value: Any) -> float:
@@ -101,7 +107,8 @@ def fakehop_server(pytestconfig: pytest.Config):
         library = Library.load(pytestconfig.stash[SETTINGS].scenario_dirs)
     except ScenarioError as exc:
         pytest.fail(f"fakehop could not load its scenarios:\n{exc}", pytrace=False)
-    server = ThreadServer(Gateway(library, time_scale=session_time_scale(pytestconfig)))
+    settings = pytestconfig.stash[SETTINGS]
+    server = ThreadServer(Gateway(library, time_scale=session_time_scale(pytestconfig), lenient_conversations=settings.lenient_conversations))
     server.start()
     yield server
     server.stop()

@@ -16,12 +16,13 @@ from . import journal as jr
 from . import player, prerender
 from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
                      request_id_for, seed_of, stamp_request_id)
-from .library import DEFAULT_SCENARIO, Library, SequenceCounters, UnknownScenario
+from .library import DEFAULT_SCENARIO, Library, Pinned, SequenceCounters, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, whole_answer
 from .scenario import Scenario, Script
+from .stored import StoredResponses
 
 log = logging.getLogger("fakehop")
 
@@ -47,8 +48,10 @@ class Gateway:
     admin_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
     journal: jr.Journal = field(default_factory=jr.Journal)
-    queue: deque = field(default_factory=deque)
+    queue: deque = field(default_factory=deque)  # scenario names, and the entries of queued sequences (Pinned)
     counters: SequenceCounters = field(default_factory=SequenceCounters)
+    lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
+    responses: StoredResponses = field(default_factory=StoredResponses)
 
     def __post_init__(self) -> None:
         self.check_name(self.default)
@@ -60,10 +63,11 @@ class Gateway:
             raise UnknownScenario(name, self.library.names())
 
     def reset(self) -> None:
-        """Back to how the server started: no queue, no journal, counters at zero, no added scenarios."""
+        """Back to how the server started: no queue, no journal, counters at zero, no added scenarios, no stored responses."""
         self.queue.clear()
         self.journal.clear()
         self.counters.clear()
+        self.responses.clear()
         self.library = self.base_library
         self.default = self.base_default
 
@@ -72,18 +76,35 @@ class Gateway:
         self.library = self.library.with_scenario(scenario)
         self.counters.forget(scenario.name)
 
-    def select(self, protocol: str, request: ParsedRequest, header: str | None) -> str:
+    def enqueue(self, name: str, times: int = 1) -> int:
+        """Queue `name` for the next `times` runs (a sequence's run is all its entries); returns how many requests that is."""
+        queued = self.library.queued(name) * times
+        self.queue.extend(queued)
+        return len(queued)
+
+    def settled(self, request: ParsedRequest) -> ParsedRequest:
+        """`request` with the stored history it continues (Responses' previous_response_id),
+        once it has passed the real API's conversation checks (unless lenient)."""
+        if request.conversation.continues is not None:
+            request = self.responses.continued(request)
+        problem = request.conversation.problem
+        if problem is not None and not self.lenient_conversations:
+            raise problem
+        return request
+
+    def select(self, protocol: str, request: ParsedRequest, headers) -> str | Pinned:
         """The scenario a request gets: header, then queue, then `match`, then the default."""
+        header = headers.get(SCENARIO_HEADER)
         if header is not None:
             self.check_name(header)
             return header
         if self.queue:
             return self.queue.popleft()
-        matched = self.library.first_match(protocol, request.model, request.prompt)
+        matched = self.library.first_match(protocol, request, headers)
         return matched.name if matched is not None else self.default
 
-    def script_for(self, name: str) -> tuple[str, Script]:
-        return self.counters.next_script(self.library, name)
+    def script_for(self, choice: str | Pinned, request: ParsedRequest) -> tuple[str, Script]:
+        return self.counters.next_script(self.library, choice, request)
 
 
 # ---------------------------------------------------------------- answering one request
@@ -117,6 +138,8 @@ def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadR
 
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
+
+    kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
 
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
@@ -163,9 +186,14 @@ class Answer:
             raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
                              f"but got a string with length {len(parsed.model)} instead.", param="model")
         self.record.stream = parsed.stream
-        name = gateway.select(protocol.NAME, parsed, self.request.headers.get(SCENARIO_HEADER))
-        label, script = gateway.script_for(name)
+        conversation = parsed.conversation
+        if conversation.problem is not None or conversation.continues is not None:
+            parsed = gateway.settled(parsed)
+        self.record.turn = parsed.conversation.turn
+        label, script = gateway.script_for(gateway.select(protocol.NAME, parsed, self.request.headers), parsed)
         self.record.scenario = label
+        if conversation.keep:
+            self.kept = parsed
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
@@ -214,6 +242,8 @@ class Answer:
         self.record.sending(asyncio.get_running_loop().time(), data)
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, data, len(data))
         elif data:
             await response.write(data)
         self.record.sent(events)
@@ -246,6 +276,8 @@ class Answer:
             self.record.close(jr.FAILED, status, f"{ending.kind}: {ending.message}")
         else:
             self.record.close(jr.COMPLETED, status)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, body, sum(len(block.text) for block in outcome.blocks))
         return web.json_response(body, status=status, dumps=dumps)
 
     def drop_connection(self) -> None:
@@ -267,6 +299,29 @@ def protocol_handler(protocol, hosts: HostCheck):
         return response
 
     return handle
+
+
+async def stored_response(request: web.Request) -> web.Response:
+    """`GET` or `DELETE /v1/responses/{id}`: a stored Responses answer (see stored), in the journal like any request."""
+    gateway, request_id = request.app[GATEWAY_KEY], request_id_for(request)
+    protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
+    record = gateway.journal.open(request_id, request.method, request.path, request.headers)
+    record.protocol = protocol.NAME
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    stored = gateway.responses.find(response_id) if refused is None else None
+    if refused is None and stored is None:
+        refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
+    if refused is not None:
+        record.close(jr.REJECTED, refused.status, refused.message)
+        response = error_response(protocol, refused.status, refused.message, request_id, code=refused.code)
+    else:
+        if request.method == "DELETE":
+            gateway.responses.delete(response_id)
+        record.close(jr.COMPLETED, 200)
+        response = web.json_response({"id": response_id, "object": "response", "deleted": True} if request.method == "DELETE" else stored.response, dumps=dumps)
+    gateway.journal.closed(record)
+    stamp_request_id(response, request_id)
+    return response
 
 
 def protocol_for_request(request: web.Request):
@@ -342,6 +397,8 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/responses/{response_id}", stored_response)
+    app.router.add_delete("/v1/responses/{response_id}", stored_response)
     app.add_subapp(CONTROL_PREFIX, control.create_app())
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app

@@ -56,6 +56,7 @@ class RecordedRequest:
     events: int  # SSE events sent before the end (keepalive comments not counted)
     error: str | None  # the error message sent, if any
     duration: float | None  # seconds from arrival to the end
+    turn: int | None  # its turn in its conversation: 1 + the assistant turns it sent; None for one no protocol read
 
     @classmethod
     def from_record(cls, record: jr.Record) -> "RecordedRequest":
@@ -148,9 +149,10 @@ class Fakehop:
         return name
 
     def queue(self, *scenarios: ScenarioSpec) -> list[str]:
-        """The next requests that name no scenario get these, in order; returns their names."""
+        """The next requests that name no scenario get these, in order (a sequence its whole
+        run, entry by entry); returns their names."""
         names = [self._known_name(scenario) for scenario in scenarios]
-        self._server.call(self._gateway.queue.extend, names)
+        self._server.call(lambda: [self._gateway.enqueue(name) for name in names])
         return names
 
     def _known_name(self, scenario: ScenarioSpec) -> str:
@@ -270,6 +272,7 @@ def make_app(
     time_scale: float | None = None,
     api_key: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    lenient_conversations: bool = False,
 ) -> web.Application:
     """A fakehop Application for pytest-aiohttp's `aiohttp_server`, on the test's own loop.
 
@@ -279,5 +282,5 @@ def make_app(
     """
     library = Library.load(scenarios)
     gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key,
-                      allowed_hosts=tuple(allowed_hosts))
+                      allowed_hosts=tuple(allowed_hosts), lenient_conversations=lenient_conversations)
     return create_app(gateway)
