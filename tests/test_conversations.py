@@ -287,3 +287,13 @@ async def test_a_queued_sequence_plays_every_entry_in_order(gateway, base_url):
     assert [r.scenario for r in gateway.journal.records] == ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello"] * 2 + ["hello"]
     await send(base_url, "chat", body, {"X-Fakehop-Scenario": "flaky-then-ok"})
     assert gateway.journal.records[-1].scenario == "flaky-then-ok[1]"  # the queue left its counter where it was
+
+
+async def test_the_control_api_names_a_conversations_kind_and_the_lenient_setting(base_url):
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base_url + "/_fakehop/scenarios") as response:
+            kinds = {scenario["name"]: scenario["kind"] for scenario in (await response.json())["scenarios"]}
+        async with session.get(base_url + "/_fakehop/health") as response:
+            health = await response.json()
+    assert (kinds["agent-weather"], kinds["agent-two-tools"], kinds["flaky-then-ok"], kinds["hello"]) == ("conversation", "conversation", "sequence", "steps")
+    assert health["lenient_conversations"] is False

@@ -219,9 +219,10 @@ class History:
         if self.problem is None:
             self.problem = BadRequest(message, param=param)
 
-    def conversation(self, tools: tuple[str, ...], system: str | None = None, **facts: Any) -> Conversation:
+    def conversation(self, tools: tuple[str, ...], system: str | None = None) -> Conversation:
+        """The Conversation gathered; `system` is the protocol's own system prompt, when it has one apart from the messages."""
         joined = "\n".join(self.system) if system is None else system
-        return Conversation(self.turns + 1, tuple(self.results), tools, joined, self.problem, **facts)
+        return Conversation(self.turns + 1, tuple(self.results), tools, joined, self.problem)
 
 
 # The tool calls of each earlier turn in a protocol's example_request: (name, arguments, result).
