@@ -280,8 +280,10 @@ async def test_a_queued_sequence_plays_every_entry_in_order(gateway, base_url):
     async with aiohttp.ClientSession() as session:
         async with session.post(base_url + "/_fakehop/queue", json={"scenario": "flaky-then-ok", "times": 2}) as response:
             queued = await response.json()
-        assert queued == {"queued": "flaky-then-ok", "times": 2, "requests": 6,
-                          "queue": ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]"] * 2}
+        async with session.get(base_url + "/_fakehop/queue") as response:
+            listed = await response.json()
+        assert queued == {"queued": "flaky-then-ok", "times": 2, "requests": 6, "length": 6}
+        assert listed == {"queue": ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]"] * 2}
         statuses = [(await send(base_url, "chat", body))[0] for _ in range(7)]
     assert statuses == [429, 500, 200] * 2 + [200]
     assert [r.scenario for r in gateway.journal.records] == ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello"] * 2 + ["hello"]

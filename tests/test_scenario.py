@@ -373,11 +373,11 @@ def test_filled_quotes_split_as_the_step_says():
     ("match:\n  turn: [2, '<3']\nsteps: [{text: a}]", "t.yaml:2: match turn: expected a turn number from 1, a list of them, or \">=N\", got '<3'"),
     ("match: {tool_result: ''}\nsteps: [{text: a}]", "t.yaml:1: match tool_result: expected true, false or a tool's name, got a string"),
     ("match: {header: [X-Tenant]}\nsteps: [{text: a}]", 't.yaml:1: match header: expected a mapping of header names to globs, such as {X-Tenant: "acme-*"}'),
-    ("match:\n  system: '/(/'\nsteps: [{text: a}]", "t.yaml:2: match system: not a valid regular expression (missing ), unterminated subpattern at position 0)"),
+    ("match:\n  system: '/(/'\nsteps: [{text: a}]", "t.yaml:2: match system: not a valid regular expression (missing ): (); match regexes run on RE2"),
     ("match: {tool: f}\nsteps: [{text: a}]", "t.yaml:1: unknown key 'tool' in match; did you mean 'tools'?"),
 ])
 def test_conversation_mistakes_are_found_at_load_with_their_line(text, problem):
-    assert problem in problems(text)
+    assert any(found.startswith(problem) for found in problems(text)), problems(text)
 
 
 def test_match_rules_on_the_conversation():
