@@ -3,14 +3,15 @@
 A quoting step names what it shows (scenario.QuoteRef): the request's last user text
 (`prompt`), or the text of a tool result it ends with (`tool_result`, the last one or the
 last of one tool). What it shows is read from the request's Conversation, the same in every
-protocol; what the request does not hold reads as "".
+protocol; what the request does not hold reads as "". A step's text is cut at the limit of a
+scenario's own text.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .scenario import Output, Quote, QuoteRef, Script, split_deltas
+from .scenario import MAX_TEXT_CHARS, Output, Quote, QuoteRef, Script, split_deltas
 
 
 def filled(script: Script, request) -> Script:
@@ -22,8 +23,9 @@ def filled(script: Script, request) -> Script:
 
 
 def quoted_output(quote: Quote, request) -> Output:
+    """The step's text, cut at MAX_TEXT_CHARS as a scenario's own text is: a request may quote a tool result of megabytes."""
     text = "".join(piece if type(piece) is str else quoted_text(piece, request) for piece in quote.pieces)
-    return Output(quote.kind, split_deltas(text, quote.chunk), quote.interval, quote.signature)
+    return Output(quote.kind, split_deltas(text[:MAX_TEXT_CHARS], quote.chunk), quote.interval, quote.signature)
 
 
 def quoted_text(reference: QuoteRef, request) -> str:

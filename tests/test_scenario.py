@@ -13,7 +13,7 @@ from fakehop import quoting
 from fakehop.library import Library, SequenceCounters, resolve
 from fakehop.protocols import chat
 from fakehop.scenario import (
-    Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, ScenarioError, Stall, ToolCall, load_file,
+    MAX_TEXT_CHARS, Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, ScenarioError, Stall, ToolCall, load_file,
     parse_duration, parse_text, split_deltas,
 )
 
@@ -390,3 +390,9 @@ def test_match_rules_on_the_conversation():
     assert fits("{tool_result: get_weather}", at_turn(2)) and not fits("{tool_result: get_time}", at_turn(2))
     assert fits("{header: {x-tenant: 'acme-*'}}", at_turn(1), [("X-Tenant", "other"), ("X-Tenant", "acme-1")])
     assert not fits("{header: {x-tenant: 'acme-*'}, turn: 2}", at_turn(1), [("X-Tenant", "acme-1")])
+
+
+def test_a_quote_is_cut_at_the_limit_of_a_scenarios_own_text():
+    script = parse("steps: [{text: {template: '>{tool_result}'}}]").entries[0].script
+    [output] = quoting.filled(script, at_turn(2, "x" * (MAX_TEXT_CHARS + 10))).steps
+    assert output.deltas == (">" + "x" * (MAX_TEXT_CHARS - 1),)
