@@ -73,6 +73,7 @@ def example_request(turn: int = 1) -> dict:
         items += [{"type": "function_call_output", "call_id": call_id, "output": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
     return {**EXAMPLE_REQUEST, "input": items}
 
+
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "tool_call": "fc_"}
