@@ -204,6 +204,7 @@ class InputHistory(History):
         self.prompt = prompt
         self.calls: dict[str, str | None] = {}
         self.outputs: list[Any] = []  # the call ids of the function_call_output items
+        self.results: list[tuple[str, str]] = []  # (call id, text) of the tool results since the last other item
         self.in_run = False  # whether the last item was the model's
 
     def add(self, item: dict, kind: str | None, text: str) -> None:
@@ -221,7 +222,7 @@ class InputHistory(History):
             self.in_run = False
             if kind == "function_call_output":
                 self.outputs.append(item.get("call_id"))
-            self.results.append(ToolResult(str(item.get("call_id")), None, text))
+            self.results.append((str(item.get("call_id")), text))  # named once the calls are all known
         elif kind == "reasoning" or kind.endswith("_call"):
             self.model_item(item)
 
@@ -243,7 +244,7 @@ class InputHistory(History):
         problem = self.problem
         if problem is None and (earlier is not None or echo["previous_response_id"] is None):
             problem = unanswered_output(self.outputs, calls)
-        results = tuple(result._replace(name=calls.get(result.call_id)) for result in self.results)
+        results = tuple([ToolResult(call_id, calls.get(call_id), text) for call_id, text in self.results])
         instructions_and_system = "\n".join(text for text in (echo["instructions"], system) if text)
         tools = tool_names(echo["tools"])
         conversation = Conversation(thread.turns + 1, results, tools, instructions_and_system, problem, echo["previous_response_id"], echo["store"])
