@@ -517,15 +517,16 @@ class Taken:
     now: float
 
 
-def take(gateway, session: str | None = None) -> Taken:
-    """The records of `session` (None: the global one) as they are now; on the gateway's loop."""
+def take(session) -> Taken:
+    """The records of `session` (a `fakehop.sessions.Session`) as they are now, the global one's
+    own only; on the server's loop."""
     copies = []
-    for record in gateway.journal.records:
-        if getattr(record, "session", None) == session:
+    for record in session.requests():
+        if record.session == session.name:
             copied = copy.copy(record)
             copied.frames = list(record.frames)
             copies.append(copied)
-    return Taken(copies, script_finder(gateway.library), gateway.time_scale, session, time.monotonic())
+    return Taken(copies, script_finder(session.library), session.time_scale, session.name, time.monotonic())
 
 
 def judge(taken: Taken, settings: Settings = Settings()) -> Verdict:
