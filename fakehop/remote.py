@@ -99,6 +99,19 @@ class ControlClient:
             yield from page
             since = page[-1].seq if page else since
 
+    def wait_until_up(self, timeout: float, interval: float = 0.1) -> dict:
+        """The health check's answer once the server gives one; ControlFailed with the last
+        reason after `timeout` seconds, or at once when fakehop answers with a refusal."""
+        deadline = time.monotonic() + timeout
+        while True:
+            attempt = ControlClient(self.url, self.admin_token, max(deadline - time.monotonic(), interval), self.session)
+            try:
+                return attempt.call("GET", "/health")
+            except ControlFailed as exc:
+                if exc.status is not None or time.monotonic() + interval > deadline:
+                    raise
+            time.sleep(interval)
+
     def follow(self, since: int, interval: float) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.
 
