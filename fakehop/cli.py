@@ -1,5 +1,6 @@
-"""The `fakehop` command: serve, validate, play, list, schema; queue, default, requests, reset
-to drive a running server; record and import to write scenarios from real answers."""
+"""The `fakehop` command: serve, validate, play, list, schema; queue, default, strict, requests,
+reset and sessions to drive a running server; wait for one to start; record and import to
+write scenarios from real answers."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duratio
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
+from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from .verdicts import Finding, Settings, setting_value
 from .writer import DEFAULT_MIN_GAP
 
+WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
 _BYTE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
 
@@ -103,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"keep request bodies of at most this many bytes in all in the journal (default {DEFAULT_BYTES // 2**20}M)")
     serve.add_argument("--journal-secrets", action="store_true",
                        help="show Authorization, x-api-key, api-key and cookie headers whole in the journal (default: redacted)")
+    serve.add_argument("--strict", action="store_true",
+                       help="a request that names no scenario, finds the queue empty and fits no match gets a 400, not the default")
+    serve.add_argument("--max-sessions", type=positive_int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                       help=f"keep at most N sessions; a new one drops the one idle longest (default {DEFAULT_MAX_SESSIONS})")
+    serve.add_argument("--session-idle", type=positive_float, default=DEFAULT_SESSION_IDLE, metavar="SECONDS",
+                       help=f"drop a session after this long with no request or control call (default {DEFAULT_SESSION_IDLE:g})")
     serve.add_argument("--lenient-conversations", action="store_true",
                        help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
     serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
@@ -196,14 +205,27 @@ def add_control_commands(commands) -> None:
 
     add_verdict_command(commands)
 
-    reset = commands.add_parser("reset", help="clear the queue, journal, sequence counters and added scenarios")
+    reset = commands.add_parser("reset", help="clear the queue, journal, sequence counters and added scenarios; drop a named session")
     add_server_options(reset)
     reset.set_defaults(run=run_reset)
+
+    strict = commands.add_parser("strict", help="a 400 instead of the default for requests no scenario was set up for, or not")
+    strict.add_argument("setting", choices=("on", "off"))
+    add_server_options(strict)
+    strict.set_defaults(run=run_strict)
+
+    sessions = commands.add_parser("sessions", help="list the sessions the server keeps")
+    add_server_options(sessions, session=False)
+    sessions.set_defaults(run=run_sessions)
+
+    wait = commands.add_parser("wait", help="wait until a server answers its health check; exit 1 after the timeout")
+    wait.add_argument("--timeout", type=positive_float, default=WAIT_TIMEOUT, metavar="SECONDS", help=f"give up after this long (default {WAIT_TIMEOUT:g})")
+    add_server_options(wait, session=False)
+    wait.set_defaults(run=run_wait)
 
 
 def add_verdict_command(commands) -> None:
     verdict = commands.add_parser("verdict", help="judge what the clients did by HopBase's rules; exit 1 on any error finding")
-    verdict.add_argument("--session", default=None, metavar="S", help="judge this session's requests (default: the global session's)")
     verdict.add_argument("--json", action="store_true", help="print the whole verdict as JSON")
     for setting in fields(Settings):
         verdict.add_argument("--" + setting.name.replace("_", "-"), type=setting_type(setting.name), default=None, metavar="N",
@@ -222,9 +244,11 @@ def setting_type(name: str):
     return read
 
 
-def add_server_options(parser: argparse.ArgumentParser) -> None:
+def add_server_options(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
     parser.add_argument("--url", type=server_url, default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
     parser.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN")
+    if session:
+        parser.add_argument("--session", default=None, metavar="ID", help="act on this session (default: the global one)")
 
 
 def fail(message: str, code: int = 2) -> int:
@@ -259,6 +283,7 @@ def run_serve(args: argparse.Namespace) -> int:
     scale = time_scale_of(args)
     gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
                       allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
+                      strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
                       lenient_conversations=args.lenient_conversations)
     if not args.quiet:
         gateway.journal.listeners.append(print_finished)
@@ -317,7 +342,8 @@ async def serve_until_stopped(gateway, host: str, port: int) -> None:
     settle_garbage_collector()
     names = gateway.library.names()
     print(f"fakehop {__version__} listening on {url}", flush=True)
-    print(f"  {len(names)} scenarios, default {gateway.default!r}, time scale {gateway.time_scale:g}; "
+    strict = "strict, " if gateway.strict else ""
+    print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
           f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
     await run_until_stopped(runner)
 
@@ -481,7 +507,7 @@ def scenario_name_for(client: ControlClient, target: str) -> str:
 
 
 def client_of(args: argparse.Namespace) -> ControlClient:
-    return ControlClient(args.url, args.admin_token)
+    return ControlClient(args.url, args.admin_token, session=getattr(args, "session", None))
 
 
 def run_queue(args: argparse.Namespace) -> int:
@@ -517,9 +543,7 @@ def run_requests(args: argparse.Namespace) -> int:
 
 def run_verdict(args: argparse.Namespace) -> int:
     query = {setting.name: str(getattr(args, setting.name)) for setting in fields(Settings) if getattr(args, setting.name) is not None}
-    if args.session is not None:
-        query["session"] = args.session
-    answer = client_of(args).call("GET", "/verdict", query=query)
+    answer = client_of(args).call("GET", "/verdict", query=query)  # the client names the session
     if args.json:
         print(json.dumps(answer, indent=2))
     else:
@@ -539,7 +563,38 @@ def verdict_summary(answer: dict) -> str:
 
 def run_reset(args: argparse.Namespace) -> int:
     answer = client_of(args).call("POST", "/reset")
-    print(f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}")
+    if args.session is None:
+        print(f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}")
+    else:
+        print(f"reset: session {args.session} dropped; its next use starts it as the server started; default scenario: {answer['default']}")
+    return 0
+
+
+def run_strict(args: argparse.Namespace) -> int:
+    answer = client_of(args).call("PUT", "/strict", {"strict": args.setting == "on"})
+    print("strict: requests no scenario was set up for get a 400" if answer["strict"] else "not strict: requests no scenario was set up for get the default")
+    return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    """One line a session, the one used longest ago (the next to be dropped) first."""
+    answer = client_of(args).call("GET", "/sessions")
+    for session in answer["sessions"]:
+        strict = "strict" if session["strict"] else "-"
+        print(f"{session['session']:<40} idle {session['idle']:>8.1f}s  {session['requests']:>4} requests  queue {session['queue']:>3}  "
+              f"default {session['default']:<18} time scale {session['time_scale']:<6g} {strict}")
+    print(f"{len(answer['sessions'])} sessions (at most {answer['max_sessions']}, each dropped after {answer['idle_timeout']:g}s idle)")
+    return 0
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    try:
+        answer = client_of(args).wait_until_up(args.timeout)
+    except ControlFailed as exc:
+        if exc.status is not None:
+            raise
+        return fail(f"no fakehop server answered at {args.url} within {args.timeout:g}s: {exc}", 1)
+    print(f"fakehop {answer['version']} is up at {args.url}")
     return 0
 
 

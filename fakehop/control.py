@@ -9,6 +9,9 @@ import functools
 import hmac
 import json
 import logging
+import math
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from .library import bundled_directory
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from .protocols.common import BadRequest
 from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text
+from .sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from .yamlsource import LineDict, LineList
 
 log = logging.getLogger("fakehop")
@@ -37,9 +41,11 @@ PAGE_BODY_BYTES = 8 * 1024 * 1024  # their bodies together, at most (a page has 
 # without asking it first (text/plain, forms), so no page can change what the server does.
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+SESSION_PARAMETER = "session"
 ROUTES = (
     "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
-    "PUT /default", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict", "POST /reset",
+    "PUT /default", "PUT /strict", "PUT /time_scale", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict",
+    "POST /reset", "GET /sessions", "DELETE /sessions/ID",
 )
 
 
@@ -57,6 +63,34 @@ def gateway_of(request: web.Request):
     from .server import GATEWAY_KEY
 
     return request.config_dict[GATEWAY_KEY]
+
+
+def session_of(request: web.Request, *parameters: str) -> Session:
+    """The session a call acts on (see session_named_in); a query parameter other than `session`
+    and the call's own `parameters` is refused."""
+    unknown = sorted(set(request.query) - {SESSION_PARAMETER, *parameters})
+    if unknown:
+        raise ControlError(f"unknown query parameter {unknown[0]!r}; {parameters_taken(parameters)}")
+    return session_named_in(request)
+
+
+def session_named_in(request: web.Request) -> Session:
+    """The session named by the X-Fakehop-Session header or `?session=`, else the one of requests that name none."""
+    header, query = request.headers.get(SESSION_HEADER), request.query.get(SESSION_PARAMETER)
+    if header is not None and query is not None and header != query:
+        raise ControlError(f"the {SESSION_HEADER} header names session {header!r} and ?session= names {query!r}; name one")
+    try:
+        return gateway_of(request).session(query if header is None else header)
+    except BadSessionName as exc:
+        raise ControlError(str(exc)) from None
+
+
+def parameters_taken(parameters: tuple[str, ...]) -> str:
+    if not parameters:
+        return f"the only one is {SESSION_PARAMETER}"
+    if len(parameters) == 1:
+        return f"the only one is {parameters[0]}"
+    return f"the parameters are {', '.join(parameters[:-1])} and {parameters[-1]}"
 
 
 def error_response(status: int, message: str, **details: Any) -> web.Response:
@@ -201,16 +235,17 @@ def scenario_problems(exc: ScenarioError) -> ControlError:
                         problems=[str(problem) for problem in exc.problems])
 
 
-def add_scenario(gateway, scenario: Scenario) -> None:
+def add_scenario(session: Session, scenario: Scenario) -> None:
     try:
-        gateway.add(scenario)
+        session.add(scenario)
     except ScenarioError as exc:
         raise scenario_problems(exc) from None
 
 
-def free_inline_name(gateway) -> str:
+def free_inline_name(names) -> str:
+    """The first of inline-1, inline-2, ... that is not in `names`."""
     number = 1
-    while f"inline-{number}" in gateway.library:
+    while f"inline-{number}" in names:
         number += 1
     return f"inline-{number}"
 
@@ -224,22 +259,22 @@ async def off_the_loop(parse, *args) -> Scenario:
         raise scenario_problems(exc) from None
 
 
-async def scenario_named_by(gateway, body: dict, source: str) -> str:
+async def scenario_named_by(session: Session, body: dict, source: str) -> str:
     """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
     from .library import UnknownScenario
 
     given = body.get("scenario")
     if isinstance(given, str):
         try:
-            gateway.check_name(given)
+            session.check_name(given)
         except UnknownScenario as exc:
             raise ControlError(str(exc), known=exc.known) from None
         return given
     if isinstance(given, dict):
         scenario = await off_the_loop(parse_document, with_lines(given), source, "inline")
         if "name" not in given:  # named once back on the loop, so that two calls at once get two names
-            scenario = dataclasses.replace(scenario, name=free_inline_name(gateway))
-        add_scenario(gateway, scenario)
+            scenario = dataclasses.replace(scenario, name=free_inline_name(session.library))
+        add_scenario(session, scenario)
         return scenario.name
     raise ControlError('scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}')
 
@@ -248,14 +283,15 @@ async def scenario_named_by(gateway, body: dict, source: str) -> str:
 
 
 async def health(request: web.Request) -> web.Response:
-    gateway = gateway_of(request)
-    return web.json_response({"status": "ok", "version": __version__, "scenarios": len(gateway.library.names()), "default": gateway.default,
-                              "time_scale": gateway.time_scale, "lenient_conversations": gateway.lenient_conversations})
+    session = session_of(request)
+    return web.json_response({"status": "ok", "version": __version__, "scenarios": len(session.library.names()), "default": session.default,
+                              "time_scale": session.time_scale, "strict": session.strict, "session": session.name,
+                              "lenient_conversations": gateway_of(request).lenient_conversations})
 
 
-def origin_of(gateway, scenario: Scenario) -> str:
+def origin_of(session: Session, scenario: Scenario) -> str:
     """Where a scenario came from: "bundled", the directory of its file, or "api" when added by a call."""
-    if gateway.base_library.scenarios.get(scenario.name) is not scenario:
+    if session.start.library.scenarios.get(scenario.name) is not scenario:
         return "api"
     directory = Path(scenario.source).parent
     return "bundled" if directory == bundled_directory() else str(directory)
@@ -269,29 +305,26 @@ def kind_of(scenario: Scenario) -> str:
     return "http_error" if scenario.entries[0].script.http_error is not None else "steps"
 
 
-def summary(gateway, scenario: Scenario) -> dict:
+def summary(session: Session, scenario: Scenario) -> dict:
     return {"name": scenario.name, "description": scenario.description, "kind": kind_of(scenario),
-            "origin": origin_of(gateway, scenario), "source": scenario.source}
+            "origin": origin_of(session, scenario), "source": scenario.source}
 
 
 async def list_scenarios(request: web.Request) -> web.Response:
-    gateway = gateway_of(request)
-    scenarios = [summary(gateway, gateway.library[name]) for name in gateway.library.names()]
-    return web.json_response({"default": gateway.default, "scenarios": scenarios})
+    session = session_of(request)
+    scenarios = [summary(session, session.library[name]) for name in session.library.names()]
+    return web.json_response({"default": session.default, "scenarios": scenarios})
 
 
 async def add_scenario_call(request: web.Request) -> web.Response:
     """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not."""
-    gateway = gateway_of(request)
-    unknown = sorted(set(request.query) - {"name"})
-    if unknown:
-        raise ControlError(f"unknown query parameter {unknown[0]!r}; the only one is name")
+    session = session_of(request, "name")
     default_name = request.query.get("name")
     text = await body_text(request)
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
-    replaced = scenario.name in gateway.library
-    add_scenario(gateway, scenario)
-    return web.json_response({"scenario": summary(gateway, scenario), "replaced": replaced}, status=200 if replaced else 201)
+    replaced = scenario.name in session.library
+    add_scenario(session, scenario)
+    return web.json_response({"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201)
 
 
 def parse_scenario_body(text: str, content_type: str, default_name: str | None) -> Scenario:
@@ -311,79 +344,93 @@ def parse_scenario_body(text: str, content_type: str, default_name: str | None) 
 QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
 
 
-def queue_json(gateway) -> dict:
+def queue_json(session: Session) -> dict:
     """The queue, oldest first: names, and a queued sequence's entries as `name[N]`."""
-    return {"queue": [str(queued) for queued in gateway.queue]}
+    return {"queue": [str(queued) for queued in session.queue]}
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
     """Queue a scenario; the answer gives the queue's length, not the queue (GET /queue has it)."""
-    gateway = gateway_of(request)
+    session = session_of(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
-    if len(gateway.queue) + times > MAX_QUEUE:
-        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(gateway.queue):,}; "
-                           f"{times:,} more would not fit (DELETE {PREFIX}/queue empties it)")
-    name = await scenario_named_by(gateway, body, QUEUE_SOURCE)
-    requests = len(gateway.library.queued(name)) * times
-    if len(gateway.queue) + requests > MAX_QUEUE:
-        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(gateway.queue):,}; "
+    name = await scenario_named_by(session, body, QUEUE_SOURCE)
+    requests = len(session.library.queued(name)) * times
+    if len(session.queue) + requests > MAX_QUEUE:
+        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
                            f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)")
-    gateway.enqueue(name, times)
-    return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(gateway.queue)})
+    session.enqueue(name, times)
+    return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(session.queue)})
 
 
 async def show_queue(request: web.Request) -> web.Response:
-    return web.json_response(queue_json(gateway_of(request)))
+    return web.json_response(queue_json(session_of(request)))
 
 
 async def clear_queue(request: web.Request) -> web.Response:
-    gateway = gateway_of(request)
-    removed = len(gateway.queue)
-    gateway.queue.clear()
-    return web.json_response({"removed": removed, **queue_json(gateway)})
+    session = session_of(request)
+    removed = len(session.queue)
+    session.queue.clear()
+    return web.json_response({"removed": removed, **queue_json(session)})
 
 
 async def set_default(request: web.Request) -> web.Response:
-    gateway = gateway_of(request)
+    session = session_of(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
-    gateway.default = await scenario_named_by(gateway, body, DEFAULT_SOURCE)
-    return web.json_response({"default": gateway.default})
+    session.default = await scenario_named_by(session, body, DEFAULT_SOURCE)
+    return web.json_response({"default": session.default})
+
+
+async def set_strict(request: web.Request) -> web.Response:
+    """Strict or not: a strict session answers a request it has no scenario for with a 400, never the default."""
+    session = session_of(request)
+    body = await json_object(request, '{"strict": true}', ("strict",))
+    strict = body.get("strict")
+    if not isinstance(strict, bool):
+        raise ControlError(f"strict: expected true or false, got {json.dumps(strict)}")
+    session.strict = strict
+    return web.json_response({"strict": strict})
+
+
+async def set_time_scale(request: web.Request) -> web.Response:
+    session = session_of(request)
+    body = await json_object(request, '{"time_scale": 0.01}', ("time_scale",))
+    scale = body.get("time_scale")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (scale > 0 and math.isfinite(scale)):
+        raise ControlError(f"time_scale: expected a number more than 0, got {json.dumps(scale)}")
+    session.time_scale = float(scale)
+    return web.json_response({"time_scale": session.time_scale})
 
 
 # ---------------------------------------------------------------- journal and reset
 
 
 async def list_requests(request: web.Request) -> web.Response:
-    """The journal after `since`, oldest first, a page at a time: at most `limit` records
-    (PAGE_RECORDS by default) whose bodies come to at most PAGE_BODY_BYTES; `next_since` is
-    the next call's `since`, and `more` says whether there is a next page already."""
-    unknown = sorted(set(request.query) - {"since", "limit"})
-    if unknown:
-        raise ControlError(f"unknown query parameter {unknown[0]!r}; the parameters are since and limit")
+    """The session's view of the journal after `since`, oldest first, a page at a time: at most
+    `limit` records (PAGE_RECORDS by default) whose bodies come to at most PAGE_BODY_BYTES;
+    `next_since` is the next call's `since`, and `more` says whether there is a next page already."""
+    session = session_of(request, "since", "limit")
     since = whole_number(request.query.get("since", "0"), "since", 0)
     limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else PAGE_RECORDS
-    journal = gateway_of(request).journal
-    page, more = journal.page(since, limit, PAGE_BODY_BYTES)
+    page, more = session.page(since, limit, PAGE_BODY_BYTES)
     next_since = page[-1].seq if page else since
-    return web.json_response({"requests": [r.as_json(journal.secrets) for r in page], "next_since": next_since, "more": more})
+    secrets = session.journal.secrets
+    return web.json_response({"requests": [r.as_json(secrets) for r in page], "next_since": next_since, "more": more})
 
 
 async def one_request(request: web.Request) -> web.Response:
-    """One record of the journal, with the frames its stream wrote."""
+    """One record of the session's view of the journal, with the frames its stream wrote."""
+    session = session_of(request)
     seq = whole_number(request.match_info["seq"], "seq", 1)
-    journal = gateway_of(request).journal
-    for record in journal.records:
-        if record.seq == seq:
-            return web.json_response({"request": record.as_json(journal.secrets, frames=True)})
-    raise ControlError(f"no request #{seq} in the journal; it keeps the last {journal.capacity:,}", status=404)
+    journal = session.journal
+    record = session.record(seq)
+    if record is None:
+        raise ControlError(f"no request #{seq} in the journal; it keeps the last {journal.capacity:,}", status=404)
+    return web.json_response({"request": record.as_json(journal.secrets, frames=True)})
 
 
 async def clear_requests(request: web.Request) -> web.Response:
-    journal = gateway_of(request).journal
-    removed = len(journal.records)
-    journal.clear()
-    return web.json_response({"removed": removed})
+    return web.json_response({"removed": session_of(request).clear_requests()})
 
 
 async def verdict(request: web.Request) -> web.Response:
@@ -391,20 +438,52 @@ async def verdict(request: web.Request) -> web.Response:
     parameter sets a rule's threshold. The records are copied here and judged in a thread."""
     from .verdicts import Settings, judge, take
 
+    session = session_named_in(request)
     query = dict(request.query)
-    session = query.pop("session", None)
+    query.pop(SESSION_PARAMETER, None)
     try:
         settings = Settings.from_strings(query)
     except ValueError as exc:
         raise ControlError(str(exc)) from None
-    taken = take(gateway_of(request), session)
+    taken = take(session)
     return web.json_response((await asyncio.to_thread(judge, taken, settings)).as_json())
 
 
 async def reset(request: web.Request) -> web.Response:
+    """The global session back to how the server started, the server's stored responses
+    gone; a named one dropped, to start afresh when next used."""
+    session = session_of(request)
+    if session.name is None:
+        session.reset()
+        gateway_of(request).responses.clear()
+    else:
+        gateway_of(request).sessions.drop(session.name)
+    return web.json_response({"status": "reset", "default": session.start.default})
+
+
+# ---------------------------------------------------------------- sessions
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    """Every named session kept, the one used longest ago (the next to be dropped) first."""
     gateway = gateway_of(request)
-    gateway.reset()
-    return web.json_response({"status": "reset", "default": gateway.default})
+    sessions = gateway.sessions
+    requests = Counter(record.session for record in gateway.journal.records)
+    now = time.monotonic()
+    listed = [{"session": session.name, "idle": round(now - session.last_used, 3), "default": session.default, "time_scale": session.time_scale,
+               "strict": session.strict, "queue": len(session.queue), "requests": requests[session.name]} for session in sessions.listed()]
+    return web.json_response({"sessions": listed, "max_sessions": sessions.limit, "idle_timeout": sessions.idle_timeout})
+
+
+async def drop_session(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    try:
+        checked_name(name)
+    except BadSessionName as exc:
+        raise ControlError(str(exc)) from None
+    if not gateway_of(request).sessions.drop(name):
+        raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
+    return web.json_response({"dropped": name})
 
 
 def create_app() -> web.Application:
@@ -417,11 +496,15 @@ def create_app() -> web.Application:
     app.router.add_post("/queue", control_call(queue_scenario))
     app.router.add_delete("/queue", control_call(clear_queue))
     app.router.add_put("/default", control_call(set_default))
+    app.router.add_put("/strict", control_call(set_strict))
+    app.router.add_put("/time_scale", control_call(set_time_scale))
     app.router.add_get("/requests", control_call(list_requests))
     app.router.add_get("/requests/{seq}", control_call(one_request))
     app.router.add_delete("/requests", control_call(clear_requests))
     app.router.add_get("/verdict", control_call(verdict))
     app.router.add_post("/reset", control_call(reset))
+    app.router.add_get("/sessions", control_call(list_sessions))
+    app.router.add_delete("/sessions/{name}", control_call(drop_session))
     app.router.add_route("*", "", control_call(unknown_call))  # the prefix itself, without its slash
     app.router.add_route("*", "/{path:.*}", control_call(unknown_call))  # last: only what no other route takes
     return app

@@ -21,6 +21,7 @@ HTTP_ERROR = "http_error"  # an HTTP error status before any stream
 DISCONNECTED = "disconnected"  # the scenario closed the connection
 CLIENT_DISCONNECTED = "client_disconnected"  # the client went away first
 REJECTED = "rejected"  # a bad request, answered with a 4xx
+UNMATCHED = "unmatched"  # strict mode: no scenario was set up for it, answered with a 400
 IN_PROGRESS = "in_progress"
 MAX_ERROR_IN_LINE = 160
 
@@ -76,6 +77,7 @@ class Record:
     path: str
     headers: Mapping[str, str]  # as received (a server keeps aiohttp's own read-only mapping); as_json gives a dict
     started_at: float
+    session: str | None = None  # None: the global session
     protocol: str | None = None
     scenario: str | None = None
     body: Any = None
@@ -151,6 +153,8 @@ class Record:
         duration = "-" if self.duration is None else f"{self.duration:.3f}s"
         line = (f"{clock} #{self.seq:<4} {self.method:<4} {self.path:<22} {self.protocol or '-':<9} "
                 f"{self.scenario or '-':<18} {self.status or '-':>3} {self.end:<19} {self.events:>4} events {duration:>8}")
+        if self.session is not None:
+            line += f"  session={self.session}"
         if self.error:
             error = " ".join(self.error.split())
             line += "  " + (error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…")
@@ -204,13 +208,13 @@ class Journal:
     def since(self, seq: int = 0) -> list[Record]:
         return [r for r in self.records if r.seq > seq]
 
-    def page(self, since: int, limit: int, max_bytes: int) -> tuple[list[Record], bool]:
-        """At most `limit` records after `since`, their bodies at most `max_bytes` together
-        (but at least one record), and whether more follow."""
+    def page(self, since: int, limit: int, max_bytes: int, only_session: str | None = None) -> tuple[list[Record], bool]:
+        """At most `limit` records after `since` (only session `only_session`'s, when given),
+        their bodies at most `max_bytes` together (but at least one record), and whether more follow."""
         page: list[Record] = []
         size = 0
         for record in self.records:
-            if record.seq <= since:
+            if record.seq <= since or (only_session is not None and record.session != only_session):
                 continue
             kept = min(record.body_bytes, KEPT_BODY_BYTES)
             if len(page) >= limit or (page and size + kept > max_bytes):

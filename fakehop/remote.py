@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from . import CONTROL_PREFIX as PREFIX
 from .journal import IN_PROGRESS, Record
+from .sessions import SESSION_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
@@ -27,20 +28,28 @@ def default_admin_token() -> str | None:
 
 
 class ControlFailed(Exception):
-    """The server could not be reached, or refused the call; str() is one readable line."""
+    """The server could not be reached, or refused the call; str() is one readable line.
 
-    def __init__(self, message: str, problems: list[str] = ()):
+    `status` and `answer` are the HTTP status and JSON body of fakehop's refusal; both None when
+    no fakehop server answered."""
+
+    def __init__(self, message: str, problems: list[str] = (), status: int | None = None, answer: dict | None = None):
         super().__init__(message)
         self.problems = list(problems)
+        self.status = status
+        self.answer = answer
 
 
 class ControlClient:
-    def __init__(self, url: str, admin_token: str | None = None, timeout: float = TIMEOUT):
+    """Calls to one server's control API, acting on `session` (None: the global one)."""
+
+    def __init__(self, url: str, admin_token: str | None = None, timeout: float = TIMEOUT, session: str | None = None):
         if not url.startswith(("http://", "https://")):
             raise ControlFailed(f"the server URL must look like {DEFAULT_URL}, got {url!r}")
         self.url = url.rstrip("/")
         self.admin_token = admin_token
         self.timeout = timeout
+        self.session = session
 
     def call(self, method: str, path: str, payload: Any = None, *, text: str | None = None, query: dict | None = None) -> dict:
         """One control call: `payload` goes as JSON, `text` as YAML; returns the JSON answer."""
@@ -53,6 +62,8 @@ class ControlClient:
             data, headers["Content-Type"] = text.encode(), "application/yaml"
         if self.admin_token:
             headers["Authorization"] = f"Bearer {self.admin_token}"
+        if self.session is not None:
+            headers[SESSION_HEADER] = self.session
         request = urllib.request.Request(address, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -72,7 +83,7 @@ class ControlClient:
         if not isinstance(answer, dict):
             raise ControlFailed(f"{self.url} answered HTTP {status} without fakehop's JSON; is it a fakehop server?")
         if status >= 400:
-            raise ControlFailed(f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []))
+            raise ControlFailed(f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []), status, answer)
         return answer
 
     def page(self, since: int) -> tuple[list[Record], bool]:
@@ -87,6 +98,19 @@ class ControlClient:
             page, more = self.page(since)
             yield from page
             since = page[-1].seq if page else since
+
+    def wait_until_up(self, timeout: float, interval: float = 0.1) -> dict:
+        """The health check's answer once the server gives one; ControlFailed with the last
+        reason after `timeout` seconds, or at once when fakehop answers with a refusal."""
+        deadline = time.monotonic() + timeout
+        while True:
+            attempt = ControlClient(self.url, self.admin_token, max(deadline - time.monotonic(), interval), self.session)
+            try:
+                return attempt.call("GET", "/health")
+            except ControlFailed as exc:
+                if exc.status is not None or time.monotonic() + interval > deadline:
+                    raise
+            time.sleep(interval)
 
     def follow(self, since: int, interval: float) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.

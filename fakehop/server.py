@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from aiohttp import web
 
@@ -16,17 +15,17 @@ from . import journal as jr
 from . import player, prerender
 from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
                      request_id_for, seed_of, stamp_request_id)
-from .library import DEFAULT_SCENARIO, Library, Pinned, SequenceCounters, UnknownScenario
+from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, whole_answer
-from .scenario import Scenario, Script
+from .scenario import Script
+from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SCENARIO_HEADER, SESSION_HEADER, BadSessionName, Session, Sessions, Start, Unmatched, checked_name, session_named_by
 from .stored import StoredResponses
 
 log = logging.getLogger("fakehop")
 
-SCENARIO_HEADER = "X-Fakehop-Scenario"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
@@ -39,7 +38,8 @@ YIELD_AFTER_BYTES = 256 * 1024
 
 @dataclass
 class Gateway:
-    """Everything a running fakehop knows and can be told to change."""
+    """A running fakehop: its scenarios and settings, which every session starts from; its keys;
+    the one journal; and its sessions, the global one and the named ones."""
 
     library: Library
     default: str = DEFAULT_SCENARIO
@@ -48,39 +48,36 @@ class Gateway:
     admin_token: str | None = None
     allowed_hosts: tuple[str, ...] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
     journal: jr.Journal = field(default_factory=jr.Journal)
-    queue: deque = field(default_factory=deque)  # scenario names, and the entries of queued sequences (Pinned)
-    counters: SequenceCounters = field(default_factory=SequenceCounters)
+    strict: bool = False
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle: float = DEFAULT_SESSION_IDLE
     lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
-    responses: StoredResponses = field(default_factory=StoredResponses)
+    responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
 
     def __post_init__(self) -> None:
-        self.check_name(self.default)
-        self.base_library = self.library
-        self.base_default = self.default
+        start = Start(self.library, self.default, self.time_scale, self.strict)
+        self.global_session = Session(None, start, self.journal)
+        self.global_session.check_name(self.default)
+        self.sessions = Sessions(start, self.journal, self.max_sessions, self.session_idle)
+        # The session of requests and control calls that name none; None: the global one. The
+        # pytest fixture's own server (one per worker, its tests one at a time) sets it to the
+        # running test's session, so that an app under test needs no key to be in it.
+        self.unnamed_session: str | None = None
 
-    def check_name(self, name: str) -> None:
-        if name not in self.library.scenarios:
-            raise UnknownScenario(name, self.library.names())
+    def session(self, name: str | None, first_seq: int | None = None) -> Session:
+        """Session `name` (checked), made on first use; for None, the one `unnamed_session` names."""
+        if name is None:
+            name = self.unnamed_session
+            if name is None:
+                return self.global_session
+        return self.sessions.get(checked_name(name), first_seq)
 
-    def reset(self) -> None:
-        """Back to how the server started: no queue, no journal, counters at zero, no added scenarios, no stored responses."""
-        self.queue.clear()
-        self.journal.clear()
-        self.counters.clear()
-        self.responses.clear()
-        self.library = self.base_library
-        self.default = self.base_default
-
-    def add(self, scenario: Scenario) -> None:
-        """Add or replace a scenario (ScenarioError if its `use` does not resolve); a replaced one starts over."""
-        self.library = self.library.with_scenario(scenario)
-        self.counters.forget(scenario.name)
-
-    def enqueue(self, name: str, times: int = 1) -> int:
-        """Queue `name` for the next `times` runs (a sequence's run is all its entries); returns how many requests that is."""
-        queued = self.library.queued(name) * times
-        self.queue.extend(queued)
-        return len(queued)
+    def session_for(self, headers: Mapping[str, str], seq: int | None = None) -> Session:
+        """The session of a request to a protocol route, whose journal record is `seq` (BadSessionName for a bad name)."""
+        name = session_named_by(headers)
+        if name is None and self.unnamed_session is None:  # most requests: no further call
+            return self.global_session
+        return self.session(name, seq)
 
     def settled(self, request: ParsedRequest) -> ParsedRequest:
         """`request` with the stored history it continues (Responses' previous_response_id),
@@ -91,20 +88,6 @@ class Gateway:
         if problem is not None and not self.lenient_conversations:
             raise problem
         return request
-
-    def select(self, protocol: str, request: ParsedRequest, headers) -> str | Pinned:
-        """The scenario a request gets: header, then queue, then `match`, then the default."""
-        header = headers.get(SCENARIO_HEADER)
-        if header is not None:
-            self.check_name(header)
-            return header
-        if self.queue:
-            return self.queue.popleft()
-        matched = self.library.first_match(protocol, request, headers)
-        return matched.name if matched is not None else self.default
-
-    def script_for(self, choice: str | Pinned, request: ParsedRequest) -> tuple[str, Script]:
-        return self.counters.next_script(self.library, choice, request)
 
 
 # ---------------------------------------------------------------- answering one request
@@ -159,6 +142,12 @@ class Answer:
         except UnknownScenario as exc:
             self.record.close(jr.REJECTED, 400, str(exc))
             return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
+        except Unmatched as exc:
+            self.record.close(jr.UNMATCHED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, code=jr.UNMATCHED)
+        except BadSessionName as exc:
+            self.record.close(jr.REJECTED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, param=SESSION_HEADER)
         except asyncio.CancelledError:
             self.record.close(jr.CLIENT_DISCONNECTED)
             raise
@@ -173,10 +162,13 @@ class Answer:
             self.gateway.journal.closed(self.record)
 
     async def answer(self) -> web.StreamResponse:
-        gateway, protocol = self.gateway, self.protocol
+        gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
         refused = refusal(self.request, self.hosts, gateway.api_key)
         if refused is not None:
             raise refused
+        session = gateway.session_for(headers, self.record.seq)
+        if session.name is not None:
+            self.record.session = session.name
         seed = seed_of(self.request)
         raw, body = await read_json_object(self.request)
         gateway.journal.keep_body(self.record, raw, body)
@@ -190,7 +182,7 @@ class Answer:
         if conversation.problem is not None or conversation.continues is not None:
             parsed = gateway.settled(parsed)
         self.record.turn = parsed.conversation.turn
-        label, script = gateway.script_for(gateway.select(protocol.NAME, parsed, self.request.headers), parsed)
+        label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
         if conversation.keep:
             self.kept = parsed
@@ -199,8 +191,8 @@ class Answer:
         model = script.model or parsed.model
         meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
         if parsed.stream:
-            return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, gateway.time_scale))
-        return await self.whole(meta, parsed, player.timeline(script, parsed.play, gateway.time_scale))
+            return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
+        return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
 
     def http_error(self, script: Script) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
@@ -351,8 +343,13 @@ async def unrouted(request: web.Request) -> web.Response:
         status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
     else:
         status, message, headers = 404, f"Unknown path {request.path}", None
-    journal = request.app[GATEWAY_KEY].journal
+    gateway = request.app[GATEWAY_KEY]
+    journal = gateway.journal
     record = journal.open(request_id, request.method, request.path, request.headers)
+    try:
+        record.session = gateway.session_for(request.headers, record.seq).name
+    except BadSessionName:
+        pass  # journaled in the global session: the path is what is wrong with it
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
     response = error_response(protocol_for_request(request), status, message, request_id, headers=headers)
@@ -369,20 +366,27 @@ def known_models(library: Library) -> list[str]:
 
 async def list_models(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
+    request_id = request_id_for(request)
     refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is None:
+        try:
+            session = gateway.session_for(request.headers)
+        except BadSessionName as exc:
+            refused = BadRequest(str(exc), param=SESSION_HEADER)
     if refused is not None:
-        response = error_response(protocol_for_request(request), refused.status, refused.message, request_id_for(request), code=refused.code)
-        stamp_request_id(response, request_id_for(request))
-        return response
-    models = known_models(gateway.library)
-    if "anthropic-version" in request.headers:
-        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
-        response = web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+        response = error_response(protocol_for_request(request), refused.status, refused.message, request_id, param=refused.param, code=refused.code)
     else:
-        data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
-        response = web.json_response({"object": "list", "data": data})
-    stamp_request_id(response, request_id_for(request))
+        response = models_response(known_models(session.library), "anthropic-version" in request.headers)
+    stamp_request_id(response, request_id)
     return response
+
+
+def models_response(models: list[str], anthropic: bool) -> web.Response:
+    if anthropic:
+        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
+        return web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+    data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
+    return web.json_response({"object": "list", "data": data})
 
 
 def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_host: str | None = None) -> web.Application:

@@ -9,20 +9,24 @@ Application to serve on a test's own event loop (pytest-aiohttp's `aiohttp_serve
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import time
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Container, Iterable, Mapping, Sequence, Union
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from . import journal as jr
-from .control import free_inline_name, with_lines
-from .library import DEFAULT_SCENARIO, Library
+from .control import SCENARIOS_SOURCE, free_inline_name, with_lines
+from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .player import parse_time_scale, time_scale_from_env
-from .scenario import parse_document
+from .remote import ControlClient, ControlFailed
+from .scenario import Problem, Scenario, ScenarioError, parse_document
 from .server import GATEWAY_KEY, Gateway, create_app
+from .sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
 from .thread_server import ThreadServer
 from .verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
 
@@ -38,7 +42,8 @@ class RecordedRequest:
     `end` says how the answer ended: "completed", "failed" (an error event in the stream, or its
     HTTP form), "http_error" (an `http_error` scenario), "disconnected" (the scenario dropped the
     connection), "client_disconnected" (the client went away first), "rejected" (a bad request,
-    an unknown scenario or a path no protocol serves, answered with a 4xx), or "in_progress".
+    an unknown scenario or a path no protocol serves, answered with a 4xx), "unmatched" (strict
+    mode: no scenario was set up for it, answered with a 400), or "in_progress".
     """
 
     seq: int  # numbers requests from 1 over the server's life
@@ -47,6 +52,7 @@ class RecordedRequest:
     path: str
     headers: CIMultiDictProxy  # case-insensitive: headers["authorization"]
     started_at: float  # time.time() when the request arrived
+    session: str | None  # the session it belonged to; None for the global one
     protocol: str | None  # "chat", "responses", "messages"; None for a path no protocol serves
     scenario: str | None  # what it got: "hello", or for a sequence "flaky-then-ok[2]"
     body: Any  # the parsed JSON body; None if it was not JSON
@@ -78,13 +84,36 @@ def findings_report(findings: Sequence[Finding]) -> str:
     return f"fakehop verdict: {count} against HopBase's rules (fakehop's README, Verdicts, tells each rule's fix):\n{lines}"
 
 
-def add_inline(gateway: Gateway, mapping: Mapping[str, Any]) -> str:
-    """Add a scenario written as a mapping in the v1 format; without `name` it gets a free `inline-N`."""
-    default_name = free_inline_name(gateway)
+def inline_scenario(mapping: Mapping[str, Any], names: Container[str]) -> Scenario:
+    """A scenario written as a mapping in the v1 format; without `name` it gets the first
+    `inline-N` not in `names`. ScenarioError names the key that is wrong."""
+    default_name = free_inline_name(names)
     source = f"inline scenario {mapping.get('name', default_name)!r}"
-    scenario = parse_document(with_lines(dict(mapping)), source, default_name)
-    gateway.add(scenario)
+    return parse_document(with_lines(dict(mapping)), source, default_name)
+
+
+def add_inline(session: Session, mapping: Mapping[str, Any]) -> str:
+    """Add a scenario written as a mapping to `session`; returns its name."""
+    scenario = inline_scenario(mapping, session.library)
+    session.add(scenario)
     return scenario.name
+
+
+def start_afresh(gateway: Gateway, name: str | None, time_scale: float | None, strict: bool | None, *, unnamed: bool = False) -> None:
+    """Session `name` as the server started it (a named one is dropped and made anew), then with
+    `time_scale` and `strict` where they are given; with `unnamed`, also the session of every
+    request that names none."""
+    if unnamed:
+        gateway.unnamed_session = name
+    if name is None:
+        gateway.global_session.reset()
+    else:
+        gateway.sessions.drop(name)
+    session = gateway.session(name)
+    if time_scale is not None:
+        session.time_scale = time_scale
+    if strict is not None:
+        session.strict = strict
 
 
 class SameLoop:
@@ -100,18 +129,149 @@ class SameLoop:
     post = call
 
 
-class Fakehop:
-    """A fakehop server as a test drives it.
+@dataclass(frozen=True)
+class RemoteServer:
+    """A fakehop server that runs elsewhere (`fakehop serve`), driven through its control API."""
 
-    `server` has the `gateway`, its `url`, and `call`/`post` to run a function on the server's
-    event loop (the Gateway may change only there): a `fakehop.thread_server.ThreadServer`,
-    or a `SameLoop` for a server on the test's own loop.
+    url: str
+    admin_token: str | None = None
+
+
+class LocalSession:
+    """One session of a server in this process, changed on the server's event loop."""
+
+    def __init__(self, server: ThreadServer | SameLoop, name: str | None, *, unnamed: bool = False):
+        self.server = server
+        self.gateway = server.gateway
+        self.name = name
+        self.unnamed = unnamed
+        self.blocks_its_server = isinstance(server, SameLoop)
+
+    def _on_session(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(session, *args)` on the server's loop, with its result; the session is made again if it was dropped."""
+        return self.server.call(lambda: fn(self.gateway.session(self.name), *args))
+
+    def reset(self, time_scale: float | None, strict: bool | None) -> None:
+        self.server.post(functools.partial(start_afresh, self.gateway, self.name, time_scale, strict, unnamed=self.unnamed))
+
+    def check_name(self, name: str) -> None:
+        self._on_session(Session.check_name, name)
+
+    def add(self, mapping: Mapping[str, Any]) -> str:
+        return self._on_session(add_inline, mapping)
+
+    def set_default(self, name: str) -> None:
+        self._on_session(setattr, "default", name)
+
+    def extend_queue(self, names: list[str]) -> None:
+        """Queue each name's run (a sequence's: all its entries), as POST /queue does."""
+        self._on_session(lambda session: [session.enqueue(name) for name in names])
+
+    def setting(self, name: str) -> Any:
+        """A setting of the session: "time_scale" or "strict"."""
+        return self._on_session(getattr, name)
+
+    def change(self, name: str, value: Any) -> None:
+        self._on_session(setattr, name, value)
+
+    def records(self) -> list[RecordedRequest]:
+        return self._on_session(lambda session: [RecordedRequest.from_record(r) for r in session.requests()])
+
+    def verdict(self, settings: Settings) -> list[Finding]:
+        """Taken on the server's loop, judged here."""
+        return judge(self._on_session(take), settings).findings
+
+    def close(self) -> None:
+        if self.name is not None:
+            self.server.post(self.gateway.sessions.drop, self.name)
+
+
+class RemoteSession:
+    """One session of a server elsewhere, through its control API: the same calls as LocalSession."""
+
+    blocks_its_server = False
+
+    def __init__(self, server: RemoteServer, name: str | None):
+        self.client = ControlClient(server.url, server.admin_token, session=name)
+        self.name = name
+
+    def reset(self, time_scale: float | None, strict: bool | None) -> None:
+        self.client.call("POST", "/reset")
+        if time_scale is not None:
+            self.change("time_scale", time_scale)
+        if strict is not None:
+            self.change("strict", strict)
+
+    def _names(self) -> list[str]:
+        return [scenario["name"] for scenario in self.client.call("GET", "/scenarios")["scenarios"]]
+
+    def check_name(self, name: str) -> None:
+        names = self._names()
+        if name not in names:
+            raise UnknownScenario(name, names)
+
+    def add(self, mapping: Mapping[str, Any]) -> str:
+        """Checked here first, so that its problems read as they do in process; then sent."""
+        scenario = inline_scenario(mapping, self._names())
+        try:
+            self.client.call("POST", "/scenarios", dict(mapping), query={"name": scenario.name})
+        except ControlFailed as exc:
+            if not exc.problems:
+                raise
+            sent_as = SCENARIOS_SOURCE + ": "
+            raise ScenarioError(Problem(scenario.source, 0, problem.removeprefix(sent_as)) for problem in exc.problems) from None
+        return scenario.name
+
+    def set_default(self, name: str) -> None:
+        self.client.call("PUT", "/default", {"scenario": name})
+
+    def extend_queue(self, names: list[str]) -> None:
+        for name, run in itertools.groupby(names):
+            self.client.call("POST", "/queue", {"scenario": name, "times": len(list(run))})
+
+    def setting(self, name: str) -> Any:
+        return self.client.call("GET", "/health")[name]
+
+    def change(self, name: str, value: Any) -> None:
+        """`PUT /time_scale` or `PUT /strict`: each setting has a call of its own name."""
+        self.client.call("PUT", f"/{name}", {name: value})
+
+    def records(self) -> list[RecordedRequest]:
+        """Every page of the session's journal (a header sent more than once comes joined with ", ")."""
+        return [RecordedRequest.from_record(record) for record in self.client.records(0)]
+
+    def verdict(self, settings: Settings) -> list[Finding]:
+        """`GET /verdict` of the session, with every threshold of `settings`."""
+        thresholds = {name: str(value) for name, value in asdict(settings).items()}
+        return [Finding.from_json(data) for data in self.client.call("GET", "/verdict", query=thresholds)["findings"]]
+
+    def close(self) -> None:
+        if self.name is None:
+            return
+        try:
+            self.client.call("DELETE", f"/sessions/{self.name}")
+        except ControlFailed as exc:
+            if exc.status != 404:  # already dropped: idle too long, or too many sessions
+                raise
+
+
+class Fakehop:
+    """A fakehop server as a test drives it, in one session of it (`session`; None for the global one).
+
+    `server` is a `fakehop.thread_server.ThreadServer` or a `SameLoop` (a server in this
+    process, whose Gateway may change only on its event loop: `call`/`post` run a function
+    there), or a `RemoteServer`, driven through its control API.
     """
 
-    def __init__(self, server: ThreadServer | SameLoop):
-        self._server = server
-        self._gateway = server.gateway
+    def __init__(self, server: ThreadServer | SameLoop | RemoteServer, session: str | None = None, *, unnamed: bool = False):
+        """With `unnamed` (a server in this process only), the session also takes every request
+        and control call that names none, from its `reset` on."""
+        if isinstance(server, RemoteServer):
+            self._driver = RemoteSession(server, session)
+        else:
+            self._driver = LocalSession(server, session, unnamed=unnamed)
         self.url = server.url
+        self.session = session
 
     @classmethod
     def for_server(cls, test_server) -> "Fakehop":
@@ -126,47 +286,48 @@ class Fakehop:
     def anthropic_base_url(self) -> str:
         return self.url
 
+    @property
+    def api_key(self) -> str:
+        """The key that puts an app's requests in this handle's session: `sk-fakehop-SESSION`."""
+        return FAKE_API_KEY if self.session is None else SESSION_KEY_PREFIX + self.session
+
     # ------------------------------------------------------------ scenarios
 
-    def reset(self, time_scale: float | None = None) -> None:
-        """Empty queue and journal, sequence counters at zero, added scenarios gone, the default back.
+    def reset(self, time_scale: float | None = None, strict: bool | None = None) -> None:
+        """The session as the server started it: queue and journal emptied, sequence counters at
+        zero, added scenarios gone, default, time scale and strictness back; then `time_scale`
+        and `strict` where given.
 
-        Posted, not awaited, so a test that never talks to the server pays nothing for it: the
-        server handles it before anything the test sends afterwards.
+        In process it is posted, not awaited, so a test that never talks to the server pays
+        nothing for it: the server handles it before anything the test sends afterwards.
         """
-
-        def reset_gateway() -> None:
-            self._gateway.reset()
-            if time_scale is not None:
-                self._gateway.time_scale = time_scale
-
-        self._server.post(reset_gateway)
+        self._driver.reset(time_scale, strict)
 
     def use(self, scenario: ScenarioSpec) -> str:
         """Make `scenario` (a name, or a mapping in the v1 format) the default; returns its name."""
         name = self._known_name(scenario)
-        self._server.call(setattr, self._gateway, "default", name)
+        self._driver.set_default(name)
         return name
 
     def queue(self, *scenarios: ScenarioSpec) -> list[str]:
         """The next requests that name no scenario get these, in order (a sequence its whole
         run, entry by entry); returns their names."""
         names = [self._known_name(scenario) for scenario in scenarios]
-        self._server.call(lambda: [self._gateway.enqueue(name) for name in names])
+        self._driver.extend_queue(names)
         return names
 
     def _known_name(self, scenario: ScenarioSpec) -> str:
         """A name the server knows (UnknownScenario otherwise); a mapping is added first."""
         if isinstance(scenario, str):
-            self._server.call(self._gateway.check_name, scenario)
+            self._driver.check_name(scenario)
             return scenario
         if isinstance(scenario, Mapping):
-            return self._server.call(add_inline, self._gateway, scenario)
+            return self._driver.add(scenario)
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
 
     @property
     def time_scale(self) -> float:
-        return self._server.call(getattr, self._gateway, "time_scale")
+        return self._driver.setting("time_scale")
 
     @time_scale.setter
     def time_scale(self, value: float) -> None:
@@ -174,14 +335,27 @@ class Fakehop:
             scale = parse_time_scale(value)
         except ValueError as exc:
             raise ValueError(f"time_scale: {exc}") from None
-        self._server.call(setattr, self._gateway, "time_scale", scale)
+        self._driver.change("time_scale", scale)
+
+    @property
+    def strict(self) -> bool:
+        """Whether a request with no scenario set up for it gets a 400 (journaled `unmatched`) instead of the default."""
+        return self._driver.setting("strict")
+
+    @strict.setter
+    def strict(self, value: bool) -> None:
+        self._driver.change("strict", bool(value))
+
+    def close(self) -> None:
+        """Drop this handle's session from the server; the fixture does so after each test."""
+        self._driver.close()
 
     # ------------------------------------------------------------ what the server saw
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every request since the test began, oldest first."""
-        return self._server.call(lambda: [RecordedRequest.from_record(r) for r in self._gateway.journal.records])
+        """Every request of this session since the test began, oldest first."""
+        return self._driver.records()
 
     def wait_for_requests(self, count: int = 1, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until `count` requests have arrived and every one has ended; returns `requests`.
@@ -189,7 +363,7 @@ class Fakehop:
         A client that hangs up is seen by the server a moment later: wait before asserting
         `client_disconnected`. On a server that shares the test's loop, use the async form.
         """
-        if isinstance(self._server, SameLoop):
+        if self._driver.blocks_its_server:
             raise RuntimeError("this server runs on the test's own loop: use `await async_wait_for_requests()`")
         deadline = time.monotonic() + timeout
         while not self._settled(requests := self.requests, count):
@@ -221,8 +395,7 @@ class Fakehop:
     def verdict(self, **settings: Any) -> list[Finding]:
         """What the clients did in this test, judged by HopBase's rules (see fakehop.verdicts):
         the findings, oldest first. `settings` set the rules' thresholds (`backoff_floor=0.5`, …)."""
-        taken = self._server.call(take, self._gateway)
-        return judge(taken, Settings(**settings)).findings
+        return self._driver.verdict(Settings(**settings))
 
     def assert_client_ok(self, allow: Iterable[str] = (), level: str = WARNING, **settings: Any) -> None:
         """Fail (AssertionError) on every finding of `level` or worse ("warning": all of them;
@@ -260,9 +433,13 @@ class Fakehop:
 
         return anthropic.AsyncAnthropic(**self._client_options(self.anthropic_base_url, options))
 
-    @staticmethod
-    def _client_options(base_url: str, options: dict[str, Any]) -> dict[str, Any]:
-        return {"base_url": base_url, "api_key": FAKE_API_KEY, **options}
+    def _client_options(self, base_url: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The client's settings: this session's key, and its header, so that an `api_key` in
+        `options` (for a server started with --api-key) still leaves the client in the session."""
+        merged = {"base_url": base_url, "api_key": self.api_key, **options}
+        if self.session is not None:
+            merged["default_headers"] = {SESSION_HEADER: self.session, **options.get("default_headers", {})}
+        return merged
 
 
 def make_app(
@@ -272,6 +449,7 @@ def make_app(
     time_scale: float | None = None,
     api_key: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    strict: bool = False,
     lenient_conversations: bool = False,
 ) -> web.Application:
     """A fakehop Application for pytest-aiohttp's `aiohttp_server`, on the test's own loop.
@@ -282,5 +460,5 @@ def make_app(
     """
     library = Library.load(scenarios)
     gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key,
-                      allowed_hosts=tuple(allowed_hosts), lenient_conversations=lenient_conversations)
+                      allowed_hosts=tuple(allowed_hosts), strict=strict, lenient_conversations=lenient_conversations)
     return create_app(gateway)

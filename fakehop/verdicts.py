@@ -142,19 +142,18 @@ def sdk_retry(record: Record) -> bool:
 
 
 def group_attempts(records: list[Record]) -> list[Attempts]:
-    """The records as requests and their retries, oldest first."""
+    """The records as requests and their retries, oldest first. Only attempts with the same
+    path and body are one request's: under load many requests fail at once, and a retry
+    header alone cannot tell whose retry an attempt is."""
     groups: list[Attempts] = []
     latest: dict[tuple[str, str], Attempts] = {}
     for record in records:
         key = same_request_key(record)
         group = latest.get(key)
-        if group is None or not retried(group, record):
-            group = sdk_retry_of(groups, record) if sdk_retry(record) else None
-        if group is None:
-            group = Attempts([])
+        if group is None or not (retried(group, record) or sdk_retry(record)):
+            group = latest[key] = Attempts([])
             groups.append(group)
         group.records.append(record)
-        latest[key] = group
     return groups
 
 
@@ -162,15 +161,6 @@ def retried(group: Attempts, record: Record) -> bool:
     """Whether `record` is a retry of the last attempt in `group`: that one failed (so it has ended) and came first."""
     last = group.records[-1]
     return last.end in FAILURES and record.started_at >= last.started_at
-
-
-def sdk_retry_of(groups: list[Attempts], record: Record) -> Attempts | None:
-    """The request an SDK's retry (by its header) retries when its body changed: the latest
-    one on the same path whose last attempt failed."""
-    for group in reversed(groups):
-        if group.records[-1].path == record.path and retried(group, record):
-            return group
-    return None
 
 
 @dataclass
@@ -517,15 +507,16 @@ class Taken:
     now: float
 
 
-def take(gateway, session: str | None = None) -> Taken:
-    """The records of `session` (None: the global one) as they are now; on the gateway's loop."""
+def take(session) -> Taken:
+    """The records of `session` (a `fakehop.sessions.Session`) as they are now, the global one's
+    own only; on the server's loop."""
     copies = []
-    for record in gateway.journal.records:
-        if getattr(record, "session", None) == session:
+    for record in session.requests():
+        if record.session == session.name:
             copied = copy.copy(record)
             copied.frames = list(record.frames)
             copies.append(copied)
-    return Taken(copies, script_finder(gateway.library), gateway.time_scale, session, time.monotonic())
+    return Taken(copies, script_finder(session.library), session.time_scale, session.name, time.monotonic())
 
 
 def judge(taken: Taken, settings: Settings = Settings()) -> Verdict:

@@ -257,12 +257,12 @@ async def test_interrupted_then_ok_is_not_retried_but_the_next_request_succeeds(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_tool_loop_gets_agent_weather_turn_by_turn(openai_client, gateway, stream):
-    gateway.default = "agent-weather"
+    gateway.global_session.default = "agent-weather"
     await agent_weather_loop(ChatAgent(openai_client, stream=stream), gateway.journal)
 
 
 async def test_agent_two_tools_calls_both_at_once_then_quotes_each_result(openai_client, gateway):
-    gateway.default = "agent-two-tools"
+    gateway.global_session.default = "agent-two-tools"
     first, second = await loop(ChatAgent(openai_client), {"get_weather": "Fog", "get_time": "07:30"})
     assert [(call.name, call.arguments) for call in first.calls] == [("get_weather", {"city": "Paris"}), ("get_time", {"timezone": "Europe/Paris"})]
     assert len({call.call_id for call in first.calls}) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from typing import Iterator
 
 import openai
 import pytest
@@ -216,12 +218,26 @@ def test_requests_json_shows_what_the_app_sent(url):
     assert '"messages": [{"role": "user", "content": "Hello"}]' in result.stdout
 
 
-def test_requests_follow_prints_each_request_as_it_finishes(url):
-    command = [sys.executable, "-m", "fakehop", "requests", "--follow", "--interval", "0.05", "--url", url]
+@contextlib.contextmanager
+def following(url: str, *options: str) -> Iterator[queue.Queue[str]]:
+    """`fakehop requests --follow` in its own process: its lines, as they come; stopped by Ctrl-C
+    at the end, when it must have printed no traceback."""
+    command = [sys.executable, "-m", "fakehop", "requests", "--follow", "--interval", "0.05", "--url", url, *options]
     follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in follower.stdout], daemon=True).start()
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in follower.stdout], daemon=True).start()
     try:
+        yield lines
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(timeout=WAIT)
+        errors = follower.stderr.read()
+        follower.stderr.close()
+    assert "Traceback" not in errors
+
+
+def test_requests_follow_prints_each_request_as_it_finishes(url):
+    with following(url) as lines:
         client = app(url)
         stream = client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True,
                                                 extra_headers={"X-Fakehop-Scenario": "stall"})
@@ -229,15 +245,10 @@ def test_requests_follow_prints_each_request_as_it_finishes(url):
             list(stream)
         ask(client)
         stalled, greeted = lines.get(timeout=WAIT).split(), lines.get(timeout=WAIT).split()
-    finally:
-        follower.send_signal(signal.SIGINT)
-        follower.wait(timeout=WAIT)
     assert stalled[5:8] == ["stall", "200", "failed"]
     assert int(stalled[8]) > 2  # text, keepalives, the error event
     assert greeted[5:8] == ["hello", "200", "completed"]
     assert int(greeted[1].lstrip("#")) == int(stalled[1].lstrip("#")) + 1
-    assert "Traceback" not in follower.stderr.read()
-    follower.stderr.close()
 
 
 def test_unreachable_server_is_one_clear_line():

@@ -35,7 +35,7 @@ sequence:
 
 def add(gateway, text: str, name: str | None = None) -> str:
     scenario = parse_text(textwrap.dedent(text), "<test>", name)
-    gateway.add(scenario)
+    gateway.global_session.add(scenario)
     return scenario.name
 
 
@@ -51,7 +51,7 @@ async def send(base_url: str, protocol: str, body: dict, headers: dict | None = 
 
 @pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
 async def test_agent_loops_interleaved_in_parallel_each_get_their_own_turns(protocol, gateway, openai_client, anthropic_client):
-    gateway.default = "agent-two-tools"
+    gateway.global_session.default = "agent-two-tools"
     agents = [agent_for(protocol, openai_client, anthropic_client) for _ in range(4)]
     firsts = await asyncio.gather(*(agent.ask() for agent in agents))
     for number, agent in enumerate(agents):
@@ -65,7 +65,7 @@ async def test_agent_loops_interleaved_in_parallel_each_get_their_own_turns(prot
 @pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
 async def test_a_retried_turn_2_gets_turn_2_again_and_a_used_sequence_keeps_its_own_count(protocol, gateway, base_url):
     add(gateway, FLAKY_ANSWER)
-    gateway.default = add(gateway, FLAKY_TURN_TWO)
+    gateway.global_session.default = add(gateway, FLAKY_TURN_TWO)
     async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as openai_client, \
             anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=2) as anthropic_client:
         first, other = agent_for(protocol, openai_client, anthropic_client), agent_for(protocol, openai_client, anthropic_client)
@@ -85,7 +85,7 @@ async def test_a_retried_turn_2_gets_turn_2_again_and_a_used_sequence_keeps_its_
 @pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
 async def test_the_scenario_header_and_the_queue_give_a_conversation_too(protocol, gateway, base_url):
     body = PROTOCOLS[protocol].example_request(2)
-    gateway.enqueue("agent-weather")
+    gateway.global_session.enqueue("agent-weather")
     assert (await send(base_url, protocol, body))[0] == 200
     assert (await send(base_url, protocol, body, {"X-Fakehop-Scenario": "agent-weather"}))[0] == 200
     assert [(r.turn, r.scenario) for r in gateway.journal.records] == [(2, "agent-weather[2]")] * 2
@@ -262,7 +262,7 @@ async def test_the_official_sdks_raise_the_check_as_a_bad_request(rule, openai_c
 
 
 async def test_a_function_call_output_may_answer_a_call_of_the_chained_response(openai_client, gateway):
-    gateway.default = "agent-weather"
+    gateway.global_session.default = "agent-weather"
     first = await openai_client.responses.create(model="gpt-5.6-sol", input="Weather?")
     [call] = [item for item in first.output if item.type == "function_call"]
     second = await openai_client.responses.create(model="gpt-5.6-sol", previous_response_id=first.id, input=[output(call.call_id)])

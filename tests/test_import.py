@@ -73,12 +73,12 @@ async def test_curl_captures_replay_to_the_same_sdk_result(serve, gateway, tmp_p
         if name == "disconnect" and not stream:
             continue  # a whole answer cut off leaves nothing to capture
         captures[name] = tmp_path / f"{name}.capture"
-        gateway.reset()
+        gateway.global_session.reset()
         await curl(url, protocol, stream, name, captures[name])
     written = await fakehop_import(*captures.values(), out=tmp_path / "imported")
     replay_url = await replay_server(serve, tmp_path / "imported")
     for name, path in captures.items():
-        gateway.reset()
+        gateway.global_session.reset()
         original = await final_result(url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED})
         replayed = await final_result(replay_url, protocol, stream, {"X-Fakehop-Scenario": written[str(path)], **SEED})
         assert replayed == original, f"{name}:\n{(tmp_path / 'imported' / (written[str(path)] + '.yaml')).read_text()}"

@@ -59,7 +59,7 @@ def add(gateway, mapping: dict) -> None:
     from fakehop.control import with_lines
     from fakehop.scenario import parse_document
 
-    gateway.add(parse_document(with_lines(mapping), "test", None))
+    gateway.global_session.add(parse_document(with_lines(mapping), "test", None))
 
 
 async def test_frames_past_the_limit_are_counted_not_kept(base_url, gateway):

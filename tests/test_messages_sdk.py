@@ -224,7 +224,7 @@ async def test_flaky_then_ok_is_retried_until_it_succeeds(base_url, gateway):
 
 
 async def test_rate_limit_honours_retry_after(base_url, gateway):
-    gateway.add(parse_text("http_error: {status: 429, retry_after: 1, message: slow down}", "<test>", "limited"))
+    gateway.global_session.add(parse_text("http_error: {status: 429, retry_after: 1, message: slow down}", "<test>", "limited"))
     client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=1)
     started = time.monotonic()
     with pytest.raises(anthropic.RateLimitError) as caught:
@@ -245,7 +245,7 @@ async def test_rate_limit_honours_retry_after(base_url, gateway):
     (529, anthropic.OverloadedError, "overloaded_error"),
 ])
 async def test_http_errors_map_to_sdk_exceptions(anthropic_client, gateway, status, exception, error_type):
-    gateway.add(parse_text(f"http_error: {{status: {status}}}", "<test>", "broken"))
+    gateway.global_session.add(parse_text(f"http_error: {{status: {status}}}", "<test>", "broken"))
     with pytest.raises(exception) as caught:
         await anthropic_client.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES, stream=True,
                                                extra_headers=scenario_header("broken"))
@@ -377,5 +377,5 @@ async def test_malformed_frame_reaches_the_sdk_as_a_json_error(anthropic_client)
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_tool_loop_gets_agent_weather_turn_by_turn(anthropic_client, gateway, stream):
-    gateway.default = "agent-weather"
+    gateway.global_session.default = "agent-weather"
     await agent_weather_loop(MessagesAgent(anthropic_client, stream=stream), gateway.journal)

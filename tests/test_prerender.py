@@ -157,7 +157,7 @@ async def test_the_journal_counts_events_but_not_keepalives_kept_or_not(serve, g
     url = await serve(gateway)
     protocol = PROTOCOLS[protocol_name]
     long_keepalives = "keepalive: 1s\nsteps: [{delay: 2500ms}, {text: '" + "x" * (player.KEPT_HAPPENINGS + 1) + "', chunk: char}]"
-    gateway.add(parse_text(long_keepalives, "t.yaml", "too-long-to-keep"))
+    gateway.global_session.add(parse_text(long_keepalives, "t.yaml", "too-long-to-keep"))
     async with aiohttp.ClientSession() as session:
         for scenario in ("keepalive-demo", "too-long-to-keep"):
             async with session.post(url + protocol.PATH, json=protocol.EXAMPLE_REQUEST, headers={"X-Fakehop-Scenario": scenario}) as response:

@@ -47,7 +47,8 @@ def test_sync_openai_client_gets_the_default_scenario(fakehop):
     assert (request.method, request.path, request.protocol) == ("POST", "/v1/chat/completions", "chat")
     assert (request.scenario, request.status, request.end) == ("hello", 200, "completed")
     assert request.body["messages"] == MESSAGES and request.stream is True
-    assert request.headers["authorization"] == "Bearer sk-fakehop"
+    assert request.headers["authorization"] == f"Bearer {fakehop.api_key}"  # the test's own session's key
+    assert fakehop.api_key == "sk-fakehop-" + fakehop.session and request.session == fakehop.session
     assert request.started_at > 0 and request.duration >= 0
 
 

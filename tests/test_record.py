@@ -102,7 +102,7 @@ async def test_the_client_gets_the_upstreams_bytes(recording, name, protocol, st
     headers = {"X-Fakehop-Scenario": name, **SEED}
     body = request_body(protocol, stream)
     direct = await exchange(upstream_url, protocol, body, headers, timeout_for(name))
-    gateway.reset()  # a sequence's proxied request gets the same entry
+    gateway.global_session.reset()  # a sequence's proxied request gets the same entry
     assert await exchange(proxy_url, protocol, body, headers, timeout_for(name)) == direct
 
 
@@ -172,7 +172,7 @@ async def test_a_recording_plays_faster_at_a_smaller_time_scale(serve, proxy):
 
 async def test_the_proxy_streams_as_it_receives(serve, proxy):
     gateway = Gateway(LIBRARY, time_scale=1.0)
-    gateway.add(parse_text("steps: [{text: first}, {delay: 1s}, {text: second}]", "<test>", "paced"))
+    gateway.global_session.add(parse_text("steps: [{text: first}, {delay: 1s}, {text: second}]", "<test>", "paced"))
     proxy_url, _ = await proxy(await serve(gateway))
     frames = delta_offsets(await timed_frames(proxy_url + PROTOCOLS["chat"].PATH, request_body("chat", True), {"X-Fakehop-Scenario": "paced"}))
     assert [text for _, text in frames] == ["first", "second"]
@@ -212,7 +212,7 @@ def joined_texts(path: Path) -> list[str]:
 async def echoing(serve, proxy):
     gateway = Gateway(LIBRARY, time_scale=FAST)
     for name, text in ECHOING.items():
-        gateway.add(parse_text(text, "<test>", name))
+        gateway.global_session.add(parse_text(text, "<test>", name))
     proxy_url, out = await proxy(await serve(gateway), redact=("X-Org-Token",))
     return gateway, proxy_url, out
 

@@ -194,7 +194,7 @@ async def test_response_echoes_the_request(openai_client):
     ids=["string", "parts", "earlier-message"],
 )
 async def test_match_reads_the_last_user_message(openai_client, gateway, prompt_input, scenario):
-    gateway.add(sc.parse_text("match: {protocol: responses, prompt: weather}\nsteps: [{text: Sunny.}]", "test", "sunny"))
+    gateway.global_session.add(sc.parse_text("match: {protocol: responses, prompt: weather}\nsteps: [{text: Sunny.}]", "test", "sunny"))
     response = await openai_client.responses.create(model=MODEL, input=prompt_input)
     assert gateway.journal.records[-1].scenario == scenario
     assert response.output_text == ("Sunny." if scenario == "sunny" else "Hello! How can I help you today?")
@@ -232,7 +232,7 @@ async def test_request_max_output_tokens_cuts_the_answer(openai_client):
 
 
 async def test_content_filter_finish_ends_incomplete(openai_client, gateway):
-    gateway.add(sc.parse_text("finish: content_filter\nsteps: [{text: 'I cannot'}]", "test", "filtered"))
+    gateway.global_session.add(sc.parse_text("finish: content_filter\nsteps: [{text: 'I cannot'}]", "test", "filtered"))
     events = await stream_events(openai_client, "filtered")
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details.reason == "content_filter"
@@ -368,14 +368,14 @@ conversation:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("chain", [False, True], ids=["input-resent", "previous-response-id"])
 async def test_a_tool_loop_gets_agent_weather_turn_by_turn(openai_client, gateway, stream, chain):
-    gateway.default = "agent-weather"
+    gateway.global_session.default = "agent-weather"
     await agent_weather_loop(ResponsesAgent(openai_client, stream=stream, chain=chain), gateway.journal)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_previous_response_id_chain_of_three_turns_advances_the_turn(openai_client, gateway, stream):
-    gateway.add(sc.parse_text(THREE_TURNS, "test", "three-turns"))
-    gateway.default = "three-turns"
+    gateway.global_session.add(sc.parse_text(THREE_TURNS, "test", "three-turns"))
+    gateway.global_session.default = "three-turns"
     agent = ResponsesAgent(openai_client, stream=stream, chain=True)
     first = await agent.ask()
     agent.answer({"get_weather": "Fog"})

@@ -66,9 +66,9 @@ async def test_unknown_scenario_header_names_the_known_ones(base_url, library):
 
 async def test_selection_order_header_queue_match_default(serve, make_gateway):
     gateway = make_gateway(default="weather-tool")
-    gateway.add(parse_text("match: {prompt: weather}\nsteps: [{text: matched}]", "<t>", "matcher"))
+    gateway.global_session.add(parse_text("match: {prompt: weather}\nsteps: [{text: matched}]", "<t>", "matcher"))
     url = await serve(gateway)
-    gateway.queue.extend(["slow-typing"])
+    gateway.global_session.queue.extend(["slow-typing"])
     weather = {**BODY, "messages": [{"role": "user", "content": "the weather?"}]}
     _, by_header, _ = await post(url, json=weather, headers={"X-Fakehop-Scenario": "hello"})
     _, by_queue, _ = await post(url, json=weather)

@@ -64,7 +64,7 @@ def test_call_runs_on_the_server_loop(server):
 
 def test_call_raises_what_the_function_raised(server):
     with pytest.raises(UnknownScenario, match="Unknown scenario 'nope'"):
-        server.call(server.gateway.check_name, "nope")
+        server.call(server.gateway.global_session.check_name, "nope")
 
 
 def test_a_port_in_use_fails_start_with_the_os_error(library):
@@ -97,7 +97,7 @@ def test_what_is_posted_comes_before_what_is_sent_after(server):
     """post() does not wait, yet a request sent after it is already answered in its light."""
     address = urlsplit(server.url)
     for scenario in ("fail-rate-limit", "hello", "fail-server-error"):
-        server.post(setattr, server.gateway, "default", scenario)
+        server.post(setattr, server.gateway.global_session, "default", scenario)
         connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
         connection.request("POST", "/v1/chat/completions", CHAT_BODY, {"Content-Type": "application/json"})
         connection.getresponse().read()

@@ -122,7 +122,7 @@ async def messages(url: str, name: str) -> Seen:
 async def test_every_protocol_tells_the_same_story(base_url, gateway, name):
     seen = {}
     for protocol, play in (("chat", chat), ("responses", responses), ("messages", messages)):
-        gateway.reset()  # each protocol gets the first answer of a sequence
+        gateway.global_session.reset()  # each protocol gets the first answer of a sequence
         seen[protocol] = await play(base_url, name)
     chat_seen, responses_seen, messages_seen = seen["chat"], seen["responses"], seen["messages"]
     assert chat_seen.text == responses_seen.text == messages_seen.text

@@ -23,7 +23,7 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream":
 
 
 def add(gateway, yaml_text: str, name: str = "timed") -> None:
-    gateway.add(parse_text(yaml_text, "<test>", name))
+    gateway.global_session.add(parse_text(yaml_text, "<test>", name))
 
 
 def assert_on_time(arrived: float, expected: float) -> None:

@@ -29,7 +29,7 @@ ALWAYS_400_RETRY = {"name": "bad-but-retry", "http_error": {"status": 400, "head
 
 
 def add(gateway, mapping: dict) -> None:
-    gateway.add(parse_document(with_lines(mapping), "test", None))
+    gateway.global_session.add(parse_document(with_lines(mapping), "test", None))
 
 
 def chat_body(prompt: str, stream: bool = False, history: list | None = None) -> dict:
