@@ -64,10 +64,15 @@ class Keepalive:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """An error inside the stream; the stream ends after it."""
+    """An error inside the stream; the stream ends after it. `error_type`, `code` and `param`,
+    when set, replace what the kind says; `error_event`: see scenario.Fail."""
 
     kind: str
     message: str
+    error_type: str | None = None
+    code: str | None = None
+    param: str | None = None
+    error_event: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +272,8 @@ class _Layout:
             elif kind is sc.Raw:
                 yield from self.at(RawBytes(step.data.encode("utf-8")))
             elif kind is sc.Fail:
-                yield from self.at(Failure(step.kind, step.message or FAIL_MESSAGES[step.kind]))
+                message = step.message or FAIL_MESSAGES[step.kind]
+                yield from self.at(Failure(step.kind, message, step.error_type, step.code, step.param, step.error_event))
                 return
             elif kind is sc.Disconnect:
                 yield from self.at(Disconnect())

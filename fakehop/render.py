@@ -36,7 +36,8 @@ def http_error_answer(protocol, error: HttpError, request_id: str) -> tuple[int,
     headers = dict(error.headers)
     if error.retry_after is not None:
         headers["Retry-After"] = error.retry_after
-    body = protocol.error_body(error.status, error.message or default_message(error.status), request_id)
+    message = error.message or default_message(error.status)
+    body = protocol.error_body(error.status, message, request_id, param=error.param, code=error.code, error_type=error.error_type)
     return error.status, headers, body
 
 
@@ -44,7 +45,7 @@ def whole_answer(protocol, meta: Meta, parsed: ParsedRequest, outcome: player.Ou
     """Status and JSON body of a non-streamed answer; body None for disconnect and hang."""
     ending = outcome.ending
     if isinstance(ending, player.Failure):
-        return protocol.failure_response(ending.kind, ending.message, request_id)
+        return protocol.failure_response(ending, request_id)
     if isinstance(ending, player.Finish):
         return 200, protocol.complete(meta, parsed, outcome)
     return 0, None

@@ -109,6 +109,10 @@ class Hang:
 class Fail:
     kind: str
     message: str | None
+    error_type: str | None = None  # `type`, `code`, `param`: the error's own fields, in place of the kind's
+    code: str | None = None
+    param: str | None = None
+    error_event: bool = True  # Responses: an `error` event before `response.failed`
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,9 @@ class HttpError:
     message: str | None = None
     retry_after: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    error_type: str | None = None  # `type`, `code`, `param` of the error body, in place of the status's
+    code: str | None = None
+    param: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +387,8 @@ CHUNKED_ACTIONS = ("text", "reasoning", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
 REASONING_KEYS = ("signature",)
 TOOL_CALL_KEYS = ("name", "arguments", "id")
-FAIL_KEYS = ("kind", "message")
+ERROR_DETAIL_KEYS = ("type", "code", "param")
+FAIL_KEYS = ("kind", "message", "error_event") + ERROR_DETAIL_KEYS
 _WORD = re.compile(r"\s*\S+")
 
 
@@ -578,19 +586,32 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
     return text, split_deltas(text, chunk)
 
 
+def _error_details(check: _Checker, spec: LineDict) -> dict[str, str | None]:
+    """The `type`, `code` and `param` an error sets in place of its defaults, as Fail and HttpError take them."""
+    return {"error_type": _string(check, spec, "type"), "code": _string(check, spec, "code"), "param": _string(check, spec, "param")}
+
+
+def _boolean(check: _Checker, mapping: LineDict, key: str, default: bool) -> bool:
+    value = mapping.get(key, default)
+    if not isinstance(value, bool):
+        check.add(_line_of(mapping, key), f"{key}: expected true or false, got {_type_name(value)}")
+        return default
+    return value
+
+
 def _fail(check: _Checker, step: LineDict) -> Fail | None:
     spec = step["fail"]
     line = _line_of(step, "fail")
-    if isinstance(spec, LineDict):
-        _check_keys(check, spec, FAIL_KEYS, "fail")
-        kind, message = spec.get("kind"), _string(check, spec, "message")
-        line = _line_of(spec, "kind", line)
+    if not isinstance(spec, LineDict):
+        kind, message, details = spec, None, {}
     else:
-        kind, message = spec, None
+        _check_keys(check, spec, FAIL_KEYS, "fail")
+        kind, message, line = spec.get("kind"), _string(check, spec, "message"), _line_of(spec, "kind", line)
+        details = dict(_error_details(check, spec), error_event=_boolean(check, spec, "error_event", True))
     if kind not in FAIL_KINDS:
         check.add(line, f"fail: unknown kind {kind!r}{_suggest(kind, FAIL_KINDS).replace('valid keys', 'kinds')}")
         return None
-    return Fail(kind=kind, message=message)
+    return Fail(kind=kind, message=message, **details)
 
 
 def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step | None:
@@ -667,7 +688,7 @@ BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
 ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
-HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers")
+HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers") + ERROR_DETAIL_KEYS
 USAGE_KEYS = ("input_tokens", "output_tokens")
 MATCH_KEYS = ("protocol", "model", "prompt", "turn", "tool_result", "tools", "system", "header")
 _AT_LEAST_TURN = re.compile(r"^\s*>=\s*(\d+)\s*$")
@@ -696,6 +717,7 @@ def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
         message=_string(check, spec, "message"),
         retry_after=retry_after,
         headers=tuple((k, str(v)) for k, v in headers.items()),
+        **_error_details(check, spec),
     )
 
 

@@ -69,6 +69,13 @@ _CHUNKING = {
 }
 
 
+_ERROR_DETAILS = {
+    "type": {"type": "string", "description": "The error's type, in place of the default (OpenAI and Anthropic)."},
+    "code": {"type": "string", "description": "The error's code, in place of the default (OpenAI protocols)."},
+    "param": {"type": "string", "description": "The error's param (OpenAI protocols; default null)."},
+}
+
+
 def _step_with(action: str, value: dict, chunked: bool = False, **more: dict) -> dict:
     properties = {action: value, **(_CHUNKING if chunked else {}), **more}
     step = {"type": "object", "properties": properties, "required": [action], "additionalProperties": False}
@@ -104,7 +111,12 @@ def _steps() -> dict:
             {"enum": list(FAIL_KINDS)},
             {
                 "type": "object",
-                "properties": {"kind": {"enum": list(FAIL_KINDS)}, "message": {"type": "string"}},
+                "properties": {
+                    "kind": {"enum": list(FAIL_KINDS)},
+                    "message": {"type": "string"},
+                    "error_event": {"type": "boolean", "description": "Responses: an `error` event before `response.failed` (default true)."},
+                    **_ERROR_DETAILS,
+                },
                 "required": ["kind"],
                 "additionalProperties": False,
             },
@@ -137,6 +149,7 @@ def _http_error() -> dict:
             "message": {"type": "string"},
             "retry_after": {"description": "Retry-After header, as written.", "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]},
             "headers": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+            **_ERROR_DETAILS,
         },
         "required": ["status"],
         "additionalProperties": False,

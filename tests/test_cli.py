@@ -293,3 +293,15 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     _, stderr = stopped(recorder)
     assert stderr == ("fakehop: warning: recording on 0.0.0.0: anyone who can reach it can send requests upstream, "
                       "with --upstream-key, on your key\n")
+
+
+@pytest.mark.parametrize("document", [
+    {"steps": [{"fail": {"kind": "rate_limit", "error_event": False, "type": "insufficient_quota", "code": "insufficient_quota", "param": "input"}}]},
+    {"http_error": {"status": 400, "type": "invalid_request_error", "code": "context_length_exceeded", "param": "messages"}},
+])
+def test_schema_accepts_what_the_loader_accepts(document):
+    from fakehop.scenario import parse_text
+    from fakehop.schema import scenario_schema
+
+    parse_text(json.dumps(document), "<t>", "t")
+    assert not list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from fakehop import scenario as sc
+from fakehop import yamlsource
 from fakehop.library import Library, resolve
 from fakehop.player import FAIL_MESSAGES
 from fakehop.stored import StoredResponses
@@ -29,6 +30,8 @@ FAIL_CODES = {
     "overloaded": "server_error",
     "interrupted": "server_error",
 }
+# The error `type` that goes with each code (OpenAI's rate-limit errors are of type `requests`).
+FAIL_TYPES = {"rate_limit_exceeded": "requests", "server_error": "server_error", "invalid_prompt": "invalid_request_error"}
 # SCENARIOS.md: the HTTP status of a `fail` in an answer that was not streamed.
 FAIL_STATUSES = {"rate_limit": 429, "server_error": 500, "invalid_prompt": 400, "overloaded": 503, "interrupted": 500}
 WEATHER_TOOL = {
@@ -242,10 +245,44 @@ async def test_content_filter_finish_ends_incomplete(openai_client, gateway):
 # ---------------------------------------------------------------- failures
 
 
+async def events_until_error(client, name: str) -> tuple[list, openai.APIError]:
+    """The events the SDK hands out before it raises, and the APIError it raises."""
+    events = []
+    with pytest.raises(openai.APIError) as raised:
+        stream = await client.responses.create(model=MODEL, input="Hello", stream=True, extra_headers=header(name))
+        async for event in stream:
+            events.append(event)
+    return events, raised.value
+
+
 @pytest.mark.parametrize("name", FAILING)
-async def test_failures_arrive_as_response_failed_with_their_code(openai_client, name):
+async def test_failures_raise_api_error_while_iterating_with_their_code(openai_client, name):
     code, message = expected_failure(first_script(name))
-    events = await stream_events(openai_client, name)
+    events, error = await events_until_error(openai_client, name)
+    assert not isinstance(error, openai.APIStatusError)
+    assert (error.code, error.message, error.param) == (code, message, None)
+    assert error.type == FAIL_TYPES[code]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert "response.failed" not in [e.type for e in events]
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == joined(first_script(name), "text")
+
+
+def without_error_event(name: str) -> dict:
+    """A failing bundled scenario, its `fail` set to send `response.failed` alone."""
+    steps = [{"text": joined(first_script(name), "text")}]
+    fail = first_script(name).steps[-1]
+    return {"steps": steps + [{"fail": {"kind": fail.kind, "message": fail.message or FAIL_MESSAGES[fail.kind], "error_event": False}}]}
+
+
+FAILING_WITH_FAIL = [name for name in FAILING if isinstance(first_script(name).steps[-1], sc.Fail)]
+
+
+@pytest.mark.parametrize("name", FAILING_WITH_FAIL)
+async def test_without_the_error_event_failures_arrive_as_response_failed(openai_client, gateway, name):
+    code, message = expected_failure(first_script(name))
+    gateway.add(sc.parse_document(yamlsource.load(json.dumps(without_error_event(name))), "test", "quiet-failure"))
+    events = await stream_events(openai_client, "quiet-failure")
     assert [e.sequence_number for e in events] == list(range(len(events)))
     failed = events[-1]
     assert failed.type == "response.failed"
@@ -257,13 +294,24 @@ async def test_failures_arrive_as_response_failed_with_their_code(openai_client,
 
 
 def test_every_fail_kind_is_covered_by_a_bundled_scenario():
-    kinds = {first_script(name).steps[-1].kind for name in FAILING if isinstance(first_script(name).steps[-1], sc.Fail)}
+    kinds = {first_script(name).steps[-1].kind for name in FAILING_WITH_FAIL}
     assert kinds == set(FAIL_CODES)
     assert any(isinstance(first_script(name).steps[-1], sc.Stall) for name in FAILING)
 
 
-async def test_stream_helper_sees_response_failed(openai_client):
-    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("fail-rate-limit")) as stream:
+async def test_stream_helper_raises_the_error_event(openai_client):
+    events = []
+    with pytest.raises(openai.APIError) as raised:
+        async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("fail-rate-limit")) as stream:
+            async for event in stream:
+                events.append(event)
+    assert (raised.value.code, raised.value.type) == ("rate_limit_exceeded", "requests")
+    assert events[-1].type == "response.output_text.delta"
+
+
+async def test_stream_helper_sees_response_failed_without_the_error_event(openai_client, gateway):
+    gateway.add(sc.parse_text("steps: [{text: Hi}, {fail: {kind: rate_limit, error_event: false}}]", "test", "quiet-failure"))
+    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("quiet-failure")) as stream:
         events = [event async for event in stream]
         with pytest.raises(RuntimeError, match="response.completed"):
             await stream.get_final_response()
@@ -271,10 +319,21 @@ async def test_stream_helper_sees_response_failed(openai_client):
     assert events[-1].response.error.code == "rate_limit_exceeded"
 
 
+async def test_a_failure_takes_the_type_code_and_param_the_scenario_gives(openai_client, gateway):
+    gateway.add(sc.parse_text(
+        "steps: [{fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, param: input, message: Pay up}}]",
+        "test", "quota"))
+    events, error = await events_until_error(openai_client, "quota")
+    assert (error.type, error.code, error.param, error.message) == ("insufficient_quota", "insufficient_quota", "input", "Pay up")
+    with pytest.raises(openai.RateLimitError) as raised:
+        await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("quota"))
+    assert (raised.value.type, raised.value.code, raised.value.param) == ("insufficient_quota", "insufficient_quota", "input")
+
+
 async def test_an_interrupted_stream_is_not_retried_and_the_next_request_succeeds(retrying_client, gateway):
-    first = await stream_events(retrying_client, "interrupted-then-ok")
+    first, error = await events_until_error(retrying_client, "interrupted-then-ok")
     second = await stream_events(retrying_client, "interrupted-then-ok")
-    assert (first[-1].type, first[-1].response.error.code) == ("response.failed", "server_error")
+    assert (first[-1].type, error.code) == ("response.output_text.delta", "server_error")
     assert second[-1].response.output_text == "Hello! How can I help you today?"
     assert [r.scenario for r in gateway.journal.records] == ["interrupted-then-ok[1]", "interrupted-then-ok[2]->hello"]
 
@@ -320,8 +379,13 @@ async def test_keepalives_never_reach_the_sdk(openai_client, base_url, name):
         async with session.post(base_url + "/v1/responses", json=request, headers=header(name)) as raw:
             frames = (await raw.text()).split("\n\n")
     assert frames.count(": hopbase-keepalive") >= 3
-    events = await stream_events(openai_client, name)
-    assert len(events) == sum(frame.startswith("event: ") for frame in frames)
+    sent = sum(frame.startswith("event: ") for frame in frames)
+    if name in FAILING:  # the SDK raises on the `error` event, so it hands out neither it nor `response.failed`
+        events, _ = await events_until_error(openai_client, name)
+        sent -= 2
+    else:
+        events = await stream_events(openai_client, name)
+    assert len(events) == sent
     assert [e.sequence_number for e in events] == list(range(len(events)))
 
 

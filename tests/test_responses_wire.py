@@ -63,6 +63,15 @@ def test_golden_stream_items_are_announced_closed_and_collected(path):
         assert [(i["id"], i["type"]) for i in output] == [(e["item"]["id"], e["item"]["type"]) for e in added]
 
 
+@pytest.mark.parametrize("path", [p for p in GOLDEN_STREAMS if "event: response.failed" in p.read_text()], ids=lambda p: p.name)
+def test_golden_failure_is_a_nested_error_event_then_response_failed(path):
+    error_event, failed = events_of(path)[-2:]
+    assert failed["type"] == "response.failed"
+    assert list(error_event) == ["type", "sequence_number", "error"]
+    assert list(error_event["error"]) == ["type", "code", "message", "param"]
+    assert (error_event["error"]["code"], error_event["error"]["message"]) == (failed["response"]["error"]["code"], failed["response"]["error"]["message"])
+
+
 def ends_well(path) -> bool:
     return path.read_text().rsplit("event: ", 1)[-1].startswith(("response.completed", "response.incomplete"))
 

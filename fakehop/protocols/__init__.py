@@ -5,8 +5,8 @@ turn; parse(body) -> ParsedRequest (raises BadRequest; the conversation checks t
 fails go into its Conversation, for the server to raise unless lenient); StreamEncoder(meta, request)
 with encode(happening) -> bytes (subclass common.StreamEncoderBase, which dispatches each
 happening to a method for its kind); complete(meta, request, outcome) -> dict, the non-streaming
-answer; error_body(status, message, request_id, ...) -> dict; failure_response(kind,
-message, request_id) -> (status, body), a `fail` in a non-streamed answer.
+answer; error_body(status, message, request_id, param=, code=, error_type=) -> dict;
+failure_response(failure, request_id) -> (status, body), a `fail` in a non-streamed answer.
 """
 
 from . import chat, messages, responses

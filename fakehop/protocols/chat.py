@@ -288,7 +288,7 @@ class StreamEncoder(StreamEncoderBase):
         return b""
 
     def failure(self, failure: p.Failure) -> bytes:
-        return data_frame({"error": openai_fail_error(failure.kind, failure.message)})
+        return data_frame({"error": openai_fail_error(failure)})
 
     def finish(self, finish: p.Finish) -> bytes:
         frames = []

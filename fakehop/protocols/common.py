@@ -288,18 +288,21 @@ def default_message(status: int) -> str:
     return HTTP_MESSAGES.get(status, "Request failed")
 
 
-def openai_fail_error(kind: str, message: str) -> dict:
-    """The inner `error` object for a fail kind on the OpenAI protocols."""
-    code, error_type = OPENAI_FAIL[kind]
-    return {"message": message, "type": error_type, "param": None, "code": code}
+def openai_fail_error(failure: p.Failure) -> dict:
+    """The inner `error` object of a failure on the OpenAI protocols: the kind's code and type,
+    unless the scenario set its own."""
+    code, error_type = OPENAI_FAIL[failure.kind]
+    return {"message": failure.message, "type": failure.error_type or error_type, "param": failure.param, "code": failure.code or code}
 
 
-def openai_failure_response(kind: str, message: str, request_id: str | None = None) -> tuple[int, dict]:
+def openai_failure_response(failure: p.Failure, request_id: str | None = None) -> tuple[int, dict]:
     """Status and body of a non-streamed `fail` on the OpenAI protocols (overloaded is a 503)."""
-    return FAIL_STATUS.get(kind, 503), {"error": openai_fail_error(kind, message)}
+    return FAIL_STATUS.get(failure.kind, 503), {"error": openai_fail_error(failure)}
 
 
-def openai_error_body(status: int, message: str, request_id: str | None = None, param: str | None = None, code: str | None = None) -> dict:
+def openai_error_body(status: int, message: str, request_id: str | None = None, param: str | None = None,
+                      code: str | None = None, error_type: str | None = None) -> dict:
+    """OpenAI's error body for a status; `error_type` and `code`, when given, replace the status's."""
     if status == 429:
         kind, code = "requests", code or "rate_limit_exceeded"
     elif status >= 500:
@@ -308,7 +311,7 @@ def openai_error_body(status: int, message: str, request_id: str | None = None, 
         kind, code = "invalid_request_error", code or "invalid_api_key"
     else:
         kind = "invalid_request_error"
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return {"error": {"message": message, "type": error_type or kind, "param": param, "code": code}}
 
 
 def anthropic_error_type(status: int) -> str:

@@ -226,15 +226,20 @@ class MessagesHistory(History):
 # ---------------------------------------------------------------- errors
 
 
-def error_body(status: int, message: str, request_id: str | None = None, param: str | None = None, code: str | None = None) -> dict:
+def error_body(status: int, message: str, request_id: str | None = None, param: str | None = None,
+               code: str | None = None, error_type: str | None = None) -> dict:
     """Anthropic's error body; `param` and `code` have no place in it."""
-    return anthropic_error_body(status, message, request_id)
+    return anthropic_error_body(status, message, request_id, error_type)
 
 
-def failure_response(kind: str, message: str, request_id: str | None = None) -> tuple[int, dict]:
+def failure_type(failure: p.Failure) -> str:
+    return failure.error_type or FAIL_TYPES[failure.kind]
+
+
+def failure_response(failure: p.Failure, request_id: str | None = None) -> tuple[int, dict]:
     """Status and body of a non-streamed `fail` (overloaded is Anthropic's 529)."""
-    status = FAIL_STATUSES[kind]
-    return status, anthropic_error_body(status, message, request_id, FAIL_TYPES[kind])
+    status = FAIL_STATUSES[failure.kind]
+    return status, anthropic_error_body(status, failure.message, request_id, failure_type(failure))
 
 
 # ---------------------------------------------------------------- shared by stream and whole
@@ -326,7 +331,7 @@ class StreamEncoder(StreamEncoderBase):
         return self.block_event("content_block_delta", delta={"type": "signature_delta", "signature": signature(self.meta, self.block_signature)}) + stop
 
     def failure(self, failure: p.Failure) -> bytes:
-        return event_frame("error", {"type": "error", "error": {"type": FAIL_TYPES[failure.kind], "message": failure.message}})
+        return event_frame("error", {"type": "error", "error": {"type": failure_type(failure), "message": failure.message}})
 
     def finish(self, finish: p.Finish) -> bytes:
         usage = finish.usage

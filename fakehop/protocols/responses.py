@@ -13,13 +13,13 @@ Keepalives are bare comments and take no sequence number.
 A block's closing events wait for the happening after its BlockEnd: only the Finish that
 follows tells whether the last item completed or was cut short (status `incomplete`).
 
-A `fail` is one `response.failed` event, then the end of the stream: status `failed`,
-`error: {code, message}` with the code of the fail kind, `output` with the items so far (an
-unfinished one as far as it got, status `in_progress`) and `usage: null`. No `error` event goes
-before it, though the real API often sends a nested one: the Python SDK raises APIError on a
-nested `error` event, so a client iterating the stream would never see `response.failed`, and
-Node's SDK throws on the flat form. HopBase's streaming page names `response.failed` alone as
-the Responses failure form.
+A `fail` is an `error` event, then `response.failed`, then the end of the stream, as the real
+API sends them. The `error` event nests the error (`{"type":"error","sequence_number":N,
+"error":{type, code, message, param}}`): on that form the Python SDK raises APIError while
+iterating, and Node's SDK throws. `response.failed` has status `failed`, `error: {code,
+message}`, `output` with the items so far (an unfinished one as far as it got, status
+`in_progress`) and `usage: null`. A scenario's `fail` with `error_event: false` sends
+`response.failed` alone, the form HopBase's streaming page describes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from .. import player as p
 from .common import (
     EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
-    OPENAI_FAIL,
     BadRequest,
     Conversation,
     History,
@@ -47,6 +46,7 @@ from .common import (
     example_call_id,
     json_type,
     openai_error_body,
+    openai_fail_error,
     openai_failure_response,
     require_type,
     tool_names,
@@ -76,6 +76,8 @@ def example_request(turn: int = 1) -> dict:
 
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+# The `error` event's inner object, in the order the real API writes it.
+ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
 ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "tool_call": "fc_"}
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
@@ -537,9 +539,12 @@ class StreamEncoder(StreamEncoderBase):
     # -------------------------------------------- endings
 
     def failure(self, failure: p.Failure) -> bytes:
+        """The nested `error` event (unless the scenario leaves it out), then `response.failed`."""
         output = self.items + ([self.open.object("in_progress")] if self.open else [])
-        error = {"code": OPENAI_FAIL[failure.kind][0], "message": failure.message}
-        return self.lifecycle("response.failed", "failed", output, error=error)
+        details = openai_fail_error(failure)
+        error_event = self.event("error", error={key: details[key] for key in ERROR_EVENT_FIELDS}) if failure.error_event else b""
+        error = {"code": details["code"], "message": failure.message}
+        return error_event + self.lifecycle("response.failed", "failed", output, error=error)
 
     def finish(self, finish: p.Finish) -> bytes:
         incomplete = INCOMPLETE_REASONS.get(finish.reason)

@@ -57,3 +57,33 @@ test('function call id and arguments from weather-tool', async () => {
   assert.equal(call.call_id, 'call_weather_1');
   assert.deepEqual(JSON.parse(call.arguments), { city: 'Paris', unit: 'celsius' });
 });
+
+/** Every event a raw stream hands out before it throws, and what it throws. */
+async function eventsUntilThrow(stream) {
+  const events = [];
+  try {
+    for await (const event of stream) events.push(event);
+  } catch (error) {
+    return { events, error };
+  }
+  return { events, error: null };
+}
+
+test('a mid-stream failure throws APIError with its code, as the real error event makes it', async () => {
+  await reset();
+  const { events, error } = await eventsUntilThrow(await client.responses.create({ ...REQUEST, stream: true }, scenario('fail-rate-limit')));
+  assert.ok(error instanceof OpenAI.APIError, `expected an APIError, got ${error}`);
+  assert.equal(error.code, 'rate_limit_exceeded');
+  assert.equal(error.type, 'requests');
+  assert.ok(!events.some((event) => event.type === 'response.failed'));
+  await assert.rejects(finalResponse('fail-server-error'), (thrown) => thrown instanceof OpenAI.APIError && thrown.code === 'server_error');
+});
+
+test('with error_event: false a failure is response.failed alone, and the stream ends without throwing', async () => {
+  await reset();
+  const quiet = { name: 'quiet-failure', steps: [{ text: 'Hi' }, { fail: { kind: 'server_error', error_event: false } }] };
+  await fetch(`${server.url}/_fakehop/scenarios`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(quiet) });
+  const { events, error } = await eventsUntilThrow(await client.responses.create({ ...REQUEST, stream: true }, scenario('quiet-failure')));
+  assert.equal(error, null);
+  assert.deepEqual(events.slice(-1).map((event) => [event.type, event.response.error.code]), [['response.failed', 'server_error']]);
+});
