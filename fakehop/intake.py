@@ -214,7 +214,7 @@ def request_id_for(request: web.Request) -> str:
 
 
 def stamp_request_id(response: web.StreamResponse, request_id: str) -> None:
-    """The request id in the headers both SDKs read it from."""
+    """The request id in the headers both SDKs read it from, for answers that belong to no protocol."""
     response.headers["x-request-id"] = request_id
     response.headers["request-id"] = request_id
 

@@ -14,7 +14,7 @@ from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
 from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
-                     request_id_for, seed_of, stamp_request_id)
+                     request_id_for, seed_of)
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
@@ -96,6 +96,15 @@ class Gateway:
 def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
     body = protocol.error_body(status, message, request_id, param=param, code=code)
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
+
+
+def stamp_answer(response: web.StreamResponse, request_id: str, protocol) -> None:
+    """A protocol's answer's own headers: the request id where its SDK reads it, and on an
+    error the protocol's error headers, unless the scenario set them."""
+    response.headers[protocol.REQUEST_ID_HEADER] = request_id
+    if response.status >= 400:
+        for name, value in protocol.error_headers(response.status):
+            response.headers.setdefault(name, value)
 
 
 def body_message(body: dict) -> str:
@@ -203,7 +212,7 @@ class Answer:
     async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
         """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-        stamp_request_id(response, self.request_id)
+        stamp_answer(response, self.request_id, self.protocol)
         await response.prepare(self.request)
         record = self.record
         record.status = 200
@@ -287,7 +296,7 @@ def protocol_handler(protocol, hosts: HostCheck):
         request_id = request_id_for(request)
         response = await Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts).run()
         if not response.prepared:  # a stream stamps its own before its headers go out
-            stamp_request_id(response, request_id)
+            stamp_answer(response, request_id, protocol)
         return response
 
     return handle
@@ -312,7 +321,7 @@ async def stored_response(request: web.Request) -> web.Response:
         record.close(jr.COMPLETED, 200)
         response = web.json_response({"id": response_id, "object": "response", "deleted": True} if request.method == "DELETE" else stored.response, dumps=dumps)
     gateway.journal.closed(record)
-    stamp_request_id(response, request_id)
+    stamp_answer(response, request_id, protocol)
     return response
 
 
@@ -352,8 +361,9 @@ async def unrouted(request: web.Request) -> web.Response:
         pass  # journaled in the global session: the path is what is wrong with it
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
-    response = error_response(protocol_for_request(request), status, message, request_id, headers=headers)
-    stamp_request_id(response, request_id)
+    protocol = protocol_for_request(request)
+    response = error_response(protocol, status, message, request_id, headers=headers)
+    stamp_answer(response, request_id, protocol)
     return response
 
 
@@ -374,10 +384,13 @@ async def list_models(request: web.Request) -> web.Response:
         except BadSessionName as exc:
             refused = BadRequest(str(exc), param=SESSION_HEADER)
     if refused is not None:
-        response = error_response(protocol_for_request(request), refused.status, refused.message, request_id, param=refused.param, code=refused.code)
+        protocol = protocol_for_request(request)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code)
     else:
-        response = models_response(known_models(session.library), "anthropic-version" in request.headers)
-    stamp_request_id(response, request_id)
+        anthropic = "anthropic-version" in request.headers
+        protocol = PROTOCOLS["messages" if anthropic else "chat"]
+        response = models_response(known_models(session.library), anthropic)
+    stamp_answer(response, request_id, protocol)
     return response
 
 

@@ -93,3 +93,33 @@ def test_details_are_checked_at_load():
         sc.parse_text("steps: [{fail: {kind: rate_limit, parm: x}}]", "t.yaml", "t")
     fail = sc.parse_text(QUOTA_FAIL, "t.yaml", "t").entries[0].script.steps[-1]
     assert fail == sc.Fail("rate_limit", "Pay up", "insufficient_quota", "insufficient_quota", None, True)
+
+
+@pytest.mark.parametrize("status, should_retry", [(400, "false"), (401, "false"), (404, "false"), (409, "false"), (413, "false"),
+                                                  (429, "true"), (500, "true"), (503, "true"), (529, "true")])
+async def test_anthropic_errors_say_whether_to_retry(base_url, gateway, status, should_retry):
+    headers = add(gateway, f"status-{status}", f"http_error: {{status: {status}}}")
+    got, answer_headers, _ = await post(base_url, "/v1/messages", {"model": "c", "max_tokens": 9, "messages": MESSAGES}, headers)
+    assert (got, answer_headers.get("x-should-retry")) == (status, should_retry)
+    got, answer_headers, _ = await post(base_url, "/v1/chat/completions", {"model": "m", "messages": MESSAGES}, headers)
+    assert (got, answer_headers.get("x-should-retry")) == (status, None)
+
+
+async def test_anthropic_refusals_of_the_request_say_not_to_retry(base_url):
+    status, answer_headers, _ = await post(base_url, "/v1/messages", {"model": "c", "messages": MESSAGES}, {})
+    assert (status, answer_headers["x-should-retry"]) == (400, "false")
+    status, answer_headers, _ = await post(base_url, "/v1/nowhere", {}, {"anthropic-version": "2023-06-01"})
+    assert (status, answer_headers["x-should-retry"]) == (404, "false")
+
+
+async def test_anthropic_sdk_follows_x_should_retry(base_url, gateway):
+    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="k", max_retries=2) as client:
+        for name, text, attempts in [
+            ("conflict", "http_error: {status: 409}", 1),  # the SDK would retry a bare 409
+            ("overloaded", "http_error: {status: 529}", 3),
+            ("forced", "http_error: {status: 400, headers: {x-should-retry: 'true'}}", 3),  # the scenario's own header wins
+        ]:
+            gateway.journal.clear()
+            with pytest.raises(anthropic.APIStatusError):
+                await client.with_options(timeout=5).messages.create(model="c", max_tokens=9, messages=MESSAGES, extra_headers=add(gateway, name, text))
+            assert len(gateway.journal.records) == attempts, name

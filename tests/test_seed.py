@@ -20,7 +20,7 @@ async def live_bytes(url: str, protocol: str, scenario: str, stream: bool, seed:
     async with aiohttp.ClientSession() as session:
         async with session.post(url + PROTOCOLS[protocol].PATH, json=dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, stream=stream),
                                 headers=headers) as response:
-            return await response.read(), response.headers["x-request-id"]
+            return await response.read(), response.headers[PROTOCOLS[protocol].REQUEST_ID_HEADER]
 
 
 async def played_bytes(library, protocol: str, scenario: str, stream: bool, seed: int) -> bytes:

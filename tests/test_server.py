@@ -180,19 +180,30 @@ async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
     assert all(first != second for first, second in zip(*ids))
 
 
-@pytest.mark.parametrize("method,path,body", [
-    ("POST", CHAT, {**BODY, "stream": True}),
-    ("POST", CHAT, BODY),
-    ("POST", CHAT, {"model": "m"}),
-    ("POST", "/v1/nowhere", BODY),
-    ("GET", CHAT, None),
-    ("GET", "/v1/models", None),
-    ("GET", "/_fakehop/health", None),
-    ("GET", "/_fakehop/nowhere", None),
+MESSAGES_BODY = {"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user", "content": "Hi"}]}
+ANTHROPIC = {"anthropic-version": "2023-06-01"}
+
+
+@pytest.mark.parametrize("method,path,body,headers,names", [
+    ("POST", CHAT, {**BODY, "stream": True}, {}, ["x-request-id"]),
+    ("POST", CHAT, BODY, {}, ["x-request-id"]),
+    ("POST", CHAT, {"model": "m"}, {}, ["x-request-id"]),
+    ("POST", "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, {}, ["x-request-id"]),
+    ("POST", "/v1/messages", {**MESSAGES_BODY, "stream": True}, ANTHROPIC, ["request-id"]),
+    ("POST", "/v1/messages", MESSAGES_BODY, ANTHROPIC, ["request-id"]),
+    ("POST", "/v1/messages", {"model": "m"}, ANTHROPIC, ["request-id"]),
+    ("POST", "/v1/nowhere", BODY, {}, ["x-request-id"]),
+    ("POST", "/v1/nowhere", BODY, ANTHROPIC, ["request-id"]),
+    ("GET", CHAT, None, {}, ["x-request-id"]),
+    ("GET", "/v1/models", None, {}, ["x-request-id"]),
+    ("GET", "/v1/models", None, ANTHROPIC, ["request-id"]),
+    ("GET", "/_fakehop/health", None, {}, ["x-request-id", "request-id"]),
+    ("GET", "/_fakehop/nowhere", None, {}, ["x-request-id", "request-id"]),
 ])
-async def test_every_answer_carries_its_request_id(base_url, method, path, body):
+async def test_every_answer_carries_its_request_id_where_its_sdk_reads_it(base_url, method, path, body, headers, names):
     async with aiohttp.ClientSession() as session:
-        async with session.request(method, base_url + path, json=body) as response:
+        async with session.request(method, base_url + path, json=body, headers=headers) as response:
             await response.read()
-            assert re.fullmatch(r"req_[0-9a-f]{24}", response.headers["x-request-id"])
-            assert response.headers["request-id"] == response.headers["x-request-id"]
+            ids = {name: response.headers.get(name) for name in ("x-request-id", "request-id")}
+    assert [name for name, value in ids.items() if value is not None] == names
+    assert all(re.fullmatch(r"req_[0-9a-f]{24}", ids[name]) for name in names)

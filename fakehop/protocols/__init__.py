@@ -6,7 +6,9 @@ fails go into its Conversation, for the server to raise unless lenient); StreamE
 with encode(happening) -> bytes (subclass common.StreamEncoderBase, which dispatches each
 happening to a method for its kind); complete(meta, request, outcome) -> dict, the non-streaming
 answer; error_body(status, message, request_id, param=, code=, error_type=) -> dict;
-failure_response(failure, request_id) -> (status, body), a `fail` in a non-streamed answer.
+failure_response(failure, request_id) -> (status, body), a `fail` in a non-streamed answer;
+error_headers(status) -> ((name, value), ...), the headers of the protocol's error answers;
+REQUEST_ID_HEADER, the header its SDK reads an answer's request id from.
 """
 
 from . import chat, messages, responses

@@ -28,6 +28,8 @@ from .common import (
     data_frame,
     dumps,
     example_call_id,
+    OPENAI_REQUEST_ID_HEADER,
+    no_error_headers,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
@@ -218,6 +220,8 @@ def usage_object(usage: p.TokenUsage) -> dict:
 
 error_body = openai_error_body
 failure_response = openai_failure_response
+error_headers = no_error_headers
+REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 
 
 class StreamEncoder(StreamEncoderBase):

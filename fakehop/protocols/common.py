@@ -314,6 +314,15 @@ def openai_error_body(status: int, message: str, request_id: str | None = None, 
     return {"error": {"message": message, "type": error_type or kind, "param": param, "code": code}}
 
 
+OPENAI_REQUEST_ID_HEADER = "x-request-id"  # the header each SDK reads its answers' request id from
+ANTHROPIC_REQUEST_ID_HEADER = "request-id"
+
+
+def no_error_headers(status: int) -> tuple[tuple[str, str], ...]:
+    """The OpenAI protocols' error answers carry no headers of their own."""
+    return ()
+
+
 def anthropic_error_type(status: int) -> str:
     if status in ANTHROPIC_ERROR_TYPES:
         return ANTHROPIC_ERROR_TYPES[status]

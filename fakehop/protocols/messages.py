@@ -25,6 +25,7 @@ from .common import (
     ParsedRequest,
     Template,
     ToolResult,
+    ANTHROPIC_REQUEST_ID_HEADER,
     anthropic_error_body,
     content_text,
     event_frame,
@@ -230,6 +231,16 @@ def error_body(status: int, message: str, request_id: str | None = None, param: 
                code: str | None = None, error_type: str | None = None) -> dict:
     """Anthropic's error body; `param` and `code` have no place in it."""
     return anthropic_error_body(status, message, request_id, error_type)
+
+
+REQUEST_ID_HEADER = ANTHROPIC_REQUEST_ID_HEADER
+RETRY = (("x-should-retry", "true"),)
+NO_RETRY = (("x-should-retry", "false"),)
+
+
+def error_headers(status: int) -> tuple[tuple[str, str], ...]:
+    """`x-should-retry`, as Anthropic sends it on every error: true for 429 and 5xx (529 too), false otherwise."""
+    return RETRY if status == 429 or status >= 500 else NO_RETRY
 
 
 def failure_type(failure: p.Failure) -> str:

@@ -45,6 +45,8 @@ from .common import (
     event_frame,
     example_call_id,
     json_type,
+    OPENAI_REQUEST_ID_HEADER,
+    no_error_headers,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
@@ -371,6 +373,8 @@ def item_object(kind: str, item_id: str, text: str, status: str, name: str | Non
 
 error_body = openai_error_body
 failure_response = openai_failure_response
+error_headers = no_error_headers
+REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
