@@ -29,9 +29,11 @@ MIN_PLAYED_KEEPALIVE = 0.001
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """The stream opens (headers are out)."""
+    """The stream opens (headers are out), with what is known of the usage by then."""
 
     input_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,17 @@ class RawBytes:
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
+    """The usage an answer reports; the detail counts are what the scenario set, or 0."""
+
     input_tokens: int
     output_tokens: int
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    input_audio_tokens: int = 0
+    output_audio_tokens: int = 0
+    accepted_prediction_tokens: int = 0
+    rejected_prediction_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -114,6 +124,9 @@ KEEPALIVE = Keepalive()
 BLOCK_END = BlockEnd()
 
 ENDINGS = (Failure, Disconnect, Hang, Finish)
+# The usage counts a scenario gives as they are (0 when it gives none).
+USAGE_DETAILS = ("cached_tokens", "cache_write_tokens", "input_audio_tokens", "output_audio_tokens",
+                 "accepted_prediction_tokens", "rejected_prediction_tokens")
 
 FAIL_MESSAGES = {
     "rate_limit": "Rate limit reached, please retry after a short wait",
@@ -247,11 +260,17 @@ class _Layout:
             output_tokens = script.usage.output_tokens
         else:
             output_tokens = estimate_tokens(self.output_chars)
-        usage = TokenUsage(self.input_tokens, output_tokens, min(output_tokens, estimate_tokens(self.reasoning_chars)))
-        yield from self.at(Finish(reason, usage))
+        yield from self.at(Finish(reason, self.usage(output_tokens)))
+
+    def usage(self, output_tokens: int) -> TokenUsage:
+        given = self.script.usage
+        reasoning = min(output_tokens, estimate_tokens(self.reasoning_chars)) if given.reasoning_tokens is None else given.reasoning_tokens
+        details = {key: getattr(given, key) or 0 for key in USAGE_DETAILS}
+        return TokenUsage(self.input_tokens, output_tokens, reasoning, **details)
 
     def steps(self) -> Iterator[tuple[float, Happening]]:
-        yield from self.at(Start(self.input_tokens))
+        given = self.script.usage
+        yield from self.at(Start(self.input_tokens, given.cached_tokens or 0, given.cache_write_tokens or 0))
         for step in self.script.steps:
             kind = type(step)
             if kind is sc.Output or kind is sc.ToolCall:

@@ -130,8 +130,17 @@ Step = Union[Output, Quote, ToolCall, Delay, KeepaliveNow, Stall, Hang, Fail, Di
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """The token counts a scenario sets; None: estimated (input, output, reasoning) or 0."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning_tokens: int | None = None  # Messages: thinking_tokens
+    cached_tokens: int | None = None  # Messages: cache_read_input_tokens
+    cache_write_tokens: int | None = None  # Messages: cache_creation_input_tokens
+    input_audio_tokens: int | None = None
+    output_audio_tokens: int | None = None
+    accepted_prediction_tokens: int | None = None
+    rejected_prediction_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,7 +698,11 @@ ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
 ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
 HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers") + ERROR_DETAIL_KEYS
-USAGE_KEYS = ("input_tokens", "output_tokens")
+USAGE_FIELDS = tuple(Usage.__dataclass_fields__)
+# Other names a usage count goes by, as Anthropic names them: either name sets it.
+USAGE_ALIASES = {"thinking_tokens": "reasoning_tokens", "cache_read_input_tokens": "cached_tokens",
+                 "cache_creation_input_tokens": "cache_write_tokens"}
+USAGE_KEYS = USAGE_FIELDS + tuple(USAGE_ALIASES)
 MATCH_KEYS = ("protocol", "model", "prompt", "turn", "tool_result", "tools", "system", "header")
 _AT_LEAST_TURN = re.compile(r"^\s*>=\s*(\d+)\s*$")
 
@@ -747,10 +760,12 @@ def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
         check.add(_line_of(doc, "usage"), f"usage: expected a mapping such as {{input_tokens: 14, output_tokens: 52}}, got {_type_name(spec)}")
         return inherited
     _check_keys(check, spec, USAGE_KEYS, "usage")
-    return Usage(
-        input_tokens=_int(check, spec, "input_tokens", 0, 10**9),
-        output_tokens=_int(check, spec, "output_tokens", 0, 10**9),
-    )
+    counts = {key: _int(check, spec, key, 0, 10**9) for key in USAGE_KEYS if key in spec}
+    for alias, key in USAGE_ALIASES.items():
+        if alias in spec and key in spec:
+            check.add(_line_of(spec, alias), f"usage: {alias} and {key} name the same count; give one")
+        counts[key] = counts.pop(alias, counts.get(key))
+    return Usage(**counts)
 
 
 @dataclass(frozen=True, slots=True)

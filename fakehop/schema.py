@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES
+from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, USAGE_KEYS
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -164,7 +164,8 @@ def _settings() -> dict:
         "chunk_interval": _duration("Default pause between the deltas a step is split into (default 0)."),
         "usage": {
             "type": "object",
-            "properties": {"input_tokens": {"type": "integer", "minimum": 0}, "output_tokens": {"type": "integer", "minimum": 0}},
+            "description": "Token counts; input, output and reasoning are estimated unless set, the others are 0.",
+            "properties": {key: {"type": "integer", "minimum": 0} for key in USAGE_KEYS},
             "additionalProperties": False,
         },
         "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},

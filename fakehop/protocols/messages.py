@@ -270,15 +270,30 @@ def signature(meta: Meta, given: str | None = None) -> str:
     return given or meta.random_base64(SIGNATURE_BYTES)
 
 
-def usage_object(input_tokens: int, output_tokens: int) -> dict:
+def start_usage(start: p.Start) -> dict:
+    """The usage of `message_start`: the input's, and the one output token counted so far."""
+    return {**input_usage(start.input_tokens, start.cached_tokens, start.cache_write_tokens), "output_tokens": 1, **SERVING}
+
+
+def final_usage(usage: p.TokenUsage) -> dict:
+    """The usage of the whole message."""
+    return {**input_usage(usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens), **output_usage(usage), **SERVING}
+
+
+def input_usage(input_tokens: int, cached_tokens: int, cache_write_tokens: int) -> dict:
     return {
         "input_tokens": input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-        "output_tokens": output_tokens,
-        "service_tier": "standard",
+        "cache_creation_input_tokens": cache_write_tokens,
+        "cache_read_input_tokens": cached_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": cache_write_tokens, "ephemeral_1h_input_tokens": 0},
     }
+
+
+def output_usage(usage: p.TokenUsage) -> dict:
+    return {"output_tokens": usage.output_tokens, "output_tokens_details": {"thinking_tokens": usage.reasoning_tokens}}
+
+
+SERVING = {"service_tier": "standard", "inference_geo": "global"}
 
 
 def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | None, usage: dict) -> dict:
@@ -310,7 +325,7 @@ class StreamEncoder(StreamEncoderBase):
         self.pinged = False
 
     def start(self, start: p.Start) -> bytes:
-        message = message_object(self.meta, self.message_id, [], None, usage_object(start.input_tokens, 1))
+        message = message_object(self.meta, self.message_id, [], None, start_usage(start))
         return event_frame("message_start", {"type": "message_start", "message": message})
 
     def block_start(self, start: p.BlockStart) -> bytes:
@@ -351,9 +366,9 @@ class StreamEncoder(StreamEncoderBase):
             "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": None},
             "usage": {
                 "input_tokens": usage.input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": usage.output_tokens,
+                "cache_creation_input_tokens": usage.cache_write_tokens,
+                "cache_read_input_tokens": usage.cached_tokens,
+                **output_usage(usage),
             },
         }
         return event_frame("message_delta", delta) + MESSAGE_STOP_FRAME
@@ -387,5 +402,4 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     finish: p.Finish = outcome.ending
     msg_id = message_id(meta)
     content = [content_block(meta, block) for block in outcome.blocks]
-    usage = usage_object(finish.usage.input_tokens, finish.usage.output_tokens)
-    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], usage)
+    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], final_usage(finish.usage))

@@ -319,7 +319,7 @@ def echoed_fields(body: dict, sent: list[str], max_output_tokens: int | None, ma
 def usage_object(usage: p.TokenUsage) -> dict:
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": usage.cache_write_tokens},
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
