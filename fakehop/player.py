@@ -56,7 +56,9 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class BlockEnd:
-    pass
+    """The current block is over; `cut`: the token limit ended it partway."""
+
+    cut: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +115,17 @@ class TokenUsage:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The stream ends well. `reason`: stop | length | tool_calls | content_filter."""
+    """The stream ends well. `reason`: stop | length | tool_calls | content_filter | stop_sequence."""
 
     reason: str
     usage: TokenUsage
+    stop_sequence: str | None = None
 
 
 Happening = Union[Start, BlockStart, Delta, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
 KEEPALIVE = Keepalive()
 BLOCK_END = BlockEnd()
+CUT_BLOCK_END = BlockEnd(cut=True)
 
 ENDINGS = (Failure, Disconnect, Hang, Finish)
 # The usage counts a scenario gives as they are (0 when it gives none).
@@ -219,10 +223,10 @@ class _Layout:
         self.blocks += 1
         yield from self.at(start)
 
-    def close_block(self) -> Iterator[tuple[float, Happening]]:
+    def close_block(self, cut: bool = False) -> Iterator[tuple[float, Happening]]:
         if self.block is not None:
             self.block = None
-            yield from self.at(BLOCK_END)
+            yield from self.at(CUT_BLOCK_END if cut else BLOCK_END)
 
     def output(self, step: sc.Output | sc.ToolCall) -> Iterator[tuple[float, Happening]]:
         """Deltas of a text, reasoning or tool-call step. Returns True if the token limit cut it."""
@@ -251,7 +255,7 @@ class _Layout:
 
     def finish(self, cut: bool = False) -> Iterator[tuple[float, Happening]]:
         """The good ending; `cut`: the request's token limit ended the output."""
-        yield from self.close_block()
+        yield from self.close_block(cut)
         script = self.script
         reason = "length" if cut else script.finish or ("tool_calls" if self.tool_calls else "stop")
         if cut:
@@ -260,7 +264,7 @@ class _Layout:
             output_tokens = script.usage.output_tokens
         else:
             output_tokens = estimate_tokens(self.output_chars)
-        yield from self.at(Finish(reason, self.usage(output_tokens)))
+        yield from self.at(Finish(reason, self.usage(output_tokens), script.stop_sequence if reason == "stop_sequence" else None))
 
     def usage(self, output_tokens: int) -> TokenUsage:
         given = self.script.usage

@@ -25,7 +25,7 @@ MAX_FILE_BYTES = 1_000_000
 MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of one scenario, faker text included
 MAX_DURATION = 86_400.0
 PROTOCOL_NAMES = ("chat", "responses", "messages")
-FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequence")
 FAIL_KINDS = ("rate_limit", "server_error", "invalid_prompt", "overloaded", "interrupted")
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -166,6 +166,7 @@ class Script:
     usage: Usage = Usage()
     finish: str | None = None
     request_text: bool = False  # some of its text quotes the request: kept renderings and timelines are not kept for it
+    stop_sequence: str | None = None  # with finish stop_sequence: the sequence that ended the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,7 +693,7 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
 
 # ---------------------------------------------------------------- scripts and scenarios
 
-SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish")
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence")
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
@@ -776,6 +777,7 @@ class _Settings:
     chunk_interval: float = 0.0
     usage: Usage = Usage()
     finish: str | None = None
+    stop_sequence: str | None = None
 
 
 def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
@@ -786,11 +788,23 @@ def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
     return seconds
 
 
-def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings:
+def _finish(check: _Checker, doc: LineDict, inherited: _Settings) -> tuple[str | None, str | None]:
+    """`finish` and `stop_sequence`, which go together: one needs the other."""
     finish = doc.get("finish", inherited.finish)
     if finish is not None and finish not in FINISH_REASONS:
         check.add(_line_of(doc, "finish"), f"finish: expected one of {', '.join(FINISH_REASONS)}, got {finish!r}")
         finish = None
+    stop_sequence = _string(check, doc, "stop_sequence", inherited.stop_sequence)
+    if "finish" in doc or "stop_sequence" in doc:
+        if finish == "stop_sequence" and not stop_sequence:
+            check.add(_line_of(doc, "finish"), 'finish: stop_sequence needs the sequence, as stop_sequence: "..."')
+        elif stop_sequence is not None and finish != "stop_sequence":
+            check.add(_line_of(doc, "stop_sequence"), "stop_sequence: goes with finish: stop_sequence")
+    return finish, stop_sequence
+
+
+def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings:
+    finish, stop_sequence = _finish(check, doc, inherited)
     return _Settings(
         model=_string(check, doc, "model", inherited.model),
         keepalive=_keepalive(check, doc, inherited.keepalive),
@@ -798,6 +812,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         chunk_interval=_duration(check, doc, "chunk_interval", inherited.chunk_interval),
         usage=_usage(check, doc, inherited.usage),
         finish=finish,
+        stop_sequence=stop_sequence,
     )
 
 
@@ -812,6 +827,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         stall_timeout=settings.stall_timeout,
         usage=settings.usage,
         finish=settings.finish,
+        stop_sequence=settings.stop_sequence,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)

@@ -169,6 +169,7 @@ def _settings() -> dict:
             "additionalProperties": False,
         },
         "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
+        "stop_sequence": {"type": "string", "description": "With finish: stop_sequence, the sequence Messages reports."},
     }
 
 

@@ -300,6 +300,7 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     {"http_error": {"status": 400, "type": "invalid_request_error", "code": "context_length_exceeded", "param": "messages"}},
     {"usage": {"reasoning_tokens": 1, "cached_tokens": 2, "cache_write_tokens": 3, "input_audio_tokens": 4, "output_audio_tokens": 5,
                "accepted_prediction_tokens": 6, "rejected_prediction_tokens": 7}, "steps": [{"text": "a"}]},
+    {"finish": "stop_sequence", "stop_sequence": "###", "steps": [{"text": "a"}]},
     {"usage": {"thinking_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3}, "steps": [{"text": "a"}]},
 ])
 def test_schema_accepts_what_the_loader_accepts(document):

@@ -73,7 +73,9 @@ def choices_json(delta: dict, finish_reason: str | None = None) -> str:
 # The choices that every answer writes alike, encoded once.
 ROLE_CHOICES = choices_json({"role": "assistant", "content": "", "refusal": None})
 TEXT_CHOICES = choices_json({"content": Template.SLOT})
-FINISH_CHOICES = {reason: choices_json({}, reason) for reason in FINISH_REASONS}
+# A stop sequence ends a chat answer as any stop does.
+FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop"}
+FINISH_CHOICES = {reason: choices_json({}, name) for reason, name in FINISH_REASON_NAMES.items()}
 
 
 # The fields parse reads, as typed_fields takes them.
@@ -332,7 +334,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         "object": "chat.completion",
         "created": meta.created,
         "model": meta.model,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish.reason}],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH_REASON_NAMES[finish.reason]}],
         "usage": usage_object(finish.usage),
         "service_tier": "default",
         "system_fingerprint": SYSTEM_FINGERPRINT,

@@ -59,7 +59,7 @@ def example_request(turn: int = 1) -> dict:
     return {**EXAMPLE_REQUEST, "messages": messages}
 
 
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal", "stop_sequence": "stop_sequence"}
 FAIL_TYPES = {
     "rate_limit": "rate_limit_error",
     "server_error": "api_error",
@@ -296,7 +296,7 @@ def output_usage(usage: p.TokenUsage) -> dict:
 SERVING = {"service_tier": "standard", "inference_geo": "global"}
 
 
-def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | None, usage: dict) -> dict:
+def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | None, usage: dict, stop_sequence: str | None = None) -> dict:
     return {
         "id": msg_id,
         "type": "message",
@@ -304,7 +304,8 @@ def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | No
         "content": content,
         "model": meta.model,
         "stop_reason": stop_reason,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence,
+        "stop_details": None,
         "usage": usage,
     }
 
@@ -351,6 +352,8 @@ class StreamEncoder(StreamEncoderBase):
         return self.delta_template.fill(delta.text)
 
     def block_end(self, end: p.BlockEnd) -> bytes:
+        if end.cut and self.block_kind == "tool_call":
+            return b""  # the real API leaves a tool_use block the token limit cut open
         stop = self.block_event("content_block_stop")
         if self.block_kind != "reasoning":
             return stop
@@ -363,7 +366,7 @@ class StreamEncoder(StreamEncoderBase):
         usage = finish.usage
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": None},
+            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": finish.stop_sequence, "stop_details": None},
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "cache_creation_input_tokens": usage.cache_write_tokens,
@@ -402,4 +405,4 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     finish: p.Finish = outcome.ending
     msg_id = message_id(meta)
     content = [content_block(meta, block) for block in outcome.blocks]
-    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], final_usage(finish.usage))
+    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], final_usage(finish.usage), finish.stop_sequence)
