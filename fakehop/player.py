@@ -38,13 +38,15 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class BlockStart:
-    """An output block begins: text, reasoning, or one tool call. `index` counts blocks from 0."""
+    """An output block begins: text, reasoning, redacted_thinking, or one tool call. `index`
+    counts the blocks the stream shows, from 0; `data` is a redacted_thinking block's."""
 
     kind: str
     index: int
     name: str | None = None
     call_id: str | None = None
     signature: str | None = None  # a reasoning block's own, from the scenario
+    data: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,11 @@ class Delta:
     """More of the current block: text, reasoning text, or tool-call argument JSON."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NextPart:
+    """The open reasoning block's next part begins (on Responses, a summary part of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +129,9 @@ class Finish:
     stop_sequence: str | None = None
 
 
-Happening = Union[Start, BlockStart, Delta, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
+Happening = Union[Start, BlockStart, Delta, NextPart, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
 KEEPALIVE = Keepalive()
+NEXT_PART = NextPart()
 BLOCK_END = BlockEnd()
 CUT_BLOCK_END = BlockEnd(cut=True)
 
@@ -149,6 +157,22 @@ class PlayRequest(NamedTuple):
 
     input_tokens: int = 0
     max_output_tokens: int | None = None
+    reasoning: str = "shown"  # one of REASONING_SHOWS
+
+
+# How much of a script's reasoning a request gets to see (PlayRequest.reasoning), as (blocks,
+# their text); a reasoning step takes its time whatever is shown, and what is not shown is
+# silence, kept alive by keepalives.
+REASONING_SHOWS = {
+    "shown": (True, True),
+    "omitted": (True, False),  # blocks without their text, as the request asked (Messages' display: omitted)
+    "summary-unasked": (True, False),  # blocks without their text, which the request did not ask for (Responses)
+    "unasked": (False, False),  # no blocks, which the request did not ask for (Messages without thinking)
+    "never": (False, False),  # no blocks: the protocol has no place for them (Chat Completions)
+}
+# What a scenario's force_reasoning makes of what the request did not ask for.
+FORCED_REASONING = {"summary-unasked": "shown", "unasked": "shown"}
+MERGING_KINDS = ("text", "reasoning")  # a step of one of these kinds right after another of it is more of the same block
 
 
 def parse_time_scale(text: str) -> float:
@@ -193,8 +217,11 @@ class _Layout:
         self.keepalive = max(script.keepalive * time_scale, MIN_PLAYED_KEEPALIVE) if script.keepalive > 0 else 0.0
         self.now = 0.0
         self.last_write = 0.0
-        self.block: str | None = None  # the kind of the open block
+        self.block: BlockStart | None = None  # the open block
+        self.block_has_text = False
         self.blocks = 0
+        shown = FORCED_REASONING.get(request.reasoning, request.reasoning) if script.force_reasoning else request.reasoning
+        self.reasoning_blocks, self.reasoning_text = REASONING_SHOWS[shown]
         self.budget = None if request.max_output_tokens is None else request.max_output_tokens * CHARS_PER_TOKEN
         self.output_chars = 0
         self.reasoning_chars = 0
@@ -214,12 +241,14 @@ class _Layout:
         self.now += seconds * self.scale
 
     def open_block(self, start: BlockStart) -> Iterator[tuple[float, Happening]]:
-        """Start a block, unless the open one is text or reasoning and this is more of it."""
-        if self.block == start.kind and start.kind != "tool_call":
+        """Start a block, unless the open one is of a merging kind and this is more of it."""
+        open_block = self.block
+        if open_block is not None and open_block.kind == start.kind and start.kind in MERGING_KINDS:
             return
-        if self.block is not None:
+        if open_block is not None:
             yield from self.at(BLOCK_END)
-        self.block = start.kind
+        self.block = start
+        self.block_has_text = False
         self.blocks += 1
         yield from self.at(start)
 
@@ -229,24 +258,36 @@ class _Layout:
             yield from self.at(CUT_BLOCK_END if cut else BLOCK_END)
 
     def output(self, step: sc.Output | sc.ToolCall) -> Iterator[tuple[float, Happening]]:
-        """Deltas of a text, reasoning or tool-call step. Returns True if the token limit cut it."""
+        """Deltas of a text, reasoning or tool-call step, as far as the request shows them; the
+        time passes either way. Returns True if the token limit cut it."""
         if isinstance(step, sc.ToolCall):
             self.tool_calls += 1
-            yield from self.open_block(BlockStart("tool_call", self.blocks, step.name, step.call_id))
+            start, part_starts = BlockStart("tool_call", self.blocks, step.name, step.call_id), ()
         else:
-            yield from self.open_block(BlockStart(step.kind, self.blocks, signature=step.signature))
+            start, part_starts = BlockStart(step.kind, self.blocks, signature=step.signature), step.part_starts
+        reasoning = start.kind == "reasoning"
+        shows_text = self.reasoning_text or not reasoning
+        if self.reasoning_blocks or not reasoning:
+            yield from self.open_block(start)
         for number, text in enumerate(step.deltas):
             if number:
                 self.wait(step.interval)
-            if self.budget is not None and self.output_chars + len(text) > self.budget:
+            cut = self.budget is not None and self.output_chars + len(text) > self.budget
+            if cut:
                 text = text[: self.budget - self.output_chars]
-                if text:
-                    self.count(step, text)
-                    yield from self.at(Delta(text))
-                return True
             self.count(step, text)
-            yield from self.at(Delta(text))
+            if shows_text and (text or not (cut or reasoning)):  # reasoning shows no empty deltas
+                if number in part_starts and self.block_has_text:
+                    yield from self.at(NEXT_PART)
+                self.block_has_text = True
+                yield from self.at(Delta(text))
+            if cut:
+                return True
         return False
+
+    def redacted_thinking(self, step: sc.RedactedThinking) -> Iterator[tuple[float, Happening]]:
+        if self.reasoning_blocks:
+            yield from self.open_block(BlockStart("redacted_thinking", self.blocks, data=step.data))
 
     def count(self, step, text: str) -> None:
         self.output_chars += len(text)
@@ -282,6 +323,8 @@ class _Layout:
                 if cut:
                     yield from self.finish(cut=True)
                     return
+            elif kind is sc.RedactedThinking:
+                yield from self.redacted_thinking(step)
             elif kind is sc.Delay:
                 self.wait(step.seconds)
             elif kind is sc.KeepaliveNow:
@@ -438,6 +481,14 @@ class Block:
     name: str | None = None
     call_id: str | None = None
     signature: str | None = None
+    data: str | None = None
+    parts: list[str] = field(default_factory=list)  # the text, as the parts it came in (none for a block with no deltas)
+
+    def close(self, pieces: list[str]) -> None:
+        """The block's last part is `pieces`, and its text is complete."""
+        if pieces:
+            self.parts.append("".join(pieces))
+        self.text = "".join(self.parts)
 
 
 @dataclass
@@ -447,7 +498,7 @@ class Outcome:
 
     blocks: list[Block] = field(default_factory=list)
     ending: Happening | None = None
-    _parts: list[str] = field(default_factory=list, repr=False, compare=False)  # the open block's text so far
+    _pieces: list[str] = field(default_factory=list, repr=False, compare=False)  # the open block's deltas so far
 
     @classmethod
     def gather(cls, happenings: list[Happening]) -> "Outcome":
@@ -459,13 +510,16 @@ class Outcome:
         for happening in happenings:
             kind = type(happening)
             if kind is Delta:
-                self._parts.append(happening.text)
+                self._pieces.append(happening.text)
             elif kind is BlockStart:
-                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature))
+                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature, happening.data))
+            elif kind is NextPart:
+                self.blocks[-1].parts.append("".join(self._pieces))
+                self._pieces = []
             elif kind is BlockEnd:
-                self.blocks[-1].text = "".join(self._parts)
-                self._parts = []
+                self.blocks[-1].close(self._pieces)
+                self._pieces = []
             elif kind in ENDINGS:
-                if self._parts and self.blocks:
-                    self.blocks[-1].text = "".join(self._parts)
+                if self.blocks:
+                    self.blocks[-1].close(self._pieces)
                 self.ending = happening

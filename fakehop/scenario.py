@@ -53,6 +53,14 @@ class Output:
     deltas: tuple[str, ...]
     interval: float
     signature: str | None = None  # reasoning only: the thinking block's signature on Messages; default drawn
+    part_starts: tuple[int, ...] = ()  # reasoning `parts`: the deltas each part begins with
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedThinking:
+    """Reasoning whose text is never shown: Messages' `redacted_thinking` block, with `data`."""
+
+    data: str | None  # None: opaque data made up per answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +133,7 @@ class Raw:
     data: str
 
 
-Step = Union[Output, Quote, ToolCall, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
+Step = Union[Output, Quote, ToolCall, RedactedThinking, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +175,7 @@ class Script:
     finish: str | None = None
     request_text: bool = False  # some of its text quotes the request: kept renderings and timelines are not kept for it
     stop_sequence: str | None = None  # with finish stop_sequence: the sequence that ended the answer
+    force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,8 +400,9 @@ def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> i
 
 # ---------------------------------------------------------------- steps
 
-ACTION_KEYS = ("text", "reasoning", "tool_call", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
-BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect()}
+ACTION_KEYS = ("text", "reasoning", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
+BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect(),
+              "redacted_thinking": RedactedThinking(None)}
 CHUNKED_ACTIONS = ("text", "reasoning", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
 REASONING_KEYS = ("signature",)
@@ -433,8 +443,11 @@ def _chunking(check: _Checker, step: LineDict) -> Any:
 
 def _text_source(check: _Checker, step: LineDict, key: str) -> str | tuple | None:
     """The step's text, or for a quote the pieces of its text (see Quote)."""
-    value = step[key]
-    line = _line_of(step, key)
+    return _text_value(check, step[key], _line_of(step, key), key)
+
+
+def _text_value(check: _Checker, value: Any, line: int, key: str) -> str | tuple | None:
+    """A text source's text: a string, Faker's for a faker mapping, or a quote's pieces."""
     if isinstance(value, str):
         return check.counted(line, value)
     if isinstance(value, LineDict) and any(quote_key in value for quote_key in QUOTE_KEYS):
@@ -552,6 +565,35 @@ def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk
     return Output(kind=action, deltas=deltas, interval=interval, signature=signature)
 
 
+def is_parts(value: Any) -> bool:
+    """Whether a reasoning step's value is its `{parts: [...]}` form: a mapping that is neither faker's nor a quote."""
+    return isinstance(value, LineDict) and "faker" not in value and not any(key in value for key in QUOTE_KEYS)
+
+
+def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: Any) -> Output | None:
+    """`reasoning: {parts: [...]}`: one reasoning step of several summary parts, each a text source."""
+    spec = step["reasoning"]
+    _check_keys(check, spec, ("parts",), "reasoning")
+    if "parts" not in spec:
+        if not spec:
+            check.add(_line_of(step, "reasoning"), "reasoning: expected a string, {parts: [texts]} or a faker mapping, got an empty mapping")
+        return None
+    parts = spec["parts"]
+    line = _line_of(spec, "parts")
+    if not isinstance(parts, LineList) or not parts:
+        check.add(line, f"reasoning parts: expected a non-empty list of texts, got {_type_name(parts)}")
+        return None
+    texts = [_text_value(check, part, _line_of(parts, number, line), "reasoning part") for number, part in enumerate(parts)]
+    if None in texts:
+        return None
+    deltas, part_starts = [], []
+    for text in texts:
+        part_starts.append(len(deltas))
+        deltas.extend(split_deltas(text, chunk))
+    return Output(kind="reasoning", deltas=tuple(deltas), interval=interval, part_starts=tuple(part_starts),
+                  signature=_string(check, step, "signature"))
+
+
 def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
     spec = step["tool_call"]
     line = _line_of(step, "tool_call")
@@ -650,12 +692,21 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step |
         interval = _duration(check, raw, "interval", chunk_interval)
         if action == "tool_call":
             return _tool_call(check, raw, interval, chunk)
+        if action == "reasoning" and is_parts(raw[action]):
+            return _reasoning_parts(check, raw, interval, chunk)
         return _output(check, raw, action, interval, chunk)
     value = raw[action]
     if action == "delay":
         return Delay(_duration(check, raw, "delay", 0.0))
     if action == "fail":
         return _fail(check, raw)
+    if action == "redacted_thinking":
+        if value is None:
+            return BARE_STEPS[action]
+        if not isinstance(value, str) or not value:
+            check.add(_line_of(raw, action), f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}")
+            return None
+        return RedactedThinking(check.counted(_line_of(raw, action), value))
     if action == "raw":
         if not isinstance(value, str):
             check.add(_line_of(raw, "raw"), f"raw: expected a string of bytes to write, got {_type_name(value)}")
@@ -693,7 +744,7 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
 
 # ---------------------------------------------------------------- scripts and scenarios
 
-SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence")
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning")
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
@@ -778,6 +829,7 @@ class _Settings:
     usage: Usage = Usage()
     finish: str | None = None
     stop_sequence: str | None = None
+    force_reasoning: bool = False
 
 
 def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
@@ -813,6 +865,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         usage=_usage(check, doc, inherited.usage),
         finish=finish,
         stop_sequence=stop_sequence,
+        force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
     )
 
 
@@ -828,6 +881,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         usage=settings.usage,
         finish=settings.finish,
         stop_sequence=settings.stop_sequence,
+        force_reasoning=settings.force_reasoning,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)

@@ -60,6 +60,20 @@ PIECES = {
 }
 
 
+def _reasoning() -> dict:
+    what = ("Reasoning, shown as the request asks: summary parts on Responses (with reasoning.summary), "
+            "a thinking block on Messages (with thinking), silence on Chat.")
+    parts = {
+        "type": "object",
+        "description": "Several summary parts, each a text.",
+        "properties": {"parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.")}},
+        "required": ["parts"],
+        "additionalProperties": False,
+    }
+    source = _text_source(what)
+    return {"description": what, "anyOf": source["anyOf"] + [parts]}
+
+
 _CHUNKING = {
     "chunk": {
         "description": "Split into deltas: word (one per word, with the whitespace before it), char, or N characters a delta. Default: one delta.",
@@ -124,10 +138,14 @@ def _steps() -> dict:
     }
     step = {
         "anyOf": [
-            {"enum": ["keepalive", "stall", "hang", "disconnect"], "description": "A step written alone."},
+            {"enum": ["keepalive", "stall", "hang", "disconnect", "redacted_thinking"], "description": "A step written alone."},
             _step_with("text", _text_source("Text output."), chunked=True),
-            _step_with("reasoning", _text_source("Reasoning: a summary item on Responses, a thinking block on Messages, left out on Chat."), chunked=True,
+            _step_with("reasoning", _reasoning(), chunked=True,
                        signature={"type": "string", "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random."}),
+            _step_with("redacted_thinking", {
+                "description": "Reasoning never shown: Messages' redacted_thinking block with this opaque data (made up when left out).",
+                "type": ["string", "null"],
+            }),
             _step_with("tool_call", tool_call, chunked=True),
             _step_with("delay", _duration("Silence; keepalives still flow.")),
             _step_with("keepalive", {"type": "null"}),
@@ -170,6 +188,7 @@ def _settings() -> dict:
         },
         "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
         "stop_sequence": {"type": "string", "description": "With finish: stop_sequence, the sequence Messages reports."},
+        "force_reasoning": {"type": "boolean", "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries)."},
     }
 
 

@@ -32,6 +32,7 @@ stall_timeout: 6s
 steps:
   - reasoning: "Thinking it over."
     chunk: word
+  - redacted_thinking
   - delay: 5s
   - keepalive
   - tool_call: {name: lookup, arguments: {query: soak}}

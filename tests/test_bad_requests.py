@@ -153,9 +153,10 @@ async def send(url: str, method: str, path: str, body: bytes, headers: dict) -> 
 def check_error_shape(protocol: str, status: int, headers: dict, text: str) -> str:
     """The message of an error answer, after checking it is in `protocol`'s own shape."""
     assert headers["Content-Type"].startswith("application/json")
-    assert headers["x-request-id"].startswith("req_")
+    assert headers[PROTOCOLS[protocol].REQUEST_ID_HEADER].startswith("req_")
     body = json.loads(text)
     if protocol == "messages":
+        assert headers["x-should-retry"] == "false"
         assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
         assert body["error"]["type"] == {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                                          413: "request_too_large"}.get(status, "invalid_request_error")

@@ -11,15 +11,13 @@ import pytest
 
 from fakehop import scenario as sc
 
+from .inline_scenarios import add, problems_of
+
 MESSAGES = [{"role": "user", "content": "Hi"}]
 QUOTA_FAIL = "steps: [{text: Hi}, {fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, message: Pay up}}]"
 CONTEXT_ERROR = "http_error: {status: 400, type: invalid_request_error, code: context_length_exceeded, param: messages, message: Too long}"
 QUOTA_ERROR = "http_error: {status: 429, type: insufficient_quota, code: insufficient_quota, message: Pay up}"
 
-
-def add(gateway, name: str, text: str) -> dict:
-    gateway.add(sc.parse_text(text, "test", name))
-    return {"X-Fakehop-Scenario": name}
 
 
 async def post(base_url: str, path: str, body: dict, headers: dict) -> tuple[int, dict, str]:
@@ -85,12 +83,9 @@ async def test_anthropic_errors_take_the_scenario_type(base_url, gateway, anthro
 
 
 def test_details_are_checked_at_load():
-    with pytest.raises(sc.ScenarioError, match="error_event: expected true or false"):
-        sc.parse_text("steps: [{fail: {kind: rate_limit, error_event: sometimes}}]", "t.yaml", "t")
-    with pytest.raises(sc.ScenarioError, match="code: expected a string"):
-        sc.parse_text("http_error: {status: 400, code: [1]}", "t.yaml", "t")
-    with pytest.raises(sc.ScenarioError, match="did you mean 'param'"):
-        sc.parse_text("steps: [{fail: {kind: rate_limit, parm: x}}]", "t.yaml", "t")
+    assert "error_event: expected true or false" in problems_of("steps: [{fail: {kind: rate_limit, error_event: sometimes}}]")
+    assert "code: expected a string" in problems_of("http_error: {status: 400, code: [1]}")
+    assert "did you mean 'param'" in problems_of("steps: [{fail: {kind: rate_limit, parm: x}}]")
     fail = sc.parse_text(QUOTA_FAIL, "t.yaml", "t").entries[0].script.steps[-1]
     assert fail == sc.Fail("rate_limit", "Pay up", "insufficient_quota", "insufficient_quota", None, True)
 

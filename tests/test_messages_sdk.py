@@ -29,6 +29,7 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 BLOCK_TYPES = {"text": "text", "reasoning": "thinking", "tool_call": "tool_use"}
 INTERRUPTED = "Response stream interrupted, please retry"
 LIBRARY = Library.load()
+THINKING = messages.EXAMPLE_REQUEST["thinking"]  # the example request's, which the expected outcomes are for
 
 
 def scenario_header(name: str) -> dict:
@@ -85,13 +86,14 @@ def assert_matches_outcome(message, outcome: player.Outcome) -> None:
 
 
 async def stream_final_message(client: anthropic.AsyncAnthropic, name: str, **kwargs):
+    kwargs.setdefault("thinking", THINKING)
     async with client.messages.stream(model=MODEL, max_tokens=1024, messages=MESSAGES,
                                       extra_headers=scenario_header(name), **kwargs) as stream:
         return await stream.get_final_message()
 
 
 async def raw_events(client: anthropic.AsyncAnthropic, name: str) -> list:
-    stream = await client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True,
+    stream = await client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True, thinking=THINKING,
                                           extra_headers=scenario_header(name))
     return [event async for event in stream]
 
@@ -260,7 +262,7 @@ async def test_http_errors_map_to_sdk_exceptions(anthropic_client, gateway, stat
 
 @pytest.mark.parametrize("name", FINISHING)
 async def test_non_streaming_message(anthropic_client, name):
-    message = await anthropic_client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES,
+    message = await anthropic_client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, thinking=THINKING,
                                                      extra_headers=scenario_header(name))
     assert_matches_outcome(message, expected_outcome(name))
 

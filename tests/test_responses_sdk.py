@@ -34,6 +34,7 @@ FAIL_CODES = {
 FAIL_TYPES = {"rate_limit_exceeded": "requests", "server_error": "server_error", "invalid_prompt": "invalid_request_error"}
 # SCENARIOS.md: the HTTP status of a `fail` in an answer that was not streamed.
 FAIL_STATUSES = {"rate_limit": 429, "server_error": 500, "invalid_prompt": 400, "overloaded": 503, "interrupted": 500}
+SUMMARY = {"summary": "auto"}  # what a request sends to be shown reasoning summaries
 WEATHER_TOOL = {
     "type": "function",
     "name": "get_weather",
@@ -127,7 +128,7 @@ def check_response_matches(response, script: sc.Script) -> None:
 @pytest.mark.parametrize("name", COMPLETING)
 async def test_raw_stream_of_every_completing_scenario(openai_client, name):
     script = first_script(name)
-    events = await stream_events(openai_client, name)
+    events = await stream_events(openai_client, name, reasoning=SUMMARY)
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
     assert events[-1].type == "response.completed"
@@ -145,7 +146,7 @@ async def test_raw_stream_of_every_completing_scenario(openai_client, name):
 @pytest.mark.parametrize("name", COMPLETING)
 async def test_stream_helper_final_response_of_every_completing_scenario(openai_client, name):
     script = first_script(name)
-    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header(name)) as stream:
+    async with openai_client.responses.stream(model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name)) as stream:
         snapshots = [event.snapshot async for event in stream if event.type == "response.output_text.delta"]
         final = await stream.get_final_response()
     check_response_matches(final, script)
@@ -394,7 +395,7 @@ async def test_keepalives_never_reach_the_sdk(openai_client, base_url, name):
 
 @pytest.mark.parametrize("name", COMPLETING)
 async def test_whole_response_of_every_completing_scenario(openai_client, name):
-    response = await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header(name))
+    response = await openai_client.responses.create(model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name))
     assert (response.object, response.status, response.model) == ("response", "completed", MODEL)
     assert response.id.startswith("resp_")
     check_response_matches(response, first_script(name))

@@ -163,7 +163,8 @@ async def streamed_events(url: str, path: str, body: dict, scenario: str) -> lis
 
 
 async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
-    messages_body = {"model": "claude-sonnet-5", "max_tokens": 100, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    messages_body = {"model": "claude-sonnet-5", "max_tokens": 100, "stream": True, "messages": [{"role": "user", "content": "hi"}],
+                     "thinking": {"type": "adaptive"}}
     chat_body = {**BODY, "stream": True}
     ids = []
     for _ in range(2):

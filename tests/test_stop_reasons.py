@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
-import aiohttp
-import pytest
-
 from fakehop import scenario as sc
+
+from .inline_scenarios import add, data_events, problems_of
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 STOPPED = 'finish: stop_sequence\nstop_sequence: "###"\nsteps: [{text: "Done"}]'
 LONG_CALL = "steps: [{text: Checking.}, {tool_call: {name: lookup, arguments: {query: 'a long query that goes on and on'}}, chunk: 4}]"
 
 
-def add(gateway, name: str, text: str) -> dict:
-    gateway.add(sc.parse_text(text, "test", name))
-    return {"X-Fakehop-Scenario": name}
-
-
-async def data_events(base_url: str, path: str, body: dict, headers: dict) -> list[dict]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + path, json=body, headers=headers) as answer:
-            text = await answer.text()
-    return [json.loads(line.removeprefix("data: ")) for line in text.split("\n") if line.startswith("data: {")]
 
 
 async def test_messages_stop_sequence(base_url, gateway, anthropic_client):
@@ -51,10 +38,8 @@ async def test_other_protocols_end_a_stop_sequence_as_a_stop(base_url, gateway, 
 
 
 def test_stop_sequence_and_its_finish_go_together():
-    with pytest.raises(sc.ScenarioError, match="needs the sequence"):
-        sc.parse_text("finish: stop_sequence\nsteps: [{text: a}]", "t.yaml", "t")
-    with pytest.raises(sc.ScenarioError, match="goes with finish: stop_sequence"):
-        sc.parse_text("stop_sequence: '###'\nsteps: [{text: a}]", "t.yaml", "t")
+    assert "needs the sequence" in problems_of("finish: stop_sequence\nsteps: [{text: a}]")
+    assert "goes with finish: stop_sequence" in problems_of("stop_sequence: '###'\nsteps: [{text: a}]")
     script = sc.parse_text(STOPPED, "t.yaml", "t").entries[0].script
     assert (script.finish, script.stop_sequence) == ("stop_sequence", "###")
 

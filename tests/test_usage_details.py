@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
-import aiohttp
 import pytest
 
 from fakehop import scenario as sc
+
+from .inline_scenarios import add, data_events, problems_of
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 DETAILED = """
@@ -21,16 +20,6 @@ steps: [{text: "Hi"}]
 """
 
 
-def add(gateway, name: str, text: str) -> dict:
-    gateway.add(sc.parse_text(text, "test", name))
-    return {"X-Fakehop-Scenario": name}
-
-
-async def data_events(base_url: str, path: str, body: dict, headers: dict) -> list[dict]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + path, json=body, headers=headers) as answer:
-            text = await answer.text()
-    return [json.loads(line.removeprefix("data: ")) for line in text.split("\n") if line.startswith("data: {")]
 
 
 async def test_chat_usage_has_every_detail(base_url, gateway, openai_client):
@@ -87,9 +76,7 @@ async def test_messages_usage_has_cache_and_thinking_counts(base_url, gateway, a
 
 
 def test_usage_names_are_checked_at_load():
-    with pytest.raises(sc.ScenarioError, match="name the same count"):
-        sc.parse_text("usage: {cached_tokens: 1, cache_read_input_tokens: 2}\nsteps: [{text: a}]", "t.yaml", "t")
-    with pytest.raises(sc.ScenarioError, match="did you mean 'cached_tokens'"):
-        sc.parse_text("usage: {cache_tokens: 1}\nsteps: [{text: a}]", "t.yaml", "t")
+    assert "name the same count" in problems_of("usage: {cached_tokens: 1, cache_read_input_tokens: 2}\nsteps: [{text: a}]")
+    assert "did you mean 'cached_tokens'" in problems_of("usage: {cache_tokens: 1}\nsteps: [{text: a}]")
     usage = sc.parse_text(ANTHROPIC_NAMES, "t.yaml", "t").entries[0].script.usage
     assert (usage.reasoning_tokens, usage.cached_tokens, usage.cache_write_tokens) == (20, 40, 10)

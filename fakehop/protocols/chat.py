@@ -4,7 +4,7 @@ Stream: `data: <chat.completion.chunk>` frames with no `event:` line, ended by
 `data: [DONE]`; the role goes out once, with the first output; tool calls carry their id
 and name once, then argument fragments; usage comes in a last chunk with empty `choices`
 only when the request set `stream_options.include_usage`. Reasoning has no place in this
-protocol and is left out.
+protocol: the player shows none to it, and its time passes as silence, with keepalives.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def parse(body: dict) -> ParsedRequest:
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
     limit = at_least_one("max_completion_tokens", max_completion_tokens) or at_least_one("max_tokens", max_tokens)
     chars, prompt, history = message_facts(messages)
-    play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit)
+    play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
     conversation = FIRST_TURN if history is None and not tools else conversation_of(history, tools)
     if include_usage:
         return ParsedRequest(model, bool(stream), prompt, play, INCLUDE_USAGE, "include_usage", conversation)  # by position: keywords cost more

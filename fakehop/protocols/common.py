@@ -340,7 +340,8 @@ class StreamEncoderBase:
     """Hands each happening to the method for its kind; a protocol's encoder writes the frames.
 
     Keepalives and raw bytes go out the same in every protocol; a happening a protocol writes
-    nothing for (the stream's start, a block's end, a disconnect or hang) defaults to nothing.
+    nothing for (the stream's start, a block's end or next part, a disconnect or hang) defaults
+    to nothing.
     The table holds each class's functions, not an encoder's bound methods: those would make
     every encoder a reference cycle, left for the garbage collector to find.
     """
@@ -349,6 +350,7 @@ class StreamEncoderBase:
         p.Start: "start",
         p.BlockStart: "block_start",
         p.Delta: "delta",
+        p.NextPart: "next_part",
         p.BlockEnd: "block_end",
         p.Keepalive: "keepalive",
         p.RawBytes: "raw",
@@ -368,7 +370,7 @@ class StreamEncoderBase:
     def nothing(self, happening: p.Happening) -> bytes:
         return b""
 
-    start = block_end = nothing
+    start = block_end = next_part = nothing
 
     def keepalive(self, keepalive: p.Keepalive) -> bytes:
         return KEEPALIVE_FRAME

@@ -4,8 +4,10 @@ Stream: `event: <type>` + `data: <json>` frames, no terminator. `message_start` 
 `content`, output_tokens 1), then per block `content_block_start` / `content_block_delta`s /
 `content_block_stop` with a `ping` after the first block's start, then `message_delta`
 (stop_reason, cumulative usage) and `message_stop`. Reasoning is a `thinking` block that
-ends with one `signature_delta`; tool calls are `tool_use` blocks fed by `input_json_delta`s.
-A `fail` is one `event: error`, after which the stream simply ends.
+ends with one `signature_delta` (the player shows it only to requests that enable `thinking`,
+and without its text to `display: omitted`); a redacted_thinking step is a
+`redacted_thinking` block with its `data` and no deltas; tool calls are `tool_use` blocks fed
+by `input_json_delta`s. A `fail` is one `event: error`, after which the stream simply ends.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ EXAMPLE_REQUEST = {
     "model": "claude-sonnet-5",
     "max_tokens": 1024,
     "messages": [{"role": "user", "content": "Hello"}],
+    "thinking": {"type": "adaptive"},
     "stream": True,
 }
 
@@ -69,6 +72,8 @@ FAIL_TYPES = {
 }
 FAIL_STATUSES = {**FAIL_STATUS, "overloaded": 529}
 SIGNATURE_BYTES = 96
+REDACTED_DATA_BYTES = 192
+DIRECT_CALLER = {"type": "direct"}  # who called a tool: the model itself
 PING_FRAME = event_frame("ping", {"type": "ping"})
 MESSAGE_STOP_FRAME = event_frame("message_stop", {"type": "message_stop"})
 
@@ -126,14 +131,14 @@ FIELDS = (
 
 
 def parse(body: dict) -> ParsedRequest:
-    model, max_tokens, messages, stream, _, tools, _ = typed_fields(body, FIELDS, checked_field)
+    model, max_tokens, messages, stream, thinking, tools, _ = typed_fields(body, FIELDS, checked_field)
     if max_tokens is not None and max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
     if not messages:
         raise BadRequest("messages: at least one message is required", param="messages")
     chars, prompt, history = message_facts(messages)
     system = system_text(body.get("system"))
-    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens)
+    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking))
     if history is None and max_tokens is not None and not (system or tools):
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
     return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation_of(history, tools, system, max_tokens))
@@ -224,6 +229,15 @@ class MessagesHistory(History):
                         "Each `tool_use` block must have a corresponding `tool_result` block in the next message.", f"messages.{self.asked_at}")
 
 
+def thinking_shown(thinking: dict | None) -> str:
+    """What the request's `thinking` shows of the reasoning (player.REASONING_SHOWS): thinking
+    blocks when it enables thinking (any type but `disabled`), without their text when its
+    `display` is `omitted`."""
+    if thinking is None or thinking.get("type") == "disabled":
+        return "unasked"
+    return "omitted" if thinking.get("display") == "omitted" else "shown"
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -268,6 +282,15 @@ def signature(meta: Meta, given: str | None = None) -> str:
     """A thinking block's signature: the scenario's own, or opaque base64, as the real one is,
     drawn from the meta's rng."""
     return given or meta.random_base64(SIGNATURE_BYTES)
+
+
+def redacted_data(meta: Meta, data: str | None) -> str:
+    """A redacted_thinking block's `data`: the scenario's, or opaque base64 as the real one is."""
+    return data or meta.random_base64(REDACTED_DATA_BYTES)
+
+
+def tool_use_block(meta: Meta, call_id: str | None, name: str, tool_input: dict) -> dict:
+    return {"type": "tool_use", "id": tool_use_id(meta, call_id), "name": name, "input": tool_input, "caller": DIRECT_CALLER}
 
 
 def start_usage(start: p.Start) -> dict:
@@ -334,11 +357,13 @@ class StreamEncoder(StreamEncoderBase):
         if start.kind == "reasoning":
             block, delta = {"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": Template.SLOT}
         elif start.kind == "tool_call":
-            block = {"type": "tool_use", "id": tool_use_id(self.meta, start.call_id), "name": start.name, "input": {}}
+            block = tool_use_block(self.meta, start.call_id, start.name, {})
             delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
+        elif start.kind == "redacted_thinking":
+            block, delta = {"type": "redacted_thinking", "data": redacted_data(self.meta, start.data)}, None  # a block with no deltas
         else:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": Template.SLOT}
-        self.delta_template = Template(self.block_event("content_block_delta", delta=delta))
+        self.delta_template = None if delta is None else Template(self.block_event("content_block_delta", delta=delta))
         frame = self.block_event("content_block_start", content_block=block)
         if self.pinged:
             return frame
@@ -392,7 +417,9 @@ def content_block(meta: Meta, block: p.Block) -> dict:
     if block.kind == "reasoning":
         return {"type": "thinking", "thinking": block.text, "signature": signature(meta, block.signature)}
     if block.kind == "tool_call":
-        return {"type": "tool_use", "id": tool_use_id(meta, block.call_id), "name": block.name, "input": tool_input(block.text)}
+        return tool_use_block(meta, block.call_id, block.name, tool_input(block.text))
+    if block.kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": redacted_data(meta, block.data)}
     return {"type": "text", "text": block.text}
 
 

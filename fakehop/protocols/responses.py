@@ -3,8 +3,11 @@
 Stream: `event: <type>\\ndata: <json>` frames, every event with a `sequence_number` counting
 from 0, and no `[DONE]`. `response.created` and `response.in_progress` open the stream with an
 empty `output`. Each block is then one output item, numbered by `output_index` in order:
-reasoning is a `reasoning` item with one summary part, text a `message` item with one
-`output_text` part, a tool call a `function_call` item. Every item opens with
+reasoning (and redacted thinking) is a `reasoning` item, with a summary part for each part of
+its text (the player shows the text only to requests that ask for `reasoning.summary`, so
+without it the item has `summary: []`), and `encrypted_content` when the request includes
+`reasoning.encrypted_content`; text is a `message` item with one `output_text` part, a tool
+call a `function_call` item. Every item opens with
 `response.output_item.added` and closes with `response.output_item.done`. The terminal event,
 `response.completed` (or `response.incomplete` for the `length` and `content_filter`
 finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
@@ -80,7 +83,11 @@ def example_request(turn: int = 1) -> dict:
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # The `error` event's inner object, in the order the real API writes it.
 ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
-ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "tool_call": "fc_"}
+ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "redacted_thinking": "rs_", "tool_call": "fc_"}
+ENCRYPTED_CONTENT_BYTES = 192
+# `include` values that change the answer.
+INCLUDE_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values that ask for summaries
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
 ECHOED = {
@@ -103,7 +110,7 @@ ECHOED = {
 }
 DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
 # The request fields the stream's bytes depend on, beside the model and the token limit.
-VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls"}
+VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include"}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
     "id", "object", "created_at", "status", "background", "error", "incomplete_details",
@@ -136,13 +143,30 @@ def parse(body: dict) -> ParsedRequest:
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
-    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit)
+    shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
+    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit, shown)
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
+    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False}
     if history is None and not varying:  # nothing that the conversation facts read: most requests
-        return ParsedRequest(model, bool(stream), prompt or "", play, {"echo": echo}, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
+        return ParsedRequest(model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
     history = history or InputHistory(prompt)
     conversation, thread = history.conversation_after(None, echo)
-    return ParsedRequest(model, bool(stream), prompt or "", play, {"echo": echo, "history": history, "thread": thread}, variant, conversation)
+    return ParsedRequest(model, bool(stream), prompt or "", play, {**options, "history": history, "thread": thread}, variant, conversation)
+
+
+def answer_options(body: dict, echo: dict) -> dict:
+    """The options of a request that sends a field the answer follows: what its `include` asks for."""
+    include = included(require_type(body, "include", (list,), "an array of strings") or [])
+    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include}
+
+
+def included(include: list) -> list[str]:
+    """The request's `include` values; BadRequest for one that is not a string."""
+    for number, value in enumerate(include):
+        if not isinstance(value, str):
+            param = f"include[{number}]"
+            raise BadRequest(f"Invalid type for '{param}': expected a string, but got {json_type(value)} instead.", param=param)
+    return include
 
 
 KEPT_FIRST_TURN = Conversation(keep=True)  # a request of one user message, stored as the real API stores by default
@@ -354,6 +378,15 @@ def summary_part(text: str) -> dict:
     return {"type": "summary_text", "text": text}
 
 
+def reasoning_item(item_id: str, summaries: list[str], encrypted: str | None) -> dict:
+    return {"id": item_id, "type": "reasoning", "summary": [summary_part(text) for text in summaries], "content": [], "encrypted_content": encrypted}
+
+
+def encrypted_content(meta: Meta, request: ParsedRequest) -> str | None:
+    """A reasoning item's `encrypted_content` when the request includes it: opaque, as the real one is."""
+    return "gAAAAAB" + meta.random_base64(ENCRYPTED_CONTENT_BYTES) if request.options["encrypted_reasoning"] else None
+
+
 def message_item(item_id: str, status: str, content: list) -> dict:
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
@@ -363,11 +396,9 @@ def function_call_item(item_id: str, status: str, call_id: str, name: str, argum
 
 
 def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None) -> dict:
-    """An output item with all its text, as `response.output_item.done` and the final `output` show it."""
+    """A message or function call item with all its text, as `response.output_item.done` and the final `output` show it."""
     if kind == "text":
         return message_item(item_id, status, [output_text_part(text)])
-    if kind == "reasoning":
-        return {"id": item_id, "type": "reasoning", "summary": [summary_part(text)], "encrypted_content": None}
     return function_call_item(item_id, status, call_id, name, text)
 
 
@@ -385,6 +416,9 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     output = []
     for number, block in enumerate(outcome.blocks):
         item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
+        if block.kind in REASONING_KINDS:
+            output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
+            continue
         call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
         output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id))
@@ -417,25 +451,33 @@ class SequencedTemplate:
 
 @dataclass
 class OpenItem:
-    """The output item being streamed, with its text so far and the frame of its deltas."""
+    """The output item being streamed, with its text so far and the frame of its deltas.
+
+    A reasoning item opens its summary parts as its deltas come: `delta` is None while it has
+    no part open, and `summaries` holds the text of the parts it has closed."""
 
     kind: str
     item_id: str
     output_index: int
-    delta: SequencedTemplate
+    delta: SequencedTemplate | None
     name: str | None = None
     call_id: str | None = None
     parts: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    encrypted: str | None = None
 
     def text(self) -> str:
         return "".join(self.parts)
 
     def object(self, status: str) -> dict:
+        if self.kind == "reasoning":
+            return reasoning_item(self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted)
         return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id)
 
 
+REASONING_KINDS = ("reasoning", "redacted_thinking")  # blocks that are reasoning items; redacted thinking shows no summary
 # The methods that open and close an item of each kind.
-STARTERS = {"text": "start_message", "reasoning": "start_reasoning", "tool_call": "start_function_call"}
+STARTERS = {"text": "start_message", "reasoning": "start_reasoning", "redacted_thinking": "start_reasoning", "tool_call": "start_function_call"}
 CLOSERS = {"text": "close_message", "reasoning": "close_reasoning", "tool_call": "close_function_call"}
 
 
@@ -493,13 +535,22 @@ class StreamEncoder(StreamEncoderBase):
         )
 
     def start_reasoning(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
-        delta = self.delta_template(
-            "response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=0, delta=Template.SLOT
-        )
-        self.open = OpenItem("reasoning", item_id, index, delta)
-        item = {"id": item_id, "type": "reasoning", "summary": []}
-        return self.event("response.output_item.added", output_index=index, item=item) + self.event(
-            "response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=0, part=summary_part("")
+        """A reasoning item, its summary parts still to come (for redacted thinking, none)."""
+        self.open = OpenItem("reasoning", item_id, index, None, encrypted=encrypted_content(self.meta, self.request))
+        return self.event("response.output_item.added", output_index=index, item=reasoning_item(item_id, [], self.open.encrypted))
+
+    def open_summary_part(self, item: OpenItem) -> bytes:
+        where = {"item_id": item.item_id, "output_index": item.output_index, "summary_index": len(item.summaries)}
+        item.delta = self.delta_template("response.reasoning_summary_text.delta", **where, delta=Template.SLOT)
+        return self.event("response.reasoning_summary_part.added", **where, part=summary_part(""))
+
+    def close_summary_part(self, item: OpenItem) -> bytes:
+        where = {"item_id": item.item_id, "output_index": item.output_index, "summary_index": len(item.summaries)}
+        text = item.text()
+        item.summaries.append(text)
+        item.parts, item.delta = [], None
+        return self.event("response.reasoning_summary_text.done", **where, text=text) + self.event(
+            "response.reasoning_summary_part.done", **where, part=summary_part(text)
         )
 
     def start_function_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
@@ -510,8 +561,13 @@ class StreamEncoder(StreamEncoderBase):
         return self.event("response.output_item.added", output_index=index, item=item)
 
     def delta(self, delta: p.Delta) -> bytes:
-        self.open.parts.append(delta.text)
-        return self.open.delta.fill(self.next_number(), delta.text)
+        item = self.open
+        opened = b"" if item.delta is not None else self.open_summary_part(item)
+        item.parts.append(delta.text)
+        return opened + item.delta.fill(self.next_number(), delta.text)
+
+    def next_part(self, next_part: p.NextPart) -> bytes:
+        return self.close_summary_part(self.open)
 
     def block_end(self, end: p.BlockEnd) -> bytes:
         self.closing = True
@@ -532,10 +588,7 @@ class StreamEncoder(StreamEncoderBase):
         )
 
     def close_reasoning(self, item: OpenItem, text: str) -> bytes:
-        where = {"item_id": item.item_id, "output_index": item.output_index, "summary_index": 0}
-        return self.event("response.reasoning_summary_text.done", **where, text=text) + self.event(
-            "response.reasoning_summary_part.done", **where, part=summary_part(text)
-        )
+        return b"" if item.delta is None else self.close_summary_part(item)
 
     def close_function_call(self, item: OpenItem, text: str) -> bytes:
         return self.event("response.function_call_arguments.done", item_id=item.item_id, output_index=item.output_index, arguments=text)

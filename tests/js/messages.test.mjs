@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ENDS_WELL, scenario, startFakehop } from './fakehop.mjs';
 
-const REQUEST = { model: 'claude-sonnet-5', max_tokens: 1024, messages: [{ role: 'user', content: 'Hello' }] };
+const REQUEST = { model: 'claude-sonnet-5', max_tokens: 1024, messages: [{ role: 'user', content: 'Hello' }], thinking: { type: 'adaptive' } };
 let server;
 let client;
 
@@ -65,7 +65,9 @@ test('thinking, text and tool_use blocks', async () => {
 
 test('tool_use input streamed in pieces, with the id the scenario gave', async () => {
   const message = await finalMessage('weather-tool');
-  assert.deepEqual(message.content[1], { type: 'tool_use', id: 'call_weather_1', name: 'get_weather', input: { city: 'Paris', unit: 'celsius' } });
+  assert.deepEqual(message.content[1], {
+    type: 'tool_use', id: 'call_weather_1', name: 'get_weather', input: { city: 'Paris', unit: 'celsius' }, caller: { type: 'direct' },
+  });
 });
 
 test('two tool calls in one answer', async () => {

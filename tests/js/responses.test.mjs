@@ -44,7 +44,7 @@ for (const name of ENDS_WELL) {
 }
 
 test('reasoning summary, text and a function call from think-then-tool', async () => {
-  const response = await finalResponse('think-then-tool');
+  const response = await client.responses.stream({ ...REQUEST, reasoning: { summary: 'auto' } }, scenario('think-then-tool')).finalResponse();
   assert.deepEqual(response.output.map((item) => item.type), ['reasoning', 'message', 'function_call']);
   assert.equal(response.output[0].summary[0].text, 'The user wants the weather in Paris; call the tool.');
   assert.equal(response.output_text, 'Checking.');
