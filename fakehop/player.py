@@ -38,8 +38,9 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class BlockStart:
-    """An output block begins: text, reasoning, redacted_thinking, or one tool call. `index`
-    counts the blocks the stream shows, from 0; `data` is a redacted_thinking block's."""
+    """An output block begins: text, reasoning, refusal, redacted_thinking, or one tool call.
+    `index` counts the blocks the stream shows, from 0; `data` is a redacted_thinking block's,
+    `phase` a text block's."""
 
     kind: str
     index: int
@@ -47,6 +48,7 @@ class BlockStart:
     call_id: str | None = None
     signature: str | None = None  # a reasoning block's own, from the scenario
     data: str | None = None
+    phase: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,8 @@ class TokenUsage:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The stream ends well. `reason`: stop | length | tool_calls | content_filter | stop_sequence."""
+    """The stream ends well. `reason`: stop | length | tool_calls | content_filter | stop_sequence,
+    or refusal (the answer refused, which the scenario does not set)."""
 
     reason: str
     usage: TokenUsage
@@ -172,7 +175,7 @@ REASONING_SHOWS = {
 }
 # What a scenario's force_reasoning makes of what the request did not ask for.
 FORCED_REASONING = {"summary-unasked": "shown", "unasked": "shown"}
-MERGING_KINDS = ("text", "reasoning")  # a step of one of these kinds right after another of it is more of the same block
+MERGING_KINDS = ("text", "reasoning", "refusal")  # a step of one of these right after another of it (and its phase) continues its block
 
 
 def parse_time_scale(text: str) -> float:
@@ -226,6 +229,7 @@ class _Layout:
         self.output_chars = 0
         self.reasoning_chars = 0
         self.tool_calls = 0
+        self.refused = False
         self.input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
 
     def at(self, happening: Happening) -> Iterator[tuple[float, Happening]]:
@@ -243,7 +247,7 @@ class _Layout:
     def open_block(self, start: BlockStart) -> Iterator[tuple[float, Happening]]:
         """Start a block, unless the open one is of a merging kind and this is more of it."""
         open_block = self.block
-        if open_block is not None and open_block.kind == start.kind and start.kind in MERGING_KINDS:
+        if open_block is not None and open_block.kind == start.kind and start.kind in MERGING_KINDS and open_block.phase == start.phase:
             return
         if open_block is not None:
             yield from self.at(BLOCK_END)
@@ -264,7 +268,8 @@ class _Layout:
             self.tool_calls += 1
             start, part_starts = BlockStart("tool_call", self.blocks, step.name, step.call_id), ()
         else:
-            start, part_starts = BlockStart(step.kind, self.blocks, signature=step.signature), step.part_starts
+            start, part_starts = BlockStart(step.kind, self.blocks, signature=step.signature, phase=step.phase), step.part_starts
+            self.refused = self.refused or step.kind == "refusal"
         reasoning = start.kind == "reasoning"
         shows_text = self.reasoning_text or not reasoning
         if self.reasoning_blocks or not reasoning:
@@ -298,7 +303,7 @@ class _Layout:
         """The good ending; `cut`: the request's token limit ended the output."""
         yield from self.close_block(cut)
         script = self.script
-        reason = "length" if cut else script.finish or ("tool_calls" if self.tool_calls else "stop")
+        reason = "length" if cut else script.finish or ("tool_calls" if self.tool_calls else "refusal" if self.refused else "stop")
         if cut:
             output_tokens = self.budget // CHARS_PER_TOKEN
         elif script.usage.output_tokens is not None:
@@ -482,6 +487,7 @@ class Block:
     call_id: str | None = None
     signature: str | None = None
     data: str | None = None
+    phase: str | None = None
     parts: list[str] = field(default_factory=list)  # the text, as the parts it came in (none for a block with no deltas)
 
     def close(self, pieces: list[str]) -> None:
@@ -512,7 +518,7 @@ class Outcome:
             if kind is Delta:
                 self._pieces.append(happening.text)
             elif kind is BlockStart:
-                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature, happening.data))
+                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature, happening.data, happening.phase))
             elif kind is NextPart:
                 self.blocks[-1].parts.append("".join(self._pieces))
                 self._pieces = []

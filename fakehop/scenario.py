@@ -49,11 +49,12 @@ _REGEX_OPTIONS.log_errors = False  # a pattern RE2 refuses is reported as a scen
 class Output:
     """`text` or `reasoning`: the output already split into the deltas it streams as."""
 
-    kind: str  # "text" | "reasoning"
+    kind: str  # "text" | "reasoning" | "refusal"
     deltas: tuple[str, ...]
     interval: float
     signature: str | None = None  # reasoning only: the thinking block's signature on Messages; default drawn
     part_starts: tuple[int, ...] = ()  # reasoning `parts`: the deltas each part begins with
+    phase: str | None = None  # text: what the model says the text is for (Responses' message `phase`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +78,12 @@ class Quote:
     """`text` or `reasoning` that quotes the request: literal pieces and QuoteRefs, made into
     an Output for each request (fakehop.quoting), then split as `chunk` says."""
 
-    kind: str  # "text" | "reasoning"
+    kind: str  # "text" | "reasoning" | "refusal"
     pieces: tuple[str | QuoteRef, ...]
     chunk: Any  # as split_deltas takes it
     interval: float
     signature: str | None = None  # as Output's
+    phase: str | None = None  # as Output's
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,12 +402,13 @@ def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> i
 
 # ---------------------------------------------------------------- steps
 
-ACTION_KEYS = ("text", "reasoning", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
+ACTION_KEYS = ("text", "reasoning", "refusal", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
 BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect(),
               "redacted_thinking": RedactedThinking(None)}
-CHUNKED_ACTIONS = ("text", "reasoning", "tool_call")
+CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
-REASONING_KEYS = ("signature",)
+STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
+PHASES = ("commentary", "final_answer")
 TOOL_CALL_KEYS = ("name", "arguments", "id")
 ERROR_DETAIL_KEYS = ("type", "code", "param")
 FAIL_KEYS = ("kind", "message", "error_event") + ERROR_DETAIL_KEYS
@@ -549,20 +552,28 @@ def _chunk_line(step: LineDict) -> int | None:
 
 
 def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk: Any) -> Output | Quote | None:
-    """A text or reasoning step: its pieces as given, or its text split by `chunk` (for a
-    quote, once each request fills it in)."""
+    """A text, reasoning or refusal step: its pieces as given, or its text split by `chunk`
+    (for a quote, once each request fills it in)."""
     value = step[action]
-    signature = _string(check, step, "signature")
+    signature, phase = _string(check, step, "signature"), _phase(check, step)
     if isinstance(value, LineList):
         deltas = _pieces(check, value, _line_of(step, action), action, _chunk_line(step))
     else:
         text = _text_source(check, step, action)
         if isinstance(text, tuple):
-            return Quote(action, text, chunk, interval, signature)
+            return Quote(action, text, chunk, interval, signature, phase)
         deltas = None if text is None else split_deltas(text, chunk)
     if deltas is None:
         return None
-    return Output(kind=action, deltas=deltas, interval=interval, signature=signature)
+    return Output(kind=action, deltas=deltas, interval=interval, signature=signature, phase=phase)
+
+
+def _phase(check: _Checker, step: LineDict) -> str | None:
+    phase = _string(check, step, "phase")
+    if phase is not None and phase not in PHASES:
+        check.add(_line_of(step, "phase"), f"phase: expected one of {', '.join(PHASES)}, got {phase!r}")
+        return None
+    return phase
 
 
 def is_parts(value: Any) -> bool:
@@ -666,6 +677,27 @@ def _fail(check: _Checker, step: LineDict) -> Fail | None:
     return Fail(kind=kind, message=message, **details)
 
 
+def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float) -> Output | ToolCall | None:
+    """A text, reasoning, refusal or tool_call step, split into its deltas."""
+    chunk = _chunking(check, raw)
+    interval = _duration(check, raw, "interval", chunk_interval)
+    if action == "tool_call":
+        return _tool_call(check, raw, interval, chunk)
+    if action == "reasoning" and is_parts(raw[action]):
+        return _reasoning_parts(check, raw, interval, chunk)
+    return _output(check, raw, action, interval, chunk)
+
+
+def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | None:
+    value = raw["redacted_thinking"]
+    if value is None:
+        return BARE_STEPS["redacted_thinking"]
+    if not isinstance(value, str) or not value:
+        check.add(_line_of(raw, "redacted_thinking"), f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}")
+        return None
+    return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))
+
+
 def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step | None:
     if isinstance(raw, str):
         if raw in BARE_STEPS:
@@ -685,28 +717,17 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step |
             check.add(raw.line, f"a step needs exactly one of {', '.join(ACTION_KEYS)} (found {found})")
         return None
     action = actions[0]
-    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ()) + (REASONING_KEYS if action == "reasoning" else ())
+    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ()) + STEP_KEYS.get(action, ())
     _check_keys(check, raw, allowed, f"a {action} step")
     if action in CHUNKED_ACTIONS:
-        chunk = _chunking(check, raw)
-        interval = _duration(check, raw, "interval", chunk_interval)
-        if action == "tool_call":
-            return _tool_call(check, raw, interval, chunk)
-        if action == "reasoning" and is_parts(raw[action]):
-            return _reasoning_parts(check, raw, interval, chunk)
-        return _output(check, raw, action, interval, chunk)
+        return _chunked(check, raw, action, chunk_interval)
     value = raw[action]
     if action == "delay":
         return Delay(_duration(check, raw, "delay", 0.0))
     if action == "fail":
         return _fail(check, raw)
     if action == "redacted_thinking":
-        if value is None:
-            return BARE_STEPS[action]
-        if not isinstance(value, str) or not value:
-            check.add(_line_of(raw, action), f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}")
-            return None
-        return RedactedThinking(check.counted(_line_of(raw, action), value))
+        return _redacted_thinking(check, raw)
     if action == "raw":
         if not isinstance(value, str):
             check.add(_line_of(raw, "raw"), f"raw: expected a string of bytes to write, got {_type_name(value)}")

@@ -139,7 +139,10 @@ def _steps() -> dict:
     step = {
         "anyOf": [
             {"enum": ["keepalive", "stall", "hang", "disconnect", "redacted_thinking"], "description": "A step written alone."},
-            _step_with("text", _text_source("Text output."), chunked=True),
+            _step_with("text", _text_source("Text output."), chunked=True,
+                       phase={"enum": ["commentary", "final_answer"], "description": "Responses: the message item's phase."}),
+            _step_with("refusal", _text_source("A refusal: Chat's delta.refusal, a refusal content part on Responses, "
+                                               "text and stop_reason refusal on Messages."), chunked=True),
             _step_with("reasoning", _reasoning(), chunked=True,
                        signature={"type": "string", "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random."}),
             _step_with("redacted_thinking", {

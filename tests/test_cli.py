@@ -301,6 +301,7 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     {"usage": {"reasoning_tokens": 1, "cached_tokens": 2, "cache_write_tokens": 3, "input_audio_tokens": 4, "output_audio_tokens": 5,
                "accepted_prediction_tokens": 6, "rejected_prediction_tokens": 7}, "steps": [{"text": "a"}]},
     {"finish": "stop_sequence", "stop_sequence": "###", "steps": [{"text": "a"}]},
+    {"steps": [{"text": "a", "phase": "commentary", "chunk": "word"}, {"refusal": "Sorry", "chunk": 3, "interval": "10ms"}]},
     {"force_reasoning": True, "steps": [{"reasoning": {"parts": ["a", {"faker": "sentence"}]}, "chunk": "word"},
                                        "redacted_thinking", {"redacted_thinking": "EmwK"}, {"redacted_thinking": None}]},
     {"usage": {"thinking_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3}, "steps": [{"text": "a"}]},

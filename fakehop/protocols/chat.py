@@ -70,11 +70,14 @@ def choices_json(delta: dict, finish_reason: str | None = None) -> str:
     return dumps([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
 
 
-# The choices that every answer writes alike, encoded once.
+# The choices that every answer writes alike, encoded once: what opens an answer of text or
+# of a refusal, and the deltas of each.
 ROLE_CHOICES = choices_json({"role": "assistant", "content": "", "refusal": None})
+REFUSAL_ROLE_CHOICES = choices_json({"role": "assistant", "content": None, "refusal": ""})
 TEXT_CHOICES = choices_json({"content": Template.SLOT})
+REFUSAL_CHOICES = choices_json({"refusal": Template.SLOT})
 # A stop sequence ends a chat answer as any stop does.
-FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop"}
+FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop", "refusal": "stop"}
 FINISH_CHOICES = {reason: choices_json({}, name) for reason, name in FINISH_REASON_NAMES.items()}
 
 
@@ -243,7 +246,10 @@ class StreamEncoder(StreamEncoderBase):
         self.tool_index = -1
         # The chunks of one answer (all but the usage one) differ only in their choices.
         self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
-        self.text_template = Template(self.chunk_template.fill_json(TEXT_CHOICES))
+        self.text_templates = {
+            "text": Template(self.chunk_template.fill_json(TEXT_CHOICES)),
+            "refusal": Template(self.chunk_template.fill_json(REFUSAL_CHOICES)),
+        }
 
     def chunk(self, choices: list, **extra: Any) -> dict:
         chunk = {
@@ -263,10 +269,10 @@ class StreamEncoder(StreamEncoderBase):
     def chunk_frame(self, delta: dict, finish_reason: str | None = None) -> bytes:
         return self.chunk_template.fill_json(choices_json(delta, finish_reason))
 
-    def role_frame(self) -> bytes:
-        """The chunk that opens a text answer: the role, with empty content."""
+    def role_frame(self, choices: str = ROLE_CHOICES) -> bytes:
+        """The chunk that opens a text answer: the role, with empty content (or for a refusal, empty refusal)."""
         self.role_sent = True
-        return self.chunk_template.fill_json(ROLE_CHOICES)
+        return self.chunk_template.fill_json(choices)
 
     def role(self, delta: dict) -> dict:
         """`delta` with the role in front, the first time only."""
@@ -276,27 +282,24 @@ class StreamEncoder(StreamEncoderBase):
         return {"role": "assistant", **delta}
 
     def block_start(self, start: p.BlockStart) -> bytes:
+        """A tool call's first chunk; for text or a refusal, the role chunk if none went out yet."""
         self.block_kind = start.kind
-        if start.kind == "text":
-            return b"" if self.role_sent else self.role_frame()
-        if start.kind == "tool_call":
-            self.tool_index += 1
-            call = {
-                "index": self.tool_index,
-                "id": start.call_id or self.meta.new_id("call_"),
-                "type": "function",
-                "function": {"name": start.name, "arguments": ""},
-            }
-            delta = {"tool_calls": [call]} if self.role_sent else self.role({"content": None, "tool_calls": [call]})
-            return self.chunk_frame(delta)
-        return b""
+        if start.kind != "tool_call":
+            return b"" if self.role_sent else self.role_frame(REFUSAL_ROLE_CHOICES if start.kind == "refusal" else ROLE_CHOICES)
+        self.tool_index += 1
+        call = {
+            "index": self.tool_index,
+            "id": start.call_id or self.meta.new_id("call_"),
+            "type": "function",
+            "function": {"name": start.name, "arguments": ""},
+        }
+        delta = {"tool_calls": [call]} if self.role_sent else self.role({"content": None, "tool_calls": [call]})
+        return self.chunk_frame(delta)
 
     def delta(self, delta: p.Delta) -> bytes:
-        if self.block_kind == "text":
-            return self.text_template.fill(delta.text)
         if self.block_kind == "tool_call":
             return self.chunk_frame({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]})
-        return b""
+        return self.text_templates[self.block_kind].fill(delta.text)
 
     def failure(self, failure: p.Failure) -> bytes:
         return data_frame({"error": openai_fail_error(failure)})
@@ -316,6 +319,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """The non-streaming `chat.completion` object for a stream that finished."""
     finish: p.Finish = outcome.ending
     text = "".join(b.text for b in outcome.blocks if b.kind == "text")
+    refusal = "".join(b.text for b in outcome.blocks if b.kind == "refusal")
     calls = [
         {"id": b.call_id or meta.new_id("call_"), "type": "function", "function": {"name": b.name, "arguments": b.text}}
         for b in outcome.blocks
@@ -323,8 +327,8 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     ]
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": text if text or not calls else None,
-        "refusal": None,
+        "content": text if text or not (calls or refusal) else None,
+        "refusal": refusal or None,
         "annotations": [],
     }
     if calls:

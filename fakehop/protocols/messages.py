@@ -62,7 +62,8 @@ def example_request(turn: int = 1) -> dict:
     return {**EXAMPLE_REQUEST, "messages": messages}
 
 
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal", "stop_sequence": "stop_sequence"}
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal", "stop_sequence": "stop_sequence",
+                "refusal": "refusal"}
 FAIL_TYPES = {
     "rate_limit": "rate_limit_error",
     "server_error": "api_error",

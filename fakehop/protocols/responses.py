@@ -83,7 +83,7 @@ def example_request(turn: int = 1) -> dict:
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # The `error` event's inner object, in the order the real API writes it.
 ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
-ITEM_ID_PREFIXES = {"text": "msg_", "reasoning": "rs_", "redacted_thinking": "rs_", "tool_call": "fc_"}
+ITEM_ID_PREFIXES = {"text": "msg_", "refusal": "msg_", "reasoning": "rs_", "redacted_thinking": "rs_", "tool_call": "fc_"}
 ENCRYPTED_CONTENT_BYTES = 192
 # `include` values that change the answer.
 INCLUDE_ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -374,6 +374,10 @@ def output_text_part(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
+def refusal_part(text: str) -> dict:
+    return {"type": "refusal", "refusal": text}
+
+
 def summary_part(text: str) -> dict:
     return {"type": "summary_text", "text": text}
 
@@ -387,18 +391,26 @@ def encrypted_content(meta: Meta, request: ParsedRequest) -> str | None:
     return "gAAAAAB" + meta.random_base64(ENCRYPTED_CONTENT_BYTES) if request.options["encrypted_reasoning"] else None
 
 
-def message_item(item_id: str, status: str, content: list) -> dict:
-    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+def message_item(item_id: str, status: str, content: list, phase: str | None = None) -> dict:
+    """A message item; `phase` only where the scenario gives one, as only some models set it."""
+    item = {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+    if phase is not None:
+        item["phase"] = phase
+    return item
 
 
 def function_call_item(item_id: str, status: str, call_id: str, name: str, arguments: str) -> dict:
     return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
 
 
-def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None) -> dict:
-    """A message or function call item with all its text, as `response.output_item.done` and the final `output` show it."""
+def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None,
+                phase: str | None = None) -> dict:
+    """A message (of text or a refusal) or function call item with all its text, as
+    `response.output_item.done` and the final `output` show it."""
     if kind == "text":
-        return message_item(item_id, status, [output_text_part(text)])
+        return message_item(item_id, status, [output_text_part(text)], phase)
+    if kind == "refusal":
+        return message_item(item_id, status, [refusal_part(text)])
     return function_call_item(item_id, status, call_id, name, text)
 
 
@@ -421,7 +433,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
             continue
         call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
-        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id))
+        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id, block.phase))
     if incomplete is None:
         return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
     return response_object(response_id, meta, request, "incomplete", output, usage=usage_object(finish.usage), incomplete_details={"reason": incomplete})
@@ -465,6 +477,7 @@ class OpenItem:
     parts: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
     encrypted: str | None = None
+    phase: str | None = None
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -472,13 +485,14 @@ class OpenItem:
     def object(self, status: str) -> dict:
         if self.kind == "reasoning":
             return reasoning_item(self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted)
-        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id)
+        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id, self.phase)
 
 
 REASONING_KINDS = ("reasoning", "redacted_thinking")  # blocks that are reasoning items; redacted thinking shows no summary
 # The methods that open and close an item of each kind.
-STARTERS = {"text": "start_message", "reasoning": "start_reasoning", "redacted_thinking": "start_reasoning", "tool_call": "start_function_call"}
-CLOSERS = {"text": "close_message", "reasoning": "close_reasoning", "tool_call": "close_function_call"}
+STARTERS = {"text": "start_message", "refusal": "start_message", "reasoning": "start_reasoning", "redacted_thinking": "start_reasoning",
+            "tool_call": "start_function_call"}
+CLOSERS = {"text": "close_message", "refusal": "close_message", "reasoning": "close_reasoning", "tool_call": "close_function_call"}
 
 
 class StreamEncoder(StreamEncoderBase):
@@ -526,13 +540,15 @@ class StreamEncoder(StreamEncoderBase):
         return getattr(self, STARTERS[start.kind])(item_id, len(self.items), start)
 
     def start_message(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
-        delta = self.delta_template(
-            "response.output_text.delta", item_id=item_id, output_index=index, content_index=0, delta=Template.SLOT, logprobs=[]
-        )
-        self.open = OpenItem("text", item_id, index, delta)
-        return self.event("response.output_item.added", output_index=index, item=message_item(item_id, "in_progress", [])) + self.event(
-            "response.content_part.added", item_id=item_id, output_index=index, content_index=0, part=output_text_part("")
-        )
+        """A message item with its one content part: `output_text`, or for a refusal `refusal`."""
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        if start.kind == "refusal":
+            delta, part = self.delta_template("response.refusal.delta", **where, delta=Template.SLOT), refusal_part("")
+        else:
+            delta, part = self.delta_template("response.output_text.delta", **where, delta=Template.SLOT, logprobs=[]), output_text_part("")
+        self.open = OpenItem(start.kind, item_id, index, delta, phase=start.phase)
+        item = message_item(item_id, "in_progress", [], start.phase)
+        return self.event("response.output_item.added", output_index=index, item=item) + self.event("response.content_part.added", **where, part=part)
 
     def start_reasoning(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
         """A reasoning item, its summary parts still to come (for redacted thinking, none)."""
@@ -583,6 +599,8 @@ class StreamEncoder(StreamEncoderBase):
 
     def close_message(self, item: OpenItem, text: str) -> bytes:
         where = {"item_id": item.item_id, "output_index": item.output_index, "content_index": 0}
+        if item.kind == "refusal":
+            return self.event("response.refusal.done", **where, refusal=text) + self.event("response.content_part.done", **where, part=refusal_part(text))
         return self.event("response.output_text.done", **where, text=text, logprobs=[]) + self.event(
             "response.content_part.done", **where, part=output_text_part(text)
         )

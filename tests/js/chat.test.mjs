@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { ENDS_BADLY, ENDS_WELL, scenario, scenarioNames, startFakehop } from './fakehop.mjs';
+import { ENDS_BADLY, ENDS_WELL, REFUSAL, addRefusal, scenario, scenarioNames, startFakehop } from './fakehop.mjs';
 
 const REQUEST = { model: 'gpt-5.6-sol', messages: [{ role: 'user', content: 'Hello' }], stream_options: { include_usage: true } };
 let server;
@@ -56,4 +56,14 @@ test('hello, word by word', async () => {
   const final = await client.chat.completions.stream(REQUEST, scenario('hello')).finalChatCompletion();
   assert.equal(final.choices[0].message.content, 'Hello! How can I help you today?');
   assert.equal(final.usage.completion_tokens, 8);
+});
+
+test('a refusal streams in delta.refusal, with null content', async () => {
+  const options = await addRefusal(server.url);
+  const refusals = [];
+  const stream = client.chat.completions.stream(REQUEST, options).on('refusal.delta', ({ delta }) => refusals.push(delta));
+  const completion = await stream.finalChatCompletion();
+  assert.equal(refusals.join(''), REFUSAL);
+  assert.deepEqual([completion.choices[0].message.refusal, completion.choices[0].message.content], [REFUSAL, null]);
+  assert.equal(completion.choices[0].finish_reason, 'stop');
 });

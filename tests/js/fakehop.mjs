@@ -1,4 +1,5 @@
 // A real fakehop server for the JavaScript SDK tests, started by the test file that needs it.
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
@@ -53,4 +54,17 @@ export const ENDS_BADLY = [
 /** Per-request options that pick a scenario by name. */
 export function scenario(name) {
   return { headers: { 'X-Fakehop-Scenario': name } };
+}
+
+/** A refusal, chunked by word, as a scenario the tests add. */
+export const REFUSAL = "I'm sorry, I can't help with that.";
+const REFUSES = { name: 'refuses', steps: [{ refusal: REFUSAL, chunk: 'word' }] };
+
+/** Add the refusal scenario to the server; the per-request options that pick it. */
+export async function addRefusal(url) {
+  const added = await fetch(`${url}/_fakehop/scenarios`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(REFUSES),
+  });
+  assert.ok(added.ok, `adding the refusal scenario: ${added.status}`);
+  return scenario(REFUSES.name);
 }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
-import { ENDS_WELL, scenario, startFakehop } from './fakehop.mjs';
+import { ENDS_WELL, REFUSAL, addRefusal, scenario, startFakehop } from './fakehop.mjs';
 
 const REQUEST = { model: 'claude-sonnet-5', max_tokens: 1024, messages: [{ role: 'user', content: 'Hello' }], thinking: { type: 'adaptive' } };
 let server;
@@ -98,4 +98,11 @@ test('interrupted: the error event rejects finalMessage with api_error', async (
 
 test('overloaded: the error event carries overloaded_error', async () => {
   await assert.rejects(finalMessage('fail-overloaded'), { type: 'overloaded_error' });
+});
+
+test('a refusal ends the message with stop_reason refusal', async () => {
+  const options = await addRefusal(server.url);
+  const message = await client.messages.stream(REQUEST, options).finalMessage();
+  assert.equal(message.stop_reason, 'refusal');
+  assert.deepEqual(message.content, [{ type: 'text', text: REFUSAL }]);
 });

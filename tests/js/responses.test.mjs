@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { ENDS_WELL, scenario, startFakehop } from './fakehop.mjs';
+import { ENDS_WELL, REFUSAL, addRefusal, scenario, startFakehop } from './fakehop.mjs';
 
 const REQUEST = { model: 'gpt-5.6-sol', input: 'Hello' };
 let server;
@@ -86,4 +86,14 @@ test('with error_event: false a failure is response.failed alone, and the stream
   const { events, error } = await eventsUntilThrow(await client.responses.create({ ...REQUEST, stream: true }, scenario('quiet-failure')));
   assert.equal(error, null);
   assert.deepEqual(events.slice(-1).map((event) => [event.type, event.response.error.code]), [['response.failed', 'server_error']]);
+});
+
+test('a refusal is a refusal content part, with response.refusal events', async () => {
+  const options = await addRefusal(server.url);
+  const done = [];
+  const stream = client.responses.stream(REQUEST, options).on('response.refusal.done', (event) => done.push(event.refusal));
+  const response = await stream.finalResponse();
+  assert.deepEqual(done, [REFUSAL]);
+  assert.deepEqual(withoutHelperKeys(response.output[0].content), [{ type: 'refusal', refusal: REFUSAL }]);
+  assert.equal(response.status, 'completed');
 });
