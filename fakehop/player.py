@@ -161,6 +161,7 @@ class PlayRequest(NamedTuple):
     input_tokens: int = 0
     max_output_tokens: int | None = None
     reasoning: str = "shown"  # one of REASONING_SHOWS
+    tool_calls: bool = True  # False: the request's tool_choice is "none", and the scenario's tool calls are left out
 
 
 # How much of a script's reasoning a request gets to see (PlayRequest.reasoning), as (blocks,
@@ -216,6 +217,7 @@ class _Layout:
 
     def __init__(self, script: sc.Script, request: PlayRequest, time_scale: float):
         self.script = script
+        self.request = request
         self.scale = time_scale
         self.keepalive = max(script.keepalive * time_scale, MIN_PLAYED_KEEPALIVE) if script.keepalive > 0 else 0.0
         self.now = 0.0
@@ -323,6 +325,8 @@ class _Layout:
         yield from self.at(Start(self.input_tokens, given.cached_tokens or 0, given.cache_write_tokens or 0))
         for step in self.script.steps:
             kind = type(step)
+            if kind is sc.ToolCall and not self.request.tool_calls:
+                continue  # tool_choice "none": the rest of the answer, without its tool calls
             if kind is sc.Output or kind is sc.ToolCall:
                 cut = yield from self.output(step)
                 if cut:
@@ -489,11 +493,13 @@ class Block:
     data: str | None = None
     phase: str | None = None
     parts: list[str] = field(default_factory=list)  # the text, as the parts it came in (none for a block with no deltas)
+    pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
 
     def close(self, pieces: list[str]) -> None:
         """The block's last part is `pieces`, and its text is complete."""
         if pieces:
             self.parts.append("".join(pieces))
+            self.pieces.extend(pieces)
         self.text = "".join(self.parts)
 
 
@@ -521,6 +527,7 @@ class Outcome:
                 self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature, happening.data, happening.phase))
             elif kind is NextPart:
                 self.blocks[-1].parts.append("".join(self._pieces))
+                self.blocks[-1].pieces.extend(self._pieces)
                 self._pieces = []
             elif kind is BlockEnd:
                 self.blocks[-1].close(self._pieces)

@@ -21,6 +21,8 @@ async def data_events(base_url: str, path: str, body: dict, headers: dict) -> li
     async with aiohttp.ClientSession() as session:
         async with session.post(base_url + path, json=body, headers=headers) as answer:
             text = await answer.text()
+    if text.startswith("{"):
+        return [json.loads(text)]
     return [json.loads(line.removeprefix("data: ")) for line in text.split("\n") if line.startswith("data: {")]
 
 

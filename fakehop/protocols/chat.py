@@ -35,6 +35,7 @@ from .common import (
     openai_failure_response,
     require_type,
     tool_names,
+    token_logprob,
     typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
@@ -65,20 +66,23 @@ def example_request(turn: int = 1) -> dict:
     return {**EXAMPLE_REQUEST, "messages": messages}
 
 
-def choices_json(delta: dict, finish_reason: str | None = None) -> str:
+def choices_json(delta: dict, finish_reason: str | None = None, index: int = 0, logprobs: dict | None = None) -> str:
     """The `choices` of a chunk with its one choice."""
-    return dumps([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
+    return dumps([{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}])
 
 
-# The choices that every answer writes alike, encoded once: what opens an answer of text or
-# of a refusal, and the deltas of each.
-ROLE_CHOICES = choices_json({"role": "assistant", "content": "", "refusal": None})
-REFUSAL_ROLE_CHOICES = choices_json({"role": "assistant", "content": None, "refusal": ""})
-TEXT_CHOICES = choices_json({"content": Template.SLOT})
-REFUSAL_CHOICES = choices_json({"refusal": Template.SLOT})
-# A stop sequence ends a chat answer as any stop does.
+ROLE_DELTA = {"role": "assistant", "content": "", "refusal": None}  # what opens an answer of text
+REFUSAL_ROLE_DELTA = {"role": "assistant", "content": None, "refusal": ""}  # and of a refusal
+DELTA_KEYS = {"text": "content", "refusal": "refusal"}  # where each kind's deltas go
+# The choices of one-choice answers, which every answer writes alike, encoded once.
+ROLE_CHOICES = choices_json(ROLE_DELTA)
+REFUSAL_ROLE_CHOICES = choices_json(REFUSAL_ROLE_DELTA)
+TEXT_CHOICES = {kind: choices_json({key: Template.SLOT}) for kind, key in DELTA_KEYS.items()}
+# A stop sequence, and a refusal, end a chat answer as any stop does.
 FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop", "refusal": "stop"}
 FINISH_CHOICES = {reason: choices_json({}, name) for reason, name in FINISH_REASON_NAMES.items()}
+MAX_CHOICES = 128
+MAX_TOP_LOGPROBS = 20
 
 
 # The fields parse reads, as typed_fields takes them.
@@ -104,8 +108,10 @@ def parse(body: dict) -> ParsedRequest:
         raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
     limit = at_least_one("max_completion_tokens", max_completion_tokens) or at_least_one("max_tokens", max_tokens)
     chars, prompt, history = message_facts(messages)
-    play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
     conversation = FIRST_TURN if history is None and not tools else conversation_of(history, tools)
+    play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
+    if body.keys() & ANSWER_FIELDS:  # few requests: the usual ones below take no more than they did
+        return with_answer_fields(body, model, bool(stream), prompt, play, include_usage, conversation)
     if include_usage:
         return ParsedRequest(model, bool(stream), prompt, play, INCLUDE_USAGE, "include_usage", conversation)  # by position: keywords cost more
     return ParsedRequest(model, bool(stream), prompt, play, NO_USAGE, "", conversation)
@@ -209,23 +215,63 @@ def call_name(call: dict) -> str | None:
     return named.get("name") if type(named) is dict and type(named.get("name")) is str else None
 
 
-INCLUDE_USAGE = {"include_usage": True}  # the options of a parsed request: read, never changed
-NO_USAGE = {"include_usage": False}
+# The fields of the few requests that ask for more than one choice, logprobs, or no tool calls,
+# as typed_fields takes them (read apart from FIELDS: a field there costs every request).
+OPTION_FIELDS = (
+    ("n", (int,), "an integer", False),
+    ("logprobs", (bool,), "a boolean", False),
+    ("top_logprobs", (int,), "an integer", False),
+    ("tool_choice", (str, dict), "a string or an object", False),
+)
+ANSWER_FIELDS = frozenset(key for key, *_ in OPTION_FIELDS)
 
 
-def usage_object(usage: p.TokenUsage) -> dict:
+def with_answer_fields(body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, include_usage: bool, conversation) -> ParsedRequest:
+    """The parsed request of one that sends `n`, `logprobs` or `tool_choice`: its options say
+    how many choices and top_logprobs (None: no logprobs), and `tool_choice: "none"` leaves the
+    scenario's tool calls out."""
+    n, logprobs, top_logprobs, tool_choice = typed_fields(body, OPTION_FIELDS)
+    choices = 1 if n is None else in_range("n", n, MAX_CHOICES)
+    top = in_range("top_logprobs", top_logprobs or 0, MAX_TOP_LOGPROBS, low=0) if logprobs else None
+    options = {"include_usage": include_usage, "choices": choices, "top_logprobs": top}
+    play = play._replace(tool_calls=tool_choice != "none")
+    return ParsedRequest(model, stream, prompt, play, options, repr(sorted(options.items())), conversation)
+
+
+def in_range(key: str, value: int, high: int, low: int = 1) -> int:
+    """`value` of the field `key`, when from `low` to `high`; BadRequest otherwise."""
+    if value < low:
+        raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value >= {low}, but got {value} instead.", param=key)
+    if value > high:
+        raise BadRequest(f"Invalid '{key}': integer above maximum value. Expected a value <= {high}, but got {value} instead.", param=key)
+    return value
+
+
+# The options of a parsed request (read, never changed): how many choices, and the number of
+# top_logprobs asked for (None: no logprobs).
+INCLUDE_USAGE = {"include_usage": True, "choices": 1, "top_logprobs": None}
+NO_USAGE = {"include_usage": False, "choices": 1, "top_logprobs": None}
+
+
+def usage_object(usage: p.TokenUsage, choices: int = 1) -> dict:
+    """The usage of an answer of `choices` choices, each the scenario's output: the output counts are for all of them."""
     return {
         "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
+        "completion_tokens": usage.output_tokens * choices,
+        "total_tokens": usage.input_tokens + usage.output_tokens * choices,
         "prompt_tokens_details": {"cached_tokens": usage.cached_tokens, "audio_tokens": usage.input_audio_tokens},
         "completion_tokens_details": {
-            "reasoning_tokens": usage.reasoning_tokens,
-            "audio_tokens": usage.output_audio_tokens,
-            "accepted_prediction_tokens": usage.accepted_prediction_tokens,
-            "rejected_prediction_tokens": usage.rejected_prediction_tokens,
+            "reasoning_tokens": usage.reasoning_tokens * choices,
+            "audio_tokens": usage.output_audio_tokens * choices,
+            "accepted_prediction_tokens": usage.accepted_prediction_tokens * choices,
+            "rejected_prediction_tokens": usage.rejected_prediction_tokens * choices,
         },
     }
+
+
+def content_logprobs(tokens: list[str], top: int | None) -> dict | None:
+    """A choice's `logprobs` for these content deltas, one entry each; None when none were asked for."""
+    return None if top is None else {"content": [token_logprob(token, top, with_bytes=True) for token in tokens], "refusal": None}
 
 
 error_body = openai_error_body
@@ -235,21 +281,22 @@ REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 
 
 class StreamEncoder(StreamEncoderBase):
-    """Turns happenings into Chat Completions SSE bytes, one answer's worth."""
+    """Turns happenings into Chat Completions SSE bytes, one answer's worth: with `n`, each
+    happening once for every choice, by index."""
 
     def __init__(self, meta: Meta, request: ParsedRequest):
         self.meta = meta
-        self.include_usage = request.options.get("include_usage", False)
+        self.include_usage = request.options["include_usage"]
+        self.choices = range(request.options["choices"])
+        self.top_logprobs = request.options["top_logprobs"]
         self.chunk_id = meta.new_id("chatcmpl-")
         self.role_sent = False
         self.block_kind: str | None = None
         self.tool_index = -1
         # The chunks of one answer (all but the usage one) differ only in their choices.
         self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
-        self.text_templates = {
-            "text": Template(self.chunk_template.fill_json(TEXT_CHOICES)),
-            "refusal": Template(self.chunk_template.fill_json(REFUSAL_CHOICES)),
-        }
+        self.text_templates = {kind: Template(self.chunk_template.fill_json(choices)) for kind, choices in TEXT_CHOICES.items()}
+        self.plain = len(self.choices) == 1 and self.top_logprobs is None  # most answers: the templates above serve
 
     def chunk(self, choices: list, **extra: Any) -> dict:
         chunk = {
@@ -266,40 +313,43 @@ class StreamEncoder(StreamEncoderBase):
         chunk.update(extra)
         return chunk
 
-    def chunk_frame(self, delta: dict, finish_reason: str | None = None) -> bytes:
-        return self.chunk_template.fill_json(choices_json(delta, finish_reason))
+    def chunk_frames(self, delta: dict, finish_reason: str | None = None, logprobs: dict | None = None) -> bytes:
+        """One chunk for each choice."""
+        return b"".join([self.chunk_template.fill_json(choices_json(delta, finish_reason, index, logprobs)) for index in self.choices])
 
-    def role_frame(self, choices: str = ROLE_CHOICES) -> bytes:
+    def role_frame(self, delta: dict = ROLE_DELTA) -> bytes:
         """The chunk that opens a text answer: the role, with empty content (or for a refusal, empty refusal)."""
         self.role_sent = True
-        return self.chunk_template.fill_json(choices)
-
-    def role(self, delta: dict) -> dict:
-        """`delta` with the role in front, the first time only."""
-        if self.role_sent:
-            return delta
-        self.role_sent = True
-        return {"role": "assistant", **delta}
+        if self.plain:
+            return self.chunk_template.fill_json(REFUSAL_ROLE_CHOICES if delta is REFUSAL_ROLE_DELTA else ROLE_CHOICES)
+        return self.chunk_frames(delta)
 
     def block_start(self, start: p.BlockStart) -> bytes:
         """A tool call's first chunk; for text or a refusal, the role chunk if none went out yet."""
         self.block_kind = start.kind
         if start.kind != "tool_call":
-            return b"" if self.role_sent else self.role_frame(REFUSAL_ROLE_CHOICES if start.kind == "refusal" else ROLE_CHOICES)
+            return b"" if self.role_sent else self.role_frame(REFUSAL_ROLE_DELTA if start.kind == "refusal" else ROLE_DELTA)
         self.tool_index += 1
+        with_role, self.role_sent = not self.role_sent, True
+        return b"".join([self.chunk_template.fill_json(choices_json(self.tool_call_delta(start, with_role), index=index)) for index in self.choices])
+
+    def tool_call_delta(self, start: p.BlockStart, with_role: bool) -> dict:
+        """A tool call's first delta, for one choice (each generates its own call id)."""
         call = {
             "index": self.tool_index,
             "id": start.call_id or self.meta.new_id("call_"),
             "type": "function",
             "function": {"name": start.name, "arguments": ""},
         }
-        delta = {"tool_calls": [call]} if self.role_sent else self.role({"content": None, "tool_calls": [call]})
-        return self.chunk_frame(delta)
+        return {"role": "assistant", "content": None, "tool_calls": [call]} if with_role else {"tool_calls": [call]}
 
     def delta(self, delta: p.Delta) -> bytes:
         if self.block_kind == "tool_call":
-            return self.chunk_frame({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]})
-        return self.text_templates[self.block_kind].fill(delta.text)
+            return self.chunk_frames({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]})
+        if self.plain:
+            return self.text_templates[self.block_kind].fill(delta.text)
+        logprobs = content_logprobs([delta.text], self.top_logprobs) if self.block_kind == "text" else None
+        return self.chunk_frames({DELTA_KEYS[self.block_kind]: delta.text}, logprobs=logprobs)
 
     def failure(self, failure: p.Failure) -> bytes:
         return data_frame({"error": openai_fail_error(failure)})
@@ -308,16 +358,34 @@ class StreamEncoder(StreamEncoderBase):
         frames = []
         if not self.role_sent:
             frames.append(self.role_frame())
-        frames.append(self.chunk_template.fill_json(FINISH_CHOICES[finish.reason]))
+        if self.plain:
+            frames.append(self.chunk_template.fill_json(FINISH_CHOICES[finish.reason]))
+        else:
+            frames.append(self.chunk_frames({}, FINISH_REASON_NAMES[finish.reason]))
         if self.include_usage:
-            frames.append(data_frame(self.chunk([], usage=usage_object(finish.usage))))
+            frames.append(data_frame(self.chunk([], usage=usage_object(finish.usage, len(self.choices)))))
         frames.append(DONE_FRAME)
         return b"".join(frames)
 
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
-    """The non-streaming `chat.completion` object for a stream that finished."""
+    """The non-streaming `chat.completion` object for a stream that finished: with `n`, the same answer in every choice."""
     finish: p.Finish = outcome.ending
+    options = request.options
+    choices = [choice(meta, outcome, index, options["top_logprobs"]) for index in range(options["choices"])]
+    return {
+        "id": meta.new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": meta.created,
+        "model": meta.model,
+        "choices": choices,
+        "usage": usage_object(finish.usage, options["choices"]),
+        "service_tier": "default",
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+    }
+
+
+def choice(meta: Meta, outcome: p.Outcome, index: int, top_logprobs: int | None) -> dict:
     text = "".join(b.text for b in outcome.blocks if b.kind == "text")
     refusal = "".join(b.text for b in outcome.blocks if b.kind == "refusal")
     calls = [
@@ -333,13 +401,5 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     }
     if calls:
         message["tool_calls"] = calls
-    return {
-        "id": meta.new_id("chatcmpl-"),
-        "object": "chat.completion",
-        "created": meta.created,
-        "model": meta.model,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH_REASON_NAMES[finish.reason]}],
-        "usage": usage_object(finish.usage),
-        "service_tier": "default",
-        "system_fingerprint": SYSTEM_FINGERPRINT,
-    }
+    tokens = [piece for b in outcome.blocks if b.kind == "text" for piece in b.pieces]
+    return {"index": index, "message": message, "logprobs": content_logprobs(tokens, top_logprobs), "finish_reason": FINISH_REASON_NAMES[outcome.ending.reason]}

@@ -236,6 +236,25 @@ def example_call_id(prefix: str, turn: int, number: int) -> str:
     return f"{prefix}{turn}_{number}"
 
 
+# ---------------------------------------------------------------- logprobs
+
+# Made-up logprobs: each delta is one token, chosen with CHOSEN_LOGPROB, and its top_logprobs
+# are itself and then as many of ALTERNATIVE_TOKENS as asked for, each less likely than the last.
+CHOSEN_LOGPROB = -0.0001
+ALTERNATIVE_TOKENS = (" the", " a", ",", ".", " and", " of", " to", " in", " is", " that", " it",
+                      " for", " on", " with", " as", " I", " be", " at", " by", " this", " not")
+
+
+def token_logprob(token: str, top: int, with_bytes: bool) -> dict:
+    """The logprobs entry of one token, with `top` top_logprobs; `bytes` (its UTF-8) where the protocol has them."""
+    alternatives = [(token, CHOSEN_LOGPROB)] + [(other, -1.0 - rank) for rank, other in enumerate(o for o in ALTERNATIVE_TOKENS if o != token)]
+    return {**logprob(token, CHOSEN_LOGPROB, with_bytes), "top_logprobs": [logprob(other, value, with_bytes) for other, value in alternatives[:top]]}
+
+
+def logprob(token: str, value: float, with_bytes: bool) -> dict:
+    return {"token": token, "logprob": value, "bytes": list(token.encode())} if with_bytes else {"token": token, "logprob": value}
+
+
 # ---------------------------------------------------------------- errors
 
 # How each fail kind reads on the OpenAI protocols: (code, type).

@@ -118,8 +118,8 @@ def system_text(system: Any) -> str:
     raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
 
 
-# The fields parse reads, as typed_fields takes them; `thinking` and `tool_choice` are only
-# checked. A missing `max_tokens` is one of the conversation checks (see parse).
+# The fields parse reads, as typed_fields takes them. A missing `max_tokens` is one of the
+# conversation checks (see parse).
 FIELDS = (
     ("model", (str,), "a valid string", True),
     ("max_tokens", (int,), "a valid integer", False),
@@ -132,14 +132,15 @@ FIELDS = (
 
 
 def parse(body: dict) -> ParsedRequest:
-    model, max_tokens, messages, stream, thinking, tools, _ = typed_fields(body, FIELDS, checked_field)
+    model, max_tokens, messages, stream, thinking, tools, tool_choice = typed_fields(body, FIELDS, checked_field)
     if max_tokens is not None and max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
     if not messages:
         raise BadRequest("messages: at least one message is required", param="messages")
     chars, prompt, history = message_facts(messages)
     system = system_text(body.get("system"))
-    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking))
+    tool_calls = tool_choice is None or tool_choice.get("type") != "none"
+    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), tool_calls)
     if history is None and max_tokens is not None and not (system or tools):
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
     return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation_of(history, tools, system, max_tokens))

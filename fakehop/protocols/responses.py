@@ -53,6 +53,7 @@ from .common import (
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
+    token_logprob,
     require_type,
     tool_names,
     typed_fields,
@@ -87,6 +88,7 @@ ITEM_ID_PREFIXES = {"text": "msg_", "refusal": "msg_", "reasoning": "rs_", "reda
 ENCRYPTED_CONTENT_BYTES = 192
 # `include` values that change the answer.
 INCLUDE_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+INCLUDE_LOGPROBS = "message.output_text.logprobs"
 SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values that ask for summaries
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
@@ -144,9 +146,9 @@ def parse(body: dict) -> ParsedRequest:
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
-    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit, shown)
+    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit, shown, echo["tool_choice"] != "none")
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False}
+    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None}
     if history is None and not varying:  # nothing that the conversation facts read: most requests
         return ParsedRequest(model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
     history = history or InputHistory(prompt)
@@ -155,9 +157,11 @@ def parse(body: dict) -> ParsedRequest:
 
 
 def answer_options(body: dict, echo: dict) -> dict:
-    """The options of a request that sends a field the answer follows: what its `include` asks for."""
+    """The options of a request that sends a field the answer follows: what its `include` asks
+    for (encrypted reasoning; logprobs, with `top_logprobs` each)."""
     include = included(require_type(body, "include", (list,), "an array of strings") or [])
-    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include}
+    top_logprobs = echo["top_logprobs"] if INCLUDE_LOGPROBS in include else None
+    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include, "top_logprobs": top_logprobs}
 
 
 def included(include: list) -> list[str]:
@@ -370,8 +374,14 @@ def response_object(response_id: str, meta: Meta, request: ParsedRequest, status
     return {key: values[key] for key in RESPONSE_FIELDS}
 
 
-def output_text_part(text: str) -> dict:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text_part(text: str, logprobs: list | None = None) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
+
+
+def text_logprobs(tokens: list[str], top: int | None, with_bytes: bool) -> list:
+    """The logprobs of text deltas, one entry each, when the request includes them (the part's
+    entries have `bytes`, the events' do not); [] otherwise."""
+    return [] if top is None else [token_logprob(token, top, with_bytes) for token in tokens]
 
 
 def refusal_part(text: str) -> dict:
@@ -404,11 +414,11 @@ def function_call_item(item_id: str, status: str, call_id: str, name: str, argum
 
 
 def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None,
-                phase: str | None = None) -> dict:
+                phase: str | None = None, logprobs: list | None = None) -> dict:
     """A message (of text or a refusal) or function call item with all its text, as
     `response.output_item.done` and the final `output` show it."""
     if kind == "text":
-        return message_item(item_id, status, [output_text_part(text)], phase)
+        return message_item(item_id, status, [output_text_part(text, logprobs)], phase)
     if kind == "refusal":
         return message_item(item_id, status, [refusal_part(text)])
     return function_call_item(item_id, status, call_id, name, text)
@@ -433,7 +443,8 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
             continue
         call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
-        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id, block.phase))
+        logprobs = text_logprobs(block.pieces, request.options["top_logprobs"], with_bytes=True)
+        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id, block.phase, logprobs))
     if incomplete is None:
         return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
     return response_object(response_id, meta, request, "incomplete", output, usage=usage_object(finish.usage), incomplete_details={"reason": incomplete})
@@ -478,6 +489,10 @@ class OpenItem:
     summaries: list[str] = field(default_factory=list)
     encrypted: str | None = None
     phase: str | None = None
+    top_logprobs: int | None = None  # a text item's, when the request includes logprobs
+
+    def where(self) -> dict:
+        return {"item_id": self.item_id, "output_index": self.output_index, "content_index": 0}
 
     def text(self) -> str:
         return "".join(self.parts)
@@ -485,7 +500,8 @@ class OpenItem:
     def object(self, status: str) -> dict:
         if self.kind == "reasoning":
             return reasoning_item(self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted)
-        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id, self.phase)
+        logprobs = text_logprobs(self.parts, self.top_logprobs, with_bytes=True)
+        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id, self.phase, logprobs)
 
 
 REASONING_KINDS = ("reasoning", "redacted_thinking")  # blocks that are reasoning items; redacted thinking shows no summary
@@ -546,7 +562,8 @@ class StreamEncoder(StreamEncoderBase):
             delta, part = self.delta_template("response.refusal.delta", **where, delta=Template.SLOT), refusal_part("")
         else:
             delta, part = self.delta_template("response.output_text.delta", **where, delta=Template.SLOT, logprobs=[]), output_text_part("")
-        self.open = OpenItem(start.kind, item_id, index, delta, phase=start.phase)
+        top = self.request.options["top_logprobs"] if start.kind == "text" else None
+        self.open = OpenItem(start.kind, item_id, index, delta, phase=start.phase, top_logprobs=top)
         item = message_item(item_id, "in_progress", [], start.phase)
         return self.event("response.output_item.added", output_index=index, item=item) + self.event("response.content_part.added", **where, part=part)
 
@@ -578,6 +595,10 @@ class StreamEncoder(StreamEncoderBase):
 
     def delta(self, delta: p.Delta) -> bytes:
         item = self.open
+        if item.top_logprobs is not None:
+            item.parts.append(delta.text)
+            logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
+            return self.event("response.output_text.delta", **item.where(), delta=delta.text, logprobs=logprobs)
         opened = b"" if item.delta is not None else self.open_summary_part(item)
         item.parts.append(delta.text)
         return opened + item.delta.fill(self.next_number(), delta.text)
@@ -598,12 +619,12 @@ class StreamEncoder(StreamEncoderBase):
         return getattr(self, CLOSERS[item.kind])(item, text) + self.event("response.output_item.done", output_index=item.output_index, item=done)
 
     def close_message(self, item: OpenItem, text: str) -> bytes:
-        where = {"item_id": item.item_id, "output_index": item.output_index, "content_index": 0}
+        where = item.where()
         if item.kind == "refusal":
             return self.event("response.refusal.done", **where, refusal=text) + self.event("response.content_part.done", **where, part=refusal_part(text))
-        return self.event("response.output_text.done", **where, text=text, logprobs=[]) + self.event(
-            "response.content_part.done", **where, part=output_text_part(text)
-        )
+        logprobs = text_logprobs(item.parts, item.top_logprobs, with_bytes=False)
+        part = output_text_part(text, text_logprobs(item.parts, item.top_logprobs, with_bytes=True))
+        return self.event("response.output_text.done", **where, text=text, logprobs=logprobs) + self.event("response.content_part.done", **where, part=part)
 
     def close_reasoning(self, item: OpenItem, text: str) -> bytes:
         return b"" if item.delta is None else self.close_summary_part(item)
