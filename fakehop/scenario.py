@@ -165,6 +165,17 @@ class HttpError:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimit:
+    """The limits a successful answer's rate-limit headers tell, per `window` seconds (see ratelimit)."""
+
+    requests: int = 5_000
+    tokens: int = 2_400_000
+    input_tokens: int = 2_000_000  # Messages' input and output limits; `tokens` is both together there
+    output_tokens: int = 400_000
+    window: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class Script:
     """One answer to one request: either an HTTP error or steps to stream."""
 
@@ -178,6 +189,7 @@ class Script:
     request_text: bool = False  # some of its text quotes the request: kept renderings and timelines are not kept for it
     stop_sequence: str | None = None  # with finish stop_sequence: the sequence that ended the answer
     force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
+    rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -765,7 +777,7 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
 
 # ---------------------------------------------------------------- scripts and scenarios
 
-SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning")
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning", "rate_limit")
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
@@ -851,6 +863,27 @@ class _Settings:
     finish: str | None = None
     stop_sequence: str | None = None
     force_reasoning: bool = False
+    rate_limit: RateLimit | None = None
+
+
+RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
+
+
+def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> RateLimit | None:
+    """`rate_limit:`, the limits of the success headers; what it leaves out keeps its default."""
+    if "rate_limit" not in doc:
+        return inherited
+    spec = doc["rate_limit"]
+    if not isinstance(spec, LineDict):
+        check.add(_line_of(doc, "rate_limit"), f"rate_limit: expected a mapping such as {{requests: 60, window: 1m}}, got {_type_name(spec)}")
+        return inherited
+    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
+    given = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
+    if "window" in spec:
+        given["window"] = _duration(check, spec, "window", 0.0) or None
+        if given["window"] is None:
+            check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
+    return RateLimit(**{key: value for key, value in given.items() if value is not None})
 
 
 def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
@@ -887,6 +920,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         finish=finish,
         stop_sequence=stop_sequence,
         force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
+        rate_limit=_rate_limit(check, doc, inherited.rate_limit),
     )
 
 
@@ -903,6 +937,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         finish=settings.finish,
         stop_sequence=settings.stop_sequence,
         force_reasoning=settings.force_reasoning,
+        rate_limit=settings.rate_limit,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)

@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, USAGE_KEYS
+from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, USAGE_KEYS
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -191,6 +191,15 @@ def _settings() -> dict:
         },
         "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
         "stop_sequence": {"type": "string", "description": "With finish: stop_sequence, the sequence Messages reports."},
+        "rate_limit": {
+            "type": "object",
+            "description": "Rate-limit headers on successful answers, counting down per answer; what is left out has a default.",
+            "properties": {
+                **{key: {"type": "integer", "minimum": 1} for key in RATE_LIMIT_COUNTS},
+                "window": _duration("How long until the counts are back to the limits (default 1m)."),
+            },
+            "additionalProperties": False,
+        },
         "force_reasoning": {"type": "boolean", "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries)."},
     }
 

@@ -98,13 +98,17 @@ def error_response(protocol, status: int, message: str, request_id: str, *, para
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
 
-def stamp_answer(response: web.StreamResponse, request_id: str, protocol) -> None:
-    """A protocol's answer's own headers: the request id where its SDK reads it, and on an
-    error the protocol's error headers, unless the scenario set them."""
-    response.headers[protocol.REQUEST_ID_HEADER] = request_id
-    if response.status >= 400:
-        for name, value in protocol.error_headers(response.status):
-            response.headers.setdefault(name, value)
+def stamp_answer(response: web.StreamResponse, request_id: str, protocol, success_headers: list[tuple[str, str]] = ()) -> None:
+    """A protocol's answer's own headers: the request id where its SDK reads it; on a success
+    `success_headers` (its rate-limit headers), on an error the protocol's error headers,
+    unless the scenario set them."""
+    headers = response.headers
+    headers[protocol.REQUEST_ID_HEADER] = request_id
+    if response.status < 400:
+        headers.extend(success_headers)
+        return
+    for name, value in protocol.error_headers(response.status):
+        headers.setdefault(name, value)
 
 
 def body_message(body: dict) -> str:
@@ -141,6 +145,7 @@ class Answer:
         self.hosts = hosts
         self.record = gateway.journal.open(self.request_id, request.method, request.path, request.headers)
         self.record.protocol = protocol.NAME
+        self.success_headers: list[tuple[str, str]] = []  # set once the answer is played
 
     async def run(self) -> web.StreamResponse:
         try:
@@ -199,6 +204,8 @@ class Answer:
             return self.http_error(script)
         model = script.model or parsed.model
         meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
+        if script.rate_limit is not None:
+            self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
@@ -212,7 +219,7 @@ class Answer:
     async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
         """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-        stamp_answer(response, self.request_id, self.protocol)
+        stamp_answer(response, self.request_id, self.protocol, self.success_headers)
         await response.prepare(self.request)
         record = self.record
         record.status = 200
@@ -294,9 +301,10 @@ class Answer:
 def protocol_handler(protocol, hosts: HostCheck):
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request)
-        response = await Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts).run()
+        answer = Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
+        response = await answer.run()
         if not response.prepared:  # a stream stamps its own before its headers go out
-            stamp_answer(response, request_id, protocol)
+            stamp_answer(response, request_id, protocol, answer.success_headers)
         return response
 
     return handle

@@ -20,6 +20,7 @@ from multidict import istr
 from . import journal as jr
 from .library import Library, Pinned, SequenceCounters, UnknownScenario
 from .protocols.common import ParsedRequest
+from .ratelimit import RateLimits
 from .scenario import NAME_PATTERN, Scenario, Script
 
 SESSION_HEADER = "X-Fakehop-Session"
@@ -106,15 +107,17 @@ class Session:
         self.journal = journal
         self.queue: deque[str | Pinned] = deque()  # scenario names, and the entries of queued sequences
         self.counters = SequenceCounters()
+        self.rate_limits = RateLimits()  # the windows of its answers' rate-limit headers
         self.last_used = time.monotonic()
         self.reset()
         if first_seq is not None:
             self.journal_from = first_seq
 
     def reset(self) -> None:
-        """Back to the start: no queue, counters at zero, no added scenarios, an empty journal view."""
+        """Back to the start: no queue, counters at zero, rate limits full, no added scenarios, an empty journal view."""
         self.queue.clear()
         self.counters.clear()
+        self.rate_limits.clear()
         self.library = self.start.library
         self.default = self.start.default
         self.time_scale = self.start.time_scale

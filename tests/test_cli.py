@@ -301,6 +301,8 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     {"usage": {"reasoning_tokens": 1, "cached_tokens": 2, "cache_write_tokens": 3, "input_audio_tokens": 4, "output_audio_tokens": 5,
                "accepted_prediction_tokens": 6, "rejected_prediction_tokens": 7}, "steps": [{"text": "a"}]},
     {"finish": "stop_sequence", "stop_sequence": "###", "steps": [{"text": "a"}]},
+    {"rate_limit": {"requests": 60, "tokens": 100000, "input_tokens": 80000, "output_tokens": 20000, "window": "1m"}, "steps": [{"text": "a"}]},
+    {"rate_limit": {}, "sequence": [{"steps": [{"text": "a"}], "rate_limit": {"requests": 2}}]},
     {"steps": [{"text": "a", "phase": "commentary", "chunk": "word"}, {"refusal": "Sorry", "chunk": 3, "interval": "10ms"}]},
     {"force_reasoning": True, "steps": [{"reasoning": {"parts": ["a", {"faker": "sentence"}]}, "chunk": "word"},
                                        "redacted_thinking", {"redacted_thinking": "EmwK"}, {"redacted_thinking": None}]},
