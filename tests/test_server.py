@@ -175,7 +175,7 @@ async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
         chunk_id = (await streamed_events(base_url, CHAT, chat_body, "hello"))[0]["id"]
         assert re.fullmatch(r"msg_01[A-Za-z0-9]{22}", message_id)
         assert re.fullmatch(r"toolu_01[A-Za-z0-9]{22}", tool_id)
-        assert re.fullmatch(r"chatcmpl-[A-Za-z0-9]{24}", chunk_id)
+        assert re.fullmatch(r"chatcmpl-[A-Za-z0-9]{29}", chunk_id)
         assert base64.b64decode(signature, validate=True)
         ids.append((message_id, tool_id, signature, chunk_id))
     assert all(first != second for first, second in zip(*ids))

@@ -51,6 +51,7 @@ EXAMPLE_REQUEST = {
     "stream_options": {"include_usage": True},
 }
 SYSTEM_FINGERPRINT = "fp_fakehop"
+ID_LENGTH = 29  # characters after `chatcmpl-`, as the real ids have
 
 
 def example_request(turn: int = 1) -> dict:
@@ -289,7 +290,7 @@ class StreamEncoder(StreamEncoderBase):
         self.include_usage = request.options["include_usage"]
         self.choices = range(request.options["choices"])
         self.top_logprobs = request.options["top_logprobs"]
-        self.chunk_id = meta.new_id("chatcmpl-")
+        self.chunk_id = meta.new_id("chatcmpl-", ID_LENGTH)
         self.role_sent = False
         self.block_kind: str | None = None
         self.tool_index = -1
@@ -374,7 +375,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     options = request.options
     choices = [choice(meta, outcome, index, options["top_logprobs"]) for index in range(options["choices"])]
     return {
-        "id": meta.new_id("chatcmpl-"),
+        "id": meta.new_id("chatcmpl-", ID_LENGTH),
         "object": "chat.completion",
         "created": meta.created,
         "model": meta.model,

@@ -93,10 +93,13 @@ SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values th
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
 ECHOED = {
+    "frequency_penalty": (0.0, (int, float), "a number"),
     "instructions": (None, (str,), "a string"),
     "parallel_tool_calls": (True, (bool,), "a boolean"),
+    "presence_penalty": (0.0, (int, float), "a number"),
     "previous_response_id": (None, (str,), "a string"),
     "prompt_cache_key": (None, (str,), "a string"),
+    "prompt_cache_retention": (None, (str,), "a string"),
     "reasoning": ({"effort": None, "summary": None}, (dict,), "an object"),
     "safety_identifier": (None, (str,), "a string"),
     "store": (True, (bool,), "a boolean"),
@@ -115,11 +118,11 @@ DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
 VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include"}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
-    "id", "object", "created_at", "status", "background", "error", "incomplete_details",
-    "instructions", "max_output_tokens", "max_tool_calls", "model", "output",
-    "parallel_tool_calls", "previous_response_id", "prompt_cache_key", "reasoning",
-    "safety_identifier", "service_tier", "store", "temperature", "text", "tool_choice", "tools",
-    "top_logprobs", "top_p", "truncation", "usage", "user", "metadata",
+    "id", "object", "created_at", "status", "background", "completed_at", "error", "frequency_penalty",
+    "incomplete_details", "instructions", "max_output_tokens", "max_tool_calls", "model", "moderation",
+    "output", "parallel_tool_calls", "presence_penalty", "previous_response_id", "prompt_cache_key",
+    "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "temperature",
+    "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "usage", "user", "metadata",
 )  # fmt: skip
 
 
@@ -363,6 +366,8 @@ def response_object(response_id: str, meta: Meta, request: ParsedRequest, status
         "created_at": meta.created,
         "status": status,
         "background": False,
+        "completed_at": meta.created if status == "completed" else None,  # the answer's own time: one hole less to fill
+        "moderation": None,
         "error": None,
         "incomplete_details": None,
         "model": meta.model,
@@ -433,11 +438,11 @@ REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """The non-streaming `response` object: the same as the streamed terminal event's."""
     finish: p.Finish = outcome.ending
-    response_id = meta.new_id("resp_")
+    response_id = meta.new_hex_id("resp_")
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
     output = []
     for number, block in enumerate(outcome.blocks):
-        item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
+        item_id = meta.new_hex_id(ITEM_ID_PREFIXES[block.kind])
         if block.kind in REASONING_KINDS:
             output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
             continue
@@ -517,7 +522,7 @@ class StreamEncoder(StreamEncoderBase):
     def __init__(self, meta: Meta, request: ParsedRequest):
         self.meta = meta
         self.request = request
-        self.response_id = meta.new_id("resp_")
+        self.response_id = meta.new_hex_id("resp_")
         self.sequence_number = 0
         self.items: list[dict] = []  # finished items, as their output_item.done showed them
         self.open: OpenItem | None = None
@@ -552,7 +557,7 @@ class StreamEncoder(StreamEncoderBase):
     # -------------------------------------------- items
 
     def block_start(self, start: p.BlockStart) -> bytes:
-        item_id = self.meta.new_id(ITEM_ID_PREFIXES[start.kind])
+        item_id = self.meta.new_hex_id(ITEM_ID_PREFIXES[start.kind])
         return getattr(self, STARTERS[start.kind])(item_id, len(self.items), start)
 
     def start_message(self, item_id: str, index: int, start: p.BlockStart) -> bytes:

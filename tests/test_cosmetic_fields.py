@@ -1,0 +1,48 @@
+"""The small fields of 2026's real streams: id lengths, Responses' completed_at, moderation and
+echoed penalties, Anthropic's stop_details, inference_geo and tool callers."""
+
+from __future__ import annotations
+
+import re
+
+from .inline_scenarios import add, data_events
+
+MESSAGES = [{"role": "user", "content": "Hi"}]
+HEX_ID = r"[0-9a-f]{50}"
+
+
+async def test_ids_have_the_real_lengths(base_url, openai_client):
+    chunks = await data_events(base_url, "/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True}, {})
+    assert re.fullmatch(r"chatcmpl-[A-Za-z0-9]{29}", chunks[0]["id"])
+    events = await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, {})
+    assert re.fullmatch("resp_" + HEX_ID, events[0]["response"]["id"])
+    item = next(e["item"] for e in events if e["type"] == "response.output_item.added")
+    assert re.fullmatch("msg_" + HEX_ID, item["id"])
+    response = await openai_client.responses.create(model="m", input="Hi", extra_headers={"X-Fakehop-Scenario": "think-then-tool"})
+    assert [re.fullmatch(prefix + HEX_ID, item.id) is not None for prefix, item in zip(("rs_", "msg_", "fc_"), response.output)] == [True] * 3
+
+
+async def test_responses_lifecycle_fields(base_url, gateway, openai_client):
+    events = await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, {})
+    created, completed = events[0]["response"], events[-1]["response"]
+    assert (created["completed_at"], completed["completed_at"]) == (None, completed["created_at"])
+    assert list(created)[:8] == ["id", "object", "created_at", "status", "background", "completed_at", "error", "frequency_penalty"]
+    assert (created["moderation"], created["frequency_penalty"], created["presence_penalty"], created["prompt_cache_retention"]) == (None, 0.0, 0.0, None)
+    headers = add(gateway, "cut", "finish: length\nsteps: [{text: a}]")
+    incomplete = (await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, headers))[-1]["response"]
+    assert (incomplete["status"], incomplete["completed_at"]) == ("incomplete", None)
+    sent = {"frequency_penalty": 0.5, "presence_penalty": -1, "prompt_cache_retention": "24h"}  # not every SDK version names them
+    response = await openai_client.responses.create(model="m", input="Hi", extra_body=sent)
+    assert (response.frequency_penalty, response.presence_penalty, response.prompt_cache_retention) == (0.5, -1, "24h")
+    assert response.completed_at == response.created_at and response.moderation is None
+
+
+async def test_messages_fields(base_url, anthropic_client):
+    body = {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True}
+    events = await data_events(base_url, "/v1/messages", body, {"X-Fakehop-Scenario": "weather-tool"})
+    start = events[0]["message"]
+    assert (start["stop_details"], start["usage"]["inference_geo"]) == (None, "global")
+    tool = next(e["content_block"] for e in events if e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use")
+    assert tool["caller"] == {"type": "direct"}
+    message = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "weather-tool"})
+    assert (message.stop_details, message.content[1].caller.type, message.usage.inference_geo) == (None, "direct", "global")
