@@ -19,10 +19,31 @@ from fakehop.scenario import parse_text
 
 LIBRARY = Library.load()
 REQUESTS = {
-    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3}],
-    "responses": [{}, {"instructions": "Be brief.", "temperature": 0.2, "tools": [{"type": "function", "name": "f"}]}, {"max_output_tokens": 3}],
-    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}],
+    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3},
+             {"n": 2, "logprobs": True, "top_logprobs": 2}, {"tool_choice": "none"}],
+    "responses": [{}, {"instructions": "Be brief.", "temperature": 0.2, "tools": [{"type": "function", "name": "f"}]}, {"max_output_tokens": 3},
+                  {"reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content", "message.output_text.logprobs"], "top_logprobs": 1}],
+    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}, {"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}},
+                 {"thinking": {"type": "disabled"}, "tool_choice": {"type": "none"}}],
 }
+# Every step kind the fidelity of today's streams added, in one script.
+FIDELITY = """
+finish: stop_sequence
+stop_sequence: "###"
+usage: {cached_tokens: 3, cache_write_tokens: 2, reasoning_tokens: 4}
+steps:
+  - reasoning: {parts: ["**One**\\n\\nFirst.", "**Two**\\n\\nSecond."]}
+    chunk: word
+  - redacted_thinking
+  - text: "Let me see."
+    phase: commentary
+    chunk: word
+  - tool_call: {name: f, arguments: {a: 1}}
+  - text: "Here."
+    phase: final_answer
+  - refusal: "But no more."
+    chunk: word
+"""
 
 
 def scripts(library: Library):
@@ -62,6 +83,17 @@ def test_every_bundled_script_fills_in_to_the_fresh_bytes(protocol_name):
 
 def script(text: str):
     return parse_text(textwrap.dedent(text), "t.yaml", "t").entries[0].script
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+def test_the_new_steps_fill_in_to_the_fresh_bytes_for_every_kind_of_request(protocol_name):
+    protocol = PROTOCOLS[protocol_name]
+    fidelity = script(FIDELITY)
+    for number, extra in enumerate(REQUESTS[protocol_name]):
+        parsed = protocol.parse({**protocol.EXAMPLE_REQUEST, **extra})
+        rendering = pr.render(protocol, fidelity, parsed, 1.0)
+        filling, afresh = metas(number)
+        assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, fidelity), extra
 
 
 @pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
