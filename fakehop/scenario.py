@@ -837,12 +837,20 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
     return headers
 
 
-def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
-    if "usage" not in doc:
-        return inherited
-    spec = doc["usage"]
+def _mapping_setting(check: _Checker, doc: LineDict, key: str, example: str) -> LineDict | None:
+    """doc[key] when it is a mapping; None when it is not there, or (with a problem) not a mapping."""
+    if key not in doc:
+        return None
+    spec = doc[key]
     if not isinstance(spec, LineDict):
-        check.add(_line_of(doc, "usage"), f"usage: expected a mapping such as {{input_tokens: 14, output_tokens: 52}}, got {_type_name(spec)}")
+        check.add(_line_of(doc, key), f"{key}: expected a mapping such as {example}, got {_type_name(spec)}")
+        return None
+    return spec
+
+
+def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
+    spec = _mapping_setting(check, doc, "usage", "{input_tokens: 14, output_tokens: 52}")
+    if spec is None:
         return inherited
     _check_keys(check, spec, USAGE_KEYS, "usage")
     counts = {key: _int(check, spec, key, 0, 10**9) for key in USAGE_KEYS if key in spec}
@@ -871,11 +879,8 @@ RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
 
 def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> RateLimit | None:
     """`rate_limit:`, the limits of the success headers; what it leaves out keeps its default."""
-    if "rate_limit" not in doc:
-        return inherited
-    spec = doc["rate_limit"]
-    if not isinstance(spec, LineDict):
-        check.add(_line_of(doc, "rate_limit"), f"rate_limit: expected a mapping such as {{requests: 60, window: 1m}}, got {_type_name(spec)}")
+    spec = _mapping_setting(check, doc, "rate_limit", "{requests: 60, window: 1m}")
+    if spec is None:
         return inherited
     _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
     given = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
