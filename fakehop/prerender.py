@@ -60,9 +60,6 @@ class MarkingMeta(Meta):
     def new_id(self, prefix: str, length: int = 24) -> str:
         return self._ask("new_id", prefix, length)
 
-    def new_hex_id(self, prefix: str, nbytes: int = 25) -> str:
-        return self._ask("new_hex_id", prefix, nbytes)
-
     def random_base64(self, nbytes: int) -> str:
         return self._ask("random_base64", nbytes)
 

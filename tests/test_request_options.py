@@ -98,3 +98,9 @@ async def test_tool_choice_none_leaves_the_tool_calls_out(gateway, openai_client
     assert ([block.type for block in message.content], message.stop_reason) == (["text"], "end_turn")
     called = await openai_client.chat.completions.create(model="m", messages=MESSAGES, tool_choice="auto", extra_headers=headers)
     assert called.choices[0].message.tool_calls[0].function.name == "lookup"
+
+
+@pytest.mark.parametrize("include, param", [("reasoning.encrypted_content", "include"), ([5], "include[0]")])
+async def test_bad_includes_are_refused(base_url, include, param):
+    [error] = await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi", "include": include}, {})
+    assert error["error"]["param"] == param

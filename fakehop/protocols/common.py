@@ -66,8 +66,7 @@ class Meta:
 
     Ids come from `rng`, so a seeded Meta gives the same bytes every time; without one they
     come from FRESH, whole bytes at a time, several times faster than `choices`. Encoders ask
-    for every random value through `new_id`, `new_hex_id` and `random_base64`: `prerender`
-    relies on that.
+    for every random value through `new_id` and `random_base64`: `prerender` relies on that.
     """
 
     model: str
@@ -78,10 +77,6 @@ class Meta:
         if self.rng is None:
             return prefix + FRESH.randbytes(length).translate(_ID_BYTES).decode()
         return prefix + "".join(self.rng.choices(_ID_ALPHABET, k=length))
-
-    def new_hex_id(self, prefix: str, nbytes: int = 25) -> str:
-        """`prefix` and `nbytes` random bytes in hex, as the Responses API's ids are (50 hex digits)."""
-        return prefix + (self.rng or FRESH).randbytes(nbytes).hex()
 
     def random_base64(self, nbytes: int) -> str:
         """`nbytes` random bytes in base64, for opaque values such as signatures."""

@@ -438,11 +438,11 @@ REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """The non-streaming `response` object: the same as the streamed terminal event's."""
     finish: p.Finish = outcome.ending
-    response_id = meta.new_hex_id("resp_")
+    response_id = meta.new_id("resp_")
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
     output = []
     for number, block in enumerate(outcome.blocks):
-        item_id = meta.new_hex_id(ITEM_ID_PREFIXES[block.kind])
+        item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
         if block.kind in REASONING_KINDS:
             output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
             continue
@@ -522,7 +522,7 @@ class StreamEncoder(StreamEncoderBase):
     def __init__(self, meta: Meta, request: ParsedRequest):
         self.meta = meta
         self.request = request
-        self.response_id = meta.new_hex_id("resp_")
+        self.response_id = meta.new_id("resp_")
         self.sequence_number = 0
         self.items: list[dict] = []  # finished items, as their output_item.done showed them
         self.open: OpenItem | None = None
@@ -557,7 +557,7 @@ class StreamEncoder(StreamEncoderBase):
     # -------------------------------------------- items
 
     def block_start(self, start: p.BlockStart) -> bytes:
-        item_id = self.meta.new_hex_id(ITEM_ID_PREFIXES[start.kind])
+        item_id = self.meta.new_id(ITEM_ID_PREFIXES[start.kind])
         return getattr(self, STARTERS[start.kind])(item_id, len(self.items), start)
 
     def start_message(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
