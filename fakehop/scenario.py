@@ -594,7 +594,8 @@ def is_parts(value: Any) -> bool:
 
 
 def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: Any) -> Output | None:
-    """`reasoning: {parts: [...]}`: one reasoning step of several summary parts, each a text source."""
+    """`reasoning: {parts: [...]}`: one reasoning step of several summary parts, each a text
+    source or a list of pieces."""
     spec = step["reasoning"]
     _check_keys(check, spec, ("parts",), "reasoning")
     if "parts" not in spec:
@@ -606,15 +607,23 @@ def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: An
     if not isinstance(parts, LineList) or not parts:
         check.add(line, f"reasoning parts: expected a non-empty list of texts, got {_type_name(parts)}")
         return None
-    texts = [_text_value(check, part, _line_of(parts, number, line), "reasoning part") for number, part in enumerate(parts)]
-    if None in texts:
+    split = [_part_deltas(check, part, _line_of(parts, number, line), chunk) for number, part in enumerate(parts)]
+    if None in split:
         return None
     deltas, part_starts = [], []
-    for text in texts:
+    for part_deltas in split:
         part_starts.append(len(deltas))
-        deltas.extend(split_deltas(text, chunk))
+        deltas.extend(part_deltas)
     return Output(kind="reasoning", deltas=tuple(deltas), interval=interval, part_starts=tuple(part_starts),
                   signature=_string(check, step, "signature"))
+
+
+def _part_deltas(check: _Checker, part: Any, line: int, chunk: Any) -> tuple[str, ...] | None:
+    """One summary part's deltas: its pieces as given, or its text split by the step's `chunk`."""
+    if isinstance(part, LineList):
+        return _pieces(check, part, line, "reasoning part", None)
+    text = _text_value(check, part, line, "reasoning part")
+    return None if text is None else split_deltas(text, chunk)
 
 
 def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:

@@ -265,10 +265,17 @@ class Steps:
             self.wait_until(captured.ended_at)
 
     def fail(self, captured: Captured) -> str:
+        """The `fail` that gives the captured error again: its kind, and its message, code (on
+        Messages its type) and Responses' `error_event: false` where they are not the kind's."""
         failure = captured.failure
-        if failure.message == FAIL_MESSAGES[failure.kind]:
-            return failure.kind
-        return f"{{kind: {failure.kind}, message: {self.yaml.string(failure.message)}}}"
+        fields = [f"kind: {failure.kind}"]
+        if failure.message != FAIL_MESSAGES[failure.kind]:
+            fields.append(f"message: {self.yaml.string(failure.message)}")
+        if failure.code is not None:
+            fields.append(f"{'type' if captured.protocol == 'messages' else 'code'}: {self.yaml.string(failure.code)}")
+        if not failure.error_event:
+            fields.append("error_event: false")
+        return failure.kind if len(fields) == 1 else "{" + ", ".join(fields) + "}"
 
 
 def chunk_of(pieces: list[str]) -> str | int | None:
@@ -323,19 +330,16 @@ def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> li
     lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
     if captured.left_out:
         lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
-    lost = lost_usage_details(captured)
-    if lost:
-        lines.append(f"Usage details are replayed as fakehop estimates them, not as they came: {lost}.")
     return lines + [yaml.scrub(note) for note in captured.notes]
 
 
-def lost_usage_details(captured: Captured) -> str:
-    """The usage detail counts a replay would not give again: the reasoning tokens it estimates
-    from the reasoning text, and cache counts, which it gives as 0."""
+def usage_details(captured: Captured) -> list[tuple[str, int]]:
+    """The usage detail counts a replay would not give again unless the file says them: the
+    reasoning tokens it would estimate from the reasoning text otherwise, and the others, 0."""
     output_tokens = captured.usage.output_tokens if captured.usage and captured.usage.output_tokens is not None else 0
     reasoning_chars = sum(len(block.text()) for block in captured.blocks() if block.kind == "reasoning")
     replayed = {"reasoning_tokens": min(output_tokens, estimate_tokens(reasoning_chars))}
-    return ", ".join(f"{name} {count}" for name, count in captured.usage_details.items() if count != replayed.get(name, 0))
+    return [(name, count) for name, count in captured.usage_details.items() if count != replayed.get(name, 0)]
 
 
 def description(captured: Captured, request: Request | None) -> str:
@@ -388,9 +392,12 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
         lines.append(keepalive)
     usage = captured.usage
     if usage is not None and captured.ending == FINISHED:
-        counts = [f"{name}: {value}" for name, value in (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens)) if value is not None]
+        given = (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens), *usage_details(captured))
+        counts = [f"{name}: {value}" for name, value in given if value is not None]
         if counts:
             lines.append(f"usage: {{{', '.join(counts)}}}")
+    if any(block.kind == "reasoning" and block.text() for block in captured.blocks()):
+        lines.append("force_reasoning: true  # the reasoning shows as it was captured, whatever a request asks")
     inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
     if captured.finish is not None and captured.finish != inferred:
         lines.append(f"finish: {captured.finish}")

@@ -18,9 +18,9 @@ from fakehop.protocols import PROTOCOLS
 
 QUESTION = "Hello"
 MODELS = {"chat": "gpt-5.6-sol", "responses": "gpt-5.6-sol", "messages": "claude-sonnet-5"}
+USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "input_tokens", "output_tokens")
 TIMEOUT = 30.0  # seconds: long enough for a loaded machine
 HANG_TIMEOUT = 1.0  # a `hang` ends in the client's read timeout
-USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "input_tokens", "output_tokens")
 SEED = {"X-Fakehop-Seed": "0"}  # the same ids, signatures and request ids in the original and the replay
 
 
@@ -40,8 +40,8 @@ async def final_result(url: str, protocol: str, stream: bool, headers: dict[str,
 
 
 def usage_of(usage: Any) -> dict | None:
-    """The token counts. The detail fields (cached and reasoning tokens) are left out: the
-    scenario format has no place for them yet, so fakehop estimates them on replay."""
+    """The token counts. The detail counts are left out: an answer that gives none (a stream
+    written by hand) replays with fakehop's own, 0 or estimated."""
     return None if usage is None else {key: value for key, value in usage.model_dump().items() if key in USAGE_KEPT}
 
 
@@ -97,7 +97,8 @@ def messages_block(block: Any) -> tuple:
 
 async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dict:
     async with anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
-        request = {"model": MODELS["messages"], "max_tokens": 1024, "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers}
+        request = {"model": MODELS["messages"], "max_tokens": 1024, "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers,
+                   "thinking": PROTOCOLS["messages"].EXAMPLE_REQUEST["thinking"]}  # as request_body asks, so that thinking shows
         if stream:
             async with client.messages.stream(**request) as events:
                 async for _ in events:

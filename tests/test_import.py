@@ -263,8 +263,8 @@ async def test_a_parallel_call_keeps_its_own_fragments_though_they_interleave(tm
 
 
 def test_what_a_recording_cannot_play_is_said_in_its_header(tmp_path):
-    """A nested error event before response.failed (the real API's form) is played as
-    response.failed alone; events and blocks fakehop has no step for are counted."""
+    """Events and blocks fakehop has no step for are counted; a nested error event before
+    response.failed (the real API's form) is what a `fail` plays, and needs no word."""
     events, _ = message_item(0, ["Hi"])
     capture = tmp_path / "nested.sse"
     capture.write_text(responses_events(
@@ -276,8 +276,18 @@ def test_what_a_recording_cannot_play_is_said_in_its_header(tmp_path):
     [answer] = read_file(capture)
     text = scenario_text(answer.captured, answer.request, answer.origin)
     assert "# Not kept: 1 response.web_search_call.searching events." in text
-    assert "# The stream's error event is replayed as response.failed alone." in text
+    assert "error event" not in text
     assert text.endswith('  - fail: {kind: server_error, message: "Boom"}\n')
+
+
+def test_response_failed_alone_is_written_as_it_came(tmp_path):
+    events, _ = message_item(0, ["Hi"])
+    capture = tmp_path / "alone.sse"
+    capture.write_text(responses_events({"type": "response.created", "response": response("in_progress", [])}, *events[:-3],
+                                        {"type": "response.failed", "response": response("failed", [], error={"code": "insufficient_quota", "message": "Pay"})}))
+    [answer] = read_file(capture)
+    text = scenario_text(answer.captured, answer.request, answer.origin)
+    assert text.endswith('  - fail: {kind: server_error, message: "Pay", code: "insufficient_quota", error_event: false}\n')
 
 
 # ---------------------------------------------------------------- HAR files

@@ -168,6 +168,9 @@ def test_reasoning_steps_are_checked_at_load():
     assert "force_reasoning: expected true or false" in problems_of("force_reasoning: always\nsteps: [{text: a}]")
     step = sc.parse_text("steps: [{reasoning: {parts: [a b, c]}, chunk: word}]", "t.yaml", "t").entries[0].script.steps[0]
     assert step == sc.Output("reasoning", ("a", " b", "c"), 0.0, part_starts=(0, 2))
+    pieces = sc.parse_text("steps: [{reasoning: {parts: [[Hel, lo], c d]}}]", "t.yaml", "t").entries[0].script.steps[0]
+    assert (pieces.deltas, pieces.part_starts) == (("Hel", "lo", "c d"), (0, 2))
+    assert "piece 2 is a number" in problems_of("steps: [{reasoning: {parts: [[a, 5]]}}]")
 
 
 # ---------------------------------------------------------------- Chat Completions: silence

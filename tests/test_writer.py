@@ -171,14 +171,20 @@ def test_a_file_is_never_written_over(tmp_path: Path):
     assert (tmp_path / "chat-hi-2.yml").read_text() == "steps: [{text: mine}]\n"
 
 
-def test_usage_details_a_replay_would_not_give_again_are_said():
-    """Chat shows no reasoning, so a replay cannot count its tokens; where the reasoning text
-    is kept, the estimate from it is what came."""
-    note = "# Usage details are replayed as fakehop estimates them, not as they came: reasoning_tokens 13."
+def test_usage_details_a_replay_would_not_give_again_are_written():
+    """Chat shows no reasoning, so a replay could not count its tokens: the file says them.
+    Where the reasoning text is kept, the estimate from it is what came, and is left out."""
     chat = captured_from(LIBRARY, "think-then-tool", "chat", True)
-    assert note in scenario_text(chat, None, UNTIMED)
-    responses = captured_from(LIBRARY, "think-then-tool", "responses", True)
-    assert responses.usage_details["reasoning_tokens"] == 13 and "Usage details" not in scenario_text(responses, None, UNTIMED)
+    assert "usage: {input_tokens: 40, output_tokens: 30, reasoning_tokens: 13}" in scenario_text(chat, None, UNTIMED)
+    messages = captured_from(LIBRARY, "think-then-tool", "messages", True)
+    assert "usage: {input_tokens: 40, output_tokens: 30}" in scenario_text(messages, None, UNTIMED)
+
+
+def test_captured_reasoning_shows_on_replay_whatever_the_request_asks():
+    messages = scenario_text(captured_from(LIBRARY, "think-then-tool", "messages", True), None, UNTIMED)
+    assert "force_reasoning: true" in messages
+    chat = scenario_text(captured_from(LIBRARY, "think-then-tool", "chat", True), None, UNTIMED)
+    assert "force_reasoning" not in chat  # nothing of it was captured
 
 
 def test_a_client_that_went_away_leaves_a_hang_kept_alive_as_long_as_the_stream_was():

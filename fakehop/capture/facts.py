@@ -71,6 +71,8 @@ class RawFrame:
 class Failure:
     kind: str  # a scenario fail kind
     message: str
+    code: str | None = None  # the protocol's own code (Anthropic's error type) when it is not the kind's
+    error_event: bool = True  # Responses: an `error` event came before `response.failed`
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,11 +244,11 @@ class Reader:
         if self.captured.ending is None:
             self.captured.ending, self.captured.ended_at = ending, at
 
-    def fail(self, at: float | None, codes: dict[str, str], code: Any, message: Any) -> None:
-        """An error inside the stream, its code read by `codes` (see fail_kind)."""
+    def fail(self, at: float | None, codes: dict[str, str], code: Any, message: Any, error_event: bool = True) -> None:
+        """An error inside the stream, its code read by `codes` (see fail_kind); a code of its
+        own is kept, for the scenario to give again."""
         message = clean(message)
         kind = fail_kind(codes, code, message)
-        if code is not None and code not in codes.values():
-            self.captured.note(f"The error code {code!r} is replayed as {kind}'s, {codes[kind]!r}.")
-        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind])
+        own_code = clean(code) if isinstance(code, str) and code not in codes.values() else None
+        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind], own_code, error_event)
         self.end(FAILED, at)

@@ -99,8 +99,9 @@ class ResponsesReader(Reader):
                          reasoning_tokens=detail(usage, "output_tokens_details", "reasoning_tokens"))
         status = response.get("status")
         if status == "failed":
-            error = response.get("error") if isinstance(response.get("error"), dict) else {}
-            self.fail(at, CODES, error.get("code"), error.get("message"))
+            if self.captured.failure is None:  # no `error` event came first
+                error = response.get("error") if isinstance(response.get("error"), dict) else {}
+                self.fail(at, CODES, error.get("code"), error.get("message"), error_event=False)
             return
         if status == "incomplete":
             details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
@@ -110,7 +111,6 @@ class ResponsesReader(Reader):
     def error(self, at: float | None, event: dict) -> None:
         """An `error` event: nested (`{"error": {…}}`, as the real API sends it) or flat."""
         error = event.get("error") if isinstance(event.get("error"), dict) else event
-        self.captured.note("The stream's error event is replayed as response.failed alone.")
         self.fail(at, CODES, error.get("code"), error.get("message"))
 
     def whole(self, body: dict, at: float | None) -> None:
