@@ -12,7 +12,7 @@ from fakehop import scenario as sc
 
 def add(gateway, name: str, text: str) -> dict:
     """Add the scenario `text` to `gateway` as `name`; the headers of a request that asks for it."""
-    gateway.add(sc.parse_text(text, "test", name))
+    gateway.global_session.add(sc.parse_text(text, "test", name))
     return {"X-Fakehop-Scenario": name}
 
 

@@ -78,7 +78,7 @@ async def test_defaults_look_real_and_errors_carry_none(base_url, gateway):
     for scenario, own in (("rate-limited", {"x-ratelimit-remaining-requests": "0"}), ("fail-rate-limit", {})):
         status, error = await headers_of(base_url, "/v1/chat/completions", {"X-Fakehop-Scenario": scenario})
         assert (status, error) == (429, own)  # an error has only the rate-limit headers its scenario gives
-    gateway.reset()
+    gateway.global_session.reset()
     headers = add(gateway, "defaults", "rate_limit: {}\nsteps: [{text: Hi}]")
     _, again = await headers_of(base_url, "/v1/messages", headers)
     assert again["anthropic-ratelimit-requests-remaining"] == "4999"  # reset starts every window over
@@ -116,3 +116,15 @@ def test_rate_limit_blocks_are_checked_at_load():
     assert "expected a mapping" in problems_of("rate_limit: 5\nsteps: [{text: a}]")
     limit = sc.parse_text("rate_limit: {requests: 60, window: 1m}\nsteps: [{text: a}]", "t.yaml", "t").entries[0].script.rate_limit
     assert limit == sc.RateLimit(requests=60, window=60.0)
+
+
+async def test_each_session_counts_its_own(base_url, gateway):
+    for session in ("one", "two"):
+        gateway.session(session).add(sc.parse_text(LIMITED, "test", "limited"))
+    remaining = [(await headers_of(base_url, "/v1/chat/completions", {"X-Fakehop-Scenario": "limited", "X-Fakehop-Session": session}))[1]
+                 ["x-ratelimit-remaining-requests"] for session in ("one", "one", "two")]
+    assert remaining == ["2", "1", "2"]
+    gateway.session("one").reset()
+    gateway.session("one").add(sc.parse_text(LIMITED, "test", "limited"))
+    again = await headers_of(base_url, "/v1/chat/completions", {"X-Fakehop-Scenario": "limited", "X-Fakehop-Session": "one"})
+    assert again[1]["x-ratelimit-remaining-requests"] == "2"

@@ -282,7 +282,7 @@ FAILING_WITH_FAIL = [name for name in FAILING if isinstance(first_script(name).s
 @pytest.mark.parametrize("name", FAILING_WITH_FAIL)
 async def test_without_the_error_event_failures_arrive_as_response_failed(openai_client, gateway, name):
     code, message = expected_failure(first_script(name))
-    gateway.add(sc.parse_document(yamlsource.load(json.dumps(without_error_event(name))), "test", "quiet-failure"))
+    gateway.global_session.add(sc.parse_document(yamlsource.load(json.dumps(without_error_event(name))), "test", "quiet-failure"))
     events = await stream_events(openai_client, "quiet-failure")
     assert [e.sequence_number for e in events] == list(range(len(events)))
     failed = events[-1]
@@ -311,7 +311,7 @@ async def test_stream_helper_raises_the_error_event(openai_client):
 
 
 async def test_stream_helper_sees_response_failed_without_the_error_event(openai_client, gateway):
-    gateway.add(sc.parse_text("steps: [{text: Hi}, {fail: {kind: rate_limit, error_event: false}}]", "test", "quiet-failure"))
+    gateway.global_session.add(sc.parse_text("steps: [{text: Hi}, {fail: {kind: rate_limit, error_event: false}}]", "test", "quiet-failure"))
     async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("quiet-failure")) as stream:
         events = [event async for event in stream]
         with pytest.raises(RuntimeError, match="response.completed"):
@@ -321,7 +321,7 @@ async def test_stream_helper_sees_response_failed_without_the_error_event(openai
 
 
 async def test_a_failure_takes_the_type_code_and_param_the_scenario_gives(openai_client, gateway):
-    gateway.add(sc.parse_text(
+    gateway.global_session.add(sc.parse_text(
         "steps: [{fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, param: input, message: Pay up}}]",
         "test", "quota"))
     events, error = await events_until_error(openai_client, "quota")
