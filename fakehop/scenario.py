@@ -623,6 +623,9 @@ def _part_deltas(check: _Checker, part: Any, line: int, chunk: Any) -> tuple[str
     if isinstance(part, LineList):
         return _pieces(check, part, line, "reasoning part", None)
     text = _text_value(check, part, line, "reasoning part")
+    if isinstance(text, tuple):
+        check.add(line, "reasoning part: a part cannot quote the request; quote it in a reasoning step of its own")
+        return None
     return None if text is None else split_deltas(text, chunk)
 
 

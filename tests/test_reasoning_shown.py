@@ -171,6 +171,7 @@ def test_reasoning_steps_are_checked_at_load():
     pieces = sc.parse_text("steps: [{reasoning: {parts: [[Hel, lo], c d]}}]", "t.yaml", "t").entries[0].script.steps[0]
     assert (pieces.deltas, pieces.part_starts) == (("Hel", "lo", "c d"), (0, 2))
     assert "piece 2 is a number" in problems_of("steps: [{reasoning: {parts: [[a, 5]]}}]")
+    assert "a part cannot quote the request" in problems_of("steps: [{reasoning: {parts: [{from: prompt}]}}]")
 
 
 # ---------------------------------------------------------------- Chat Completions: silence

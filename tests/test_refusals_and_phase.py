@@ -101,3 +101,10 @@ def test_refusal_and_phase_are_checked_at_load():
     assert "unknown key 'phase' in a refusal step" in problems_of("steps: [{refusal: a, phase: commentary}]")
     step = sc.parse_text("steps: [{refusal: Sorry, chunk: char}]", "t.yaml", "t").entries[0].script.steps[0]
     assert step == sc.Output("refusal", tuple("Sorry"), 0.0)
+
+
+async def test_a_quoting_step_keeps_its_phase_and_a_refusal_may_quote(gateway, openai_client):
+    headers = add(gateway, "quoting", "steps: [{text: {from: prompt}, phase: final_answer}, {refusal: {from: prompt}}]")
+    response = await openai_client.responses.create(model="m", input="Echo me", extra_headers=headers)
+    assert [(item.phase, item.content[0].type) for item in response.output] == [("final_answer", "output_text"), (None, "refusal")]
+    assert (response.output[0].content[0].text, response.output[1].content[0].refusal) == ("Echo me", "Echo me")
