@@ -85,6 +85,8 @@ class Record:
     status: int | None = None
     end: str = IN_PROGRESS
     events: int = 0  # SSE events written to the client so far (see sse_events)
+    sent_bytes: int = 0  # of the stream's writes so far, kept or not
+    keepalives: int = 0  # writes that began with a comment: a keepalive on its own, or one that came first
     error: str | None = None
     duration: float | None = None
     body_bytes: int = 0  # the body's size as read
@@ -103,7 +105,11 @@ class Record:
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
         self.write_began = now
-        size = self.frame_bytes + len(data)
+        length = len(data)
+        self.sent_bytes += length
+        if data[:1] == b":":
+            self.keepalives += 1
+        size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
             self.frame_bytes = size
             self.frames.append((now, data))
@@ -172,6 +178,7 @@ class Journal:
         self.secrets = secrets
         self.bytes = 0  # the body_bytes of the records kept
         self.next_seq = 1
+        self.clears = 0  # how many times it was emptied
         self.opened_listeners: list[Callable[[Record], None]] = []  # each told of a record as it opens
         self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
 
@@ -225,3 +232,4 @@ class Journal:
     def clear(self) -> None:
         self.records.clear()
         self.bytes = 0
+        self.clears += 1
