@@ -347,7 +347,7 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     """The application for `gateway`; `bound_host`, the host it is served on, is answered beside
     loopback names, addresses and `gateway.allowed_hosts`. Bodies are left compressed for
     intake.read_body to inflate within the limit."""
-    from . import control, metrics
+    from . import console, control, metrics
 
     app = web.Application(client_max_size=client_max_size, handler_args={"auto_decompress": False})
     app[GATEWAY_KEY] = gateway
@@ -355,8 +355,10 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
-    app.add_subapp(CONTROL_PREFIX, control.create_app(metrics.add_routes))
+    console.push_for(app, gateway.journal)
+    app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app
 
