@@ -164,6 +164,9 @@ class Push:
         lost or the journal was emptied; None when nothing changed. A row the consoles show in
         progress is always updated; of the others, the newest MAX_ROWS are sent."""
         if len(self.changed) >= MAX_CHANGED or self.clears != self.journal.clears:
+            self.changed.clear()
+            self.live.clear()
+            self.clears = self.journal.clears
             return self.snapshot()
         changed = {record.seq: record for record in self.changed}
         self.changed.clear()
@@ -190,19 +193,24 @@ class Push:
         return moved
 
     def keep_live(self, records: list[Record]) -> None:
+        """Follow the streams under way among `records`, just sent."""
         for record in records:
             if record.end == IN_PROGRESS:
                 self.live[record.seq] = (record, record.events)
+        self.forget_oldest_live()
+
+    def forget_oldest_live(self) -> None:
         while len(self.live) > MAX_LIVE:
             del self.live[next(iter(self.live))]
 
     def snapshot(self) -> bytes:
-        """The newest SNAPSHOT_ROWS records, in place of whatever a console shows."""
-        self.changed.clear()
-        self.live.clear()
-        self.clears = self.journal.clears
+        """The newest SNAPSHOT_ROWS records in place of whatever a console shows, for one that
+        opens or fell behind; the other consoles' pushes go on as they were."""
         records = list(itertools.islice(reversed(self.journal.records), SNAPSHOT_ROWS))[::-1]
-        self.keep_live(records)
+        for record in records:
+            if record.end == IN_PROGRESS:
+                self.live.setdefault(record.seq, (record, record.events))
+        self.forget_oldest_live()
         return rows_event(records, reset=True)
 
 

@@ -253,6 +253,19 @@ async def test_notes_past_the_bound_make_a_snapshot_instead():
     assert batch["rows"][-1]["seq"] == console.MAX_CHANGED
 
 
+async def test_a_second_console_opening_takes_nothing_from_the_first():
+    journal = jr.Journal()
+    push = Push(journal)
+    with push.watching():
+        [first] = opened(journal, 1)
+        pushed(push.next_push())
+        closed(journal, [first, *opened(journal, 2)])
+        with push.watching():
+            assert [row["seq"] for row in pushed(push.snapshot())["rows"]] == [1, 2, 3]  # what the second one is sent first
+            batch = pushed(push.next_push())
+    assert [(row["seq"], row["end"]) for row in batch["rows"]] == [(1, "completed"), (2, "completed"), (3, "completed")]
+
+
 async def test_a_console_that_does_not_read_gets_a_snapshot_when_it_does():
     journal = jr.Journal()
     push = Push(journal)
