@@ -20,7 +20,7 @@ import json
 from collections import deque
 from operator import attrgetter
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from aiohttp import web
 
@@ -51,7 +51,7 @@ PING_EVERY = 75  # pushes (15 s): a comment when nothing else was sent, so that 
 PING = b": ping\n\n"
 MAX_TEXT_IN_ROW = 300  # characters of a path, model or error in a row; the whole record is one call away
 COLUMNS = ("seq", "started_ms", "protocol", "model", "scenario", "stream", "status", "end", "events", "duration_us", "error",
-           "retry_after", "unrouted")
+           "retry_after", "unrouted", "session")
 ROWS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)  # rows hold no containers of their own
 
 
@@ -70,7 +70,7 @@ def row(record: Record) -> list:
     return [record.seq, int(record.started_at * 1000), protocol, shortened(model), record.scenario, record.stream,
             record.status, record.end, record.events, None if duration is None else int(duration * 1_000_000),
             None if error is None else error[:MAX_TEXT_IN_ROW], record.retry_after,
-            None if protocol is not None else f"{record.method} {record.path[:MAX_TEXT_IN_ROW]}"]
+            None if protocol is not None else f"{record.method} {record.path[:MAX_TEXT_IN_ROW]}", record.session]
 
 
 def rows_event(records: list[Record], *, reset: bool, skipped: int = 0) -> bytes:
@@ -110,16 +110,23 @@ class Watcher:
         return data
 
 
-class Push:
-    """The journal's changes, sent in batches to every open console."""
+def from_the_start() -> int:
+    return 1
 
-    def __init__(self, journal: Journal):
+
+class Push:
+    """The journal's changes, sent in batches to every open console. `first_shown` gives the
+    seq of the first record the consoles show: the global session's view of the journal,
+    which begins afresh when that session is reset or its requests are deleted."""
+
+    def __init__(self, journal: Journal, first_shown: Callable[[], int] = from_the_start):
         self.journal = journal
+        self.first_shown = first_shown
         self.watchers: set[Watcher] = set()
         self.changed: deque[Record] = deque(maxlen=MAX_CHANGED)
         self.note = self.changed.append  # the journal listener: one C call per record opened or closed
         self.live: dict[int, tuple[Record, int]] = {}  # by seq: streams under way shown, with the events last sent
-        self.clears = journal.clears
+        self.shown_from = first_shown()
         self.flusher: asyncio.Task | None = None
 
     @contextlib.contextmanager
@@ -161,12 +168,12 @@ class Push:
 
     def next_push(self) -> bytes | None:
         """The rows of the records changed since the last push, or a snapshot when notes were
-        lost or the journal was emptied; None when nothing changed. A row the consoles show in
+        lost or the view began afresh; None when nothing changed. A row the consoles show in
         progress is always updated; of the others, the newest MAX_ROWS are sent."""
-        if len(self.changed) >= MAX_CHANGED or self.clears != self.journal.clears:
+        if len(self.changed) >= MAX_CHANGED or self.shown_from != self.first_shown():
             self.changed.clear()
             self.live.clear()
-            self.clears = self.journal.clears
+            self.shown_from = self.first_shown()
             return self.snapshot()
         changed = {record.seq: record for record in self.changed}
         self.changed.clear()
@@ -206,7 +213,9 @@ class Push:
     def snapshot(self) -> bytes:
         """The newest SNAPSHOT_ROWS records in place of whatever a console shows, for one that
         opens or fell behind; the other consoles' pushes go on as they were."""
-        records = list(itertools.islice(reversed(self.journal.records), SNAPSHOT_ROWS))[::-1]
+        first = self.first_shown()
+        newest = itertools.takewhile(lambda record: record.seq >= first, reversed(self.journal.records))
+        records = list(itertools.islice(newest, SNAPSHOT_ROWS))[::-1]
         for record in records:
             if record.end == IN_PROGRESS:
                 self.live.setdefault(record.seq, (record, record.events))
@@ -217,9 +226,9 @@ class Push:
 PUSH_KEY: web.AppKey[Push] = web.AppKey("console_push", Push)
 
 
-def push_for(app: web.Application, journal: Journal) -> None:
-    """The push of `journal` to the consoles of `app`."""
-    app[PUSH_KEY] = Push(journal)
+def push_for(app: web.Application, journal: Journal, first_shown: Callable[[], int]) -> None:
+    """The push of `journal` to the consoles of `app`, from the record `first_shown()` gives."""
+    app[PUSH_KEY] = Push(journal, first_shown)
 
 
 def greeting() -> bytes:

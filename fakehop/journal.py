@@ -178,7 +178,6 @@ class Journal:
         self.secrets = secrets
         self.bytes = 0  # the body_bytes of the records kept
         self.next_seq = 1
-        self.clears = 0  # how many times it was emptied
         self.opened_listeners: list[Callable[[Record], None]] = []  # each told of a record as it opens
         self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
 
@@ -232,4 +231,3 @@ class Journal:
     def clear(self) -> None:
         self.records.clear()
         self.bytes = 0
-        self.clears += 1

@@ -357,7 +357,7 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
-    console.push_for(app, gateway.journal)
+    console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
     app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app

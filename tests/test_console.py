@@ -14,6 +14,8 @@ from fakehop import console
 from fakehop import journal as jr
 from fakehop.console import Push
 
+from .test_journal_frames import add
+
 CHAT = "/v1/chat/completions"
 STREAM = {"model": "gpt-5.6-sol", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
 TICKING = {"name": "ticking", "steps": [{"text": "abcdefghij", "chunk": "char", "interval": "10s"}]}  # 0.1 s a char at FAST
@@ -70,13 +72,6 @@ async def open_console(client: aiohttp.ClientSession, base_url: str, **headers) 
 async def post(client: aiohttp.ClientSession, base_url: str, scenario: str, body=STREAM) -> bytes:
     async with client.post(base_url + CHAT, json=body, headers={"X-Fakehop-Scenario": scenario}) as response:
         return await response.read()
-
-
-def add(gateway, mapping: dict) -> None:
-    from fakehop.control import with_lines
-    from fakehop.scenario import parse_document
-
-    gateway.add(parse_document(with_lines(mapping), "test", None))
 
 
 # ---------------------------------------------------------------- the page
@@ -166,6 +161,26 @@ async def test_an_emptied_journal_empties_the_log(base_url):
             assert emptied.status == 200
         assert await pushes.rows() == {"rows": [], "reset": True, "skipped": 0}
         pushes.response.close()
+
+
+async def test_a_row_carries_its_session_and_a_global_reset_empties_the_log(base_url):
+    async with aiohttp.ClientSession() as client:
+        pushes = await open_console(client, base_url)
+        await pushes.rows()
+        async with client.post(base_url + CHAT, json=STREAM, headers={"X-Fakehop-Session": "checkout-tests"}) as response:
+            await response.read()
+        await post(client, base_url, "hello")
+        rows = await pushes.until(lambda row: row["seq"] == 2 and row["end"] == "completed")
+        assert {row["seq"]: row["session"] for row in rows} == {1: "checkout-tests", 2: None}
+        async with client.post(base_url + "/_fakehop/reset?session=checkout-tests") as dropped:
+            assert dropped.status == 200
+        async with client.post(base_url + "/_fakehop/reset") as reset:
+            assert reset.status == 200
+        assert await pushes.rows() == {"rows": [], "reset": True, "skipped": 0}
+        await post(client, base_url, "hello")
+        [row] = await pushes.until(lambda row: row["end"] == "completed")
+        pushes.response.close()
+    assert row["seq"] == 3
 
 
 async def test_a_row_holds_a_cut_model_and_error_and_says_where_an_unrouted_request_went(base_url):

@@ -232,6 +232,29 @@ def test_the_admin_token_is_asked_for_once_and_sent_with_every_call(open_console
     expect(page.locator("#token-dialog")).to_be_visible()
 
 
+def test_the_session_selector_points_the_buttons_and_the_log_at_one_session(open_console):
+    console = open_console()
+    page = console.page
+    tester = console.client(default_headers={"X-Fakehop-Session": "checkout"})
+    assert ask(tester) == ask(console.client())
+    expect(page.locator("#session option")).to_have_count(2, timeout=10_000)  # the sessions are read every 5 s
+    expect(console.row(1).locator("td").nth(9)).to_have_text("checkout")
+    expect(console.row(2).locator("td").nth(9)).to_have_text("global")
+    page.select_option("#session", "checkout")
+    expect(console.row(2)).to_be_hidden()
+    page.get_by_role("button", name="429", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    assert ask(console.client()) == "Hello! How can I help you today?"  # the global session's queue is empty
+    with pytest.raises(openai.RateLimitError):
+        ask(tester)
+    expect(console.row(4).locator("td").nth(5)).to_have_text("429")
+    expect(console.row(3)).to_be_hidden()
+    page.select_option("#session", "")
+    expect(console.row(3)).to_be_visible()
+    expect(page.locator("#queue")).to_have_text("empty")
+    assert console.errors == []
+
+
 # ---------------------------------------------------------------- under load
 
 

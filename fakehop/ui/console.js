@@ -546,7 +546,7 @@ function wire() {
   $("reset").addEventListener("click", async () => {
     try {
       await call("POST", "reset");
-      say("reset: queue, journal, sequences, added scenarios, default and time scale as the server started");
+      say(state.session ? `session ${state.session} dropped` : "reset: queue, journal, sequences, added scenarios, default and time scale as the server started");
       await Promise.all([readState(), readScenarios()]);
     } catch (error) {
       failed(error);
