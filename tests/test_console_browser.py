@@ -349,6 +349,7 @@ def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
         expect(console.row(6)).to_contain_text("in_progress")
         console.row(2).click()
         expect(page.locator("#detail-frames tbody tr").first).to_be_visible()
+        expect(page.locator("#queue")).to_have_text("empty")
         picture = tmp_path / "console.png"
         page.screenshot(path=str(picture))
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
