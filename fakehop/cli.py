@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"keep at most N sessions; a new one drops the one idle longest (default {DEFAULT_MAX_SESSIONS})")
     serve.add_argument("--session-idle", type=positive_float, default=DEFAULT_SESSION_IDLE, metavar="SECONDS",
                        help=f"drop a session after this long with no request or control call (default {DEFAULT_SESSION_IDLE:g})")
+    serve.add_argument("--lenient-conversations", action="store_true",
+                       help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
     serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
     serve.set_defaults(run=run_serve)
 
@@ -125,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--no-stream", action="store_true", help="the non-streaming answer instead of SSE")
     play.add_argument("--seed", type=int, default=0, help="seed for ids (default 0)")
     play.add_argument("--no-wait", action="store_true", help="do not pause; print everything at once")
-    play.add_argument("--request", type=positive_int, default=1, metavar="N", help="for a sequence: play the answer to request N (default 1)")
+    play.add_argument("--request", type=positive_int, default=None, metavar="N",
+                      help="for a sequence: play the answer to request N; for a conversation: to turn N of the example request (default 1)")
     play.add_argument("--body", default=None, metavar="JSON", help="the request body (default: a small example request)")
     play.add_argument("--time-scale", type=positive_float, default=None, metavar="F")
     add_library_options(play)
@@ -280,7 +283,8 @@ def run_serve(args: argparse.Namespace) -> int:
     scale = time_scale_of(args)
     gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
                       allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
-                      strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle)
+                      strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
+                      lenient_conversations=args.lenient_conversations)
     if not args.quiet:
         gateway.journal.listeners.append(print_finished)
     for warning in exposure_warnings(args):
@@ -440,8 +444,11 @@ def run_play(args: argparse.Namespace) -> int:
     if args.name not in library:
         return fail(str(UnknownScenario(args.name, library.names())))
     protocol = PROTOCOLS[args.protocol]
+    conversation = library[args.name].is_conversation
+    if conversation and args.body and args.request:
+        return fail("--request: a conversation answers the turn its request is at; give --body or --request, not both")
     try:
-        body = json.loads(args.body) if args.body else dict(protocol.EXAMPLE_REQUEST)
+        body = json.loads(args.body) if args.body else protocol.example_request((args.request or 1) if conversation else 1)
     except ValueError as exc:
         return fail(f"--body is not valid JSON: {exc}")
     if not isinstance(body, dict):
@@ -458,7 +465,7 @@ def run_play(args: argparse.Namespace) -> int:
     scale = time_scale_of(args)
 
     async def go():
-        return await render(library, args.name, args.protocol, body, request_number=args.request, seed=args.seed,
+        return await render(library, args.name, args.protocol, body, request_number=args.request or 1, seed=args.seed,
                             time_scale=scale, clock=clock_factory(), write=write)
 
     try:
@@ -506,8 +513,8 @@ def client_of(args: argparse.Namespace) -> ControlClient:
 def run_queue(args: argparse.Namespace) -> int:
     client = client_of(args)
     name = scenario_name_for(client, args.scenario)
-    client.call("POST", "/queue", {"scenario": name, "times": args.times})
-    requests = "the next request that names" if args.times == 1 else f"the next {args.times} requests that name"
+    count = client.call("POST", "/queue", {"scenario": name, "times": args.times})["requests"]
+    requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
     print(f"queued {name} for {requests} no scenario; queue now: {runs(client.call('GET', '/queue')['queue'])}")
     return 0
 

@@ -293,7 +293,8 @@ async def scenario_named_by(session: Session, body: dict, source: str) -> str:
 async def health(request: web.Request) -> web.Response:
     session = session_of(request)
     return web.json_response({"status": "ok", "version": __version__, "scenarios": len(session.library.names()), "default": session.default,
-                              "time_scale": session.time_scale, "strict": session.strict, "session": session.name})
+                              "time_scale": session.time_scale, "strict": session.strict, "session": session.name,
+                              "lenient_conversations": gateway_of(request).lenient_conversations})
 
 
 def origin_of(session: Session, scenario: Scenario) -> str:
@@ -307,6 +308,8 @@ def origin_of(session: Session, scenario: Scenario) -> str:
 def kind_of(scenario: Scenario) -> str:
     if scenario.is_sequence:
         return "sequence"
+    if scenario.is_conversation:
+        return "conversation"
     return "http_error" if scenario.entries[0].script.http_error is not None else "steps"
 
 
@@ -393,7 +396,8 @@ QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
 
 
 def queue_json(session: Session) -> dict:
-    return {"queue": list(session.queue)}
+    """The queue, oldest first: names, and a queued sequence's entries as `name[N]`."""
+    return {"queue": [str(queued) for queued in session.queue]}
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
@@ -401,12 +405,13 @@ async def queue_scenario(request: web.Request) -> web.Response:
     session = session_of(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
-    if len(session.queue) + times > MAX_QUEUE:
-        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
-                           f"{times:,} more would not fit (DELETE {PREFIX}/queue empties it)")
     name = await scenario_named_by(session, body, QUEUE_SOURCE)
-    session.queue.extend([name] * times)
-    return web.json_response({"queued": name, "times": times, "length": len(session.queue)})
+    requests = len(session.library.queued(name)) * times
+    if len(session.queue) + requests > MAX_QUEUE:
+        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
+                           f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)")
+    session.enqueue(name, times)
+    return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(session.queue)})
 
 
 async def show_queue(request: web.Request) -> web.Response:
@@ -496,10 +501,12 @@ async def verdict(request: web.Request) -> web.Response:
 
 
 async def reset(request: web.Request) -> web.Response:
-    """The global session back to how the server started; a named one dropped, to start afresh when next used."""
+    """The global session back to how the server started, the server's stored responses
+    gone; a named one dropped, to start afresh when next used."""
     session = session_of(request)
     if session.name is None:
         session.reset()
+        gateway_of(request).responses.clear()
     else:
         gateway_of(request).sessions.drop(session.name)
     return web.json_response({"status": "reset", "default": session.start.default})

@@ -100,6 +100,7 @@ class Record:
     # When the write under way began (the monotonic clock), None when no write waits: a write
     # waits only while the client does not read what was sent before.
     write_began: float | None = None
+    turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     _started: float = field(default_factory=time.monotonic, repr=False)
 
     def sending(self, now: float, data: bytes) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
+from . import quoting
 from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
 
 
@@ -20,6 +21,17 @@ class UnknownScenario(LookupError):
         self.known = known
 
 
+class Pinned(NamedTuple):
+    """One entry of a sequence, queued: a queued sequence plays its whole run, entry by entry,
+    whatever its counter says (and leaves the counter as it was)."""
+
+    name: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.number}]"
+
+
 def bundled_directory() -> Path:
     """The bundled scenarios: inside the installed package, or beside it in a checkout."""
     packaged = Path(__file__).parent / "scenarios"
@@ -31,8 +43,9 @@ class Library:
     """Scenarios by name. Immutable: adding one makes a new Library."""
 
     scenarios: Mapping[str, Scenario]
-    # What every request for a scenario that is not a sequence plays, by name, filled in as
-    # asked: the library never changes, so it is worked out once.
+    # What every request for a scenario that plays alike for every request (not a sequence or
+    # a conversation, and quoting nothing) plays, by name, filled in as asked: the library
+    # never changes, so it is worked out once.
     _plays_alike: dict[str, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
@@ -99,9 +112,11 @@ class Library:
         uses = {e.use for e in self.scenarios[name].entries if e.use in self.scenarios}
         return any(self._loops(used, seen | {name}) for used in uses)
 
-    def first_match(self, protocol: str, model: str, prompt: str) -> Scenario | None:
+    def first_match(self, protocol: str, request, headers) -> Scenario | None:
+        """The first scenario, by name, whose `match` fits `request` (a ParsedRequest to the
+        `protocol` route, sent with `headers`)."""
         for scenario in self._matching:
-            if scenario.match.fits(protocol, model, prompt):
+            if scenario.match.fits(protocol, request, headers):
                 return scenario
         return None
 
@@ -110,16 +125,26 @@ class Library:
         """The scenarios with a `match`, in the order they are tried: by name."""
         return tuple(self.scenarios[name] for name in sorted(self.scenarios) if self.scenarios[name].match is not None)
 
-    def plays_alike(self, name: str) -> tuple[str, Script] | None:
-        """The label and script of every request for `name`, or None when it is a sequence."""
+    def plays_alike(self, name: str | Pinned) -> tuple[str, Script] | None:
+        """The label and script of every request for `name`, or None when they differ from
+        request to request (a sequence, a conversation, a quoting step, a queued entry)."""
         known = self._plays_alike.get(name)
-        if known is None and not self.scenarios[name].is_sequence:
-            known = self._plays_alike[name] = resolve(self, name, 1)
+        if known is None and type(name) is str:
+            scenario = self.scenarios[name]
+            if not (scenario.is_sequence or scenario.is_conversation or scenario.entries[0].script.request_text):
+                known = self._plays_alike[name] = resolve(self, name, 1)
         return known
+
+    def queued(self, name: str) -> list[str | Pinned]:
+        """What the queue holds to play `name` once: a sequence's whole run, entry by entry."""
+        scenario = self.scenarios[name]
+        if scenario.is_sequence:
+            return [Pinned(name, number) for number in range(1, len(scenario.entries) + 1)]
+        return [name]
 
 
 class SequenceCounters:
-    """How many requests each scenario has answered, to pick the entry of a sequence."""
+    """How many requests each sequence has answered, to pick its entry."""
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
@@ -131,22 +156,38 @@ class SequenceCounters:
         """Start `name` again from its first entry (after it was replaced)."""
         self._counts.pop(name, None)
 
-    def next_script(self, library: Library, name: str) -> tuple[str, Script]:
-        """The script the next request for `name` plays, and the label the journal records."""
-        alike = library.plays_alike(name)
-        if alike is not None:  # not a sequence: nothing to count
+    def next_script(self, library: Library, choice: str | Pinned, request=None) -> tuple[str, Script]:
+        """The script the next request for `choice` (a name, or a queued entry) plays, and the
+        label the journal records; `request` is the ParsedRequest, for conversations and quotes."""
+        alike = library.plays_alike(choice)
+        if alike is not None:  # nothing to count
             return alike
-        count = self._counts.get(name, 0) + 1
-        self._counts[name] = count
-        return resolve(library, name, count)
+        if type(choice) is Pinned:
+            return resolve(library, choice.name, choice.number, request, self)
+        count = 1
+        if library[choice].is_sequence:
+            count = self._counts[choice] = self._counts.get(choice, 0) + 1
+        return resolve(library, choice, count, request, self)
 
 
-def resolve(library: Library, name: str, request_number: int) -> tuple[str, Script]:
-    """The script request number `request_number` of scenario `name` plays, following `use`."""
+def resolve(library: Library, name: str, request_number: int, request=None, counters: SequenceCounters | None = None) -> tuple[str, Script]:
+    """The script request number `request_number` of scenario `name` plays (for a conversation,
+    the entry of the request's turn), following `use`, its quotes filled from `request`."""
     scenario = library.scenarios[name]
+    if scenario.is_conversation and request is not None:
+        request_number = request.conversation.turn
     entry = scenario.entry_for(request_number)
-    label = f"{name}[{min(request_number, len(scenario.entries))}]" if scenario.is_sequence else name
+    label = f"{name}[{min(request_number, len(scenario.entries))}]" if scenario.is_sequence or scenario.is_conversation else name
     if entry.use is not None:
-        used_label, script = resolve(library, entry.use, 1)
+        used_label, script = used(library, scenario, entry.use, request, counters)
         return f"{label}->{used_label}", script
-    return label, entry.script
+    script = entry.script
+    return label, quoting.filled(script, request) if script.request_text else script
+
+
+def used(library: Library, scenario: Scenario, name: str, request, counters: SequenceCounters | None) -> tuple[str, Script]:
+    """What an entry's `use: name` plays: that scenario's first answer (a conversation's, the
+    request's turn); inside a conversation, a sequence's next entry, by its own counter."""
+    if scenario.is_conversation and library[name].is_sequence and counters is not None:
+        return counters.next_script(library, name, request)
+    return resolve(library, name, 1, request, counters)

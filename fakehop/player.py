@@ -282,7 +282,8 @@ def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale
     """Every happening of `script` with its offset in seconds from the start of the stream.
 
     A timeline depends on nothing else, so one of up to KEPT_HAPPENINGS is laid out once and
-    kept for the next answer with the same script, request facts and time scale: under load
+    kept for the next answer with the same script, request facts and time scale (unless the
+    script was made for one request, quoting it): under load
     most answers repeat one, and laying it out is most of the player's work per event. A
     longer one is laid out as it plays, and only the first time ahead of it, to find it is
     longer: a stream holds none of its happenings but those it is sending.
@@ -293,6 +294,8 @@ def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale
         return _Layout(script, request, time_scale).steps()
     if kept is not KeptPerScript.MISSING:
         return iter(kept)
+    if script.request_text:  # made for this request alone (see quoting): kept, it would only crowd out the rest
+        return _Layout(script, request, time_scale).steps()
     events = _Layout(script, request, time_scale).steps()
     laid_out = tuple(itertools.islice(events, KEPT_HAPPENINGS + 1))
     if len(laid_out) > KEPT_HAPPENINGS:

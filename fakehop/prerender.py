@@ -253,6 +253,8 @@ def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> 
     key = (protocol.NAME, parsed.play, parsed.variant, time_scale)
     rendering = _kept.get(script, key)
     if rendering is player.KeptPerScript.MISSING:
+        if script.request_text:  # made for this request alone (see quoting): never asked for again
+            return None
         rendering = render(protocol, script, parsed, time_scale)
         _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
     return rendering

@@ -37,6 +37,7 @@ class Settings:
     verdicts: str  # one of VERDICT_LEVELS
     url: str | None  # a running server to use instead of starting one
     strict: bool | None  # None: in process not strict, with a URL as the server was started
+    lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -56,10 +57,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="directories of scenario files for the fakehop fixture, relative to the rootdir")
     group.addoption("--fakehop-verdicts", default=None, choices=VERDICT_LEVELS,
                     help="fail a test at teardown when its clients broke HopBase's rules: on errors, on warnings too, or off (default: fakehop_verdicts, else off)")
+    group.addoption("--fakehop-lenient-conversations", action="store_true", default=None,
+                    help="let through requests that the real APIs' conversation checks refuse (default: fakehop_lenient_conversations)")
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
     parser.addini("fakehop_verdicts", default="off", help="error | warning | off: fail a test at teardown on fakehop verdict findings of that level")
     parser.addini("fakehop_url", default="", help="the fakehop server to use instead of starting one")
     parser.addini("fakehop_strict", default="", help="true: a request no scenario was set up for is a 400 and fails its test")
+    parser.addini("fakehop_lenient_conversations", type="bool", default=False,
+                  help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,7 +96,8 @@ def read_settings(config: pytest.Config) -> Settings:
     strict_text = config.getini("fakehop_strict").strip().lower()
     if strict_text not in STRICT_WORDS:
         raise pytest.UsageError(f"fakehop_strict: expected true or false, got {strict_text!r}")
-    return Settings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text])
+    lenient = config.getoption("fakehop_lenient_conversations") or config.getini("fakehop_lenient_conversations")
+    return Settings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient))
 
 
 STRICT_WORDS = {"": None, "true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
@@ -121,7 +127,8 @@ def fakehop_server(pytestconfig: pytest.Config):
     from .server import Gateway
     from .thread_server import ThreadServer
 
-    server = ThreadServer(Gateway(library, time_scale=settings.time_scale or 1.0, strict=bool(settings.strict)))
+    server = ThreadServer(Gateway(library, time_scale=settings.time_scale or 1.0, strict=bool(settings.strict),
+                                  lenient_conversations=settings.lenient_conversations))
     server.start()
     yield server
     server.stop()

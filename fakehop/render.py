@@ -62,10 +62,14 @@ async def render(
     clock: player.Clock | None = None,
     write: Callable[[bytes], None],
 ) -> Rendered:
-    """Play scenario `name` for one request `body`, writing its bytes to `write` as they fall due."""
+    """Play scenario `name` for one request `body`, writing its bytes to `write` as they fall due:
+    for a sequence its answer to request number `request_number`, for a conversation the one to
+    the body's turn. Raises BadRequest where the server would answer with one."""
     protocol = PROTOCOLS[protocol_name]
     parsed = protocol.parse(body)
-    _, script = resolve(library, name, request_number)
+    if parsed.conversation.problem is not None:
+        raise parsed.conversation.problem
+    _, script = resolve(library, name, request_number, parsed)
     request_id = seeded_request_id(seed)
     if script.http_error is not None:
         status, headers, answer = http_error_answer(protocol, script.http_error, request_id)

@@ -56,6 +56,27 @@ class Output:
 
 
 @dataclass(frozen=True, slots=True)
+class QuoteRef:
+    """A place in a quoting step's text that the request fills: `prompt`, or `tool_result`
+    (of the tool `tool`, or the last one)."""
+
+    source: str
+    tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """`text` or `reasoning` that quotes the request: literal pieces and QuoteRefs, made into
+    an Output for each request (fakehop.quoting), then split as `chunk` says."""
+
+    kind: str  # "text" | "reasoning"
+    pieces: tuple[str | QuoteRef, ...]
+    chunk: Any  # as split_deltas takes it
+    interval: float
+    signature: str | None = None  # as Output's
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     name: str
     arguments: str  # JSON text
@@ -100,7 +121,7 @@ class Raw:
     data: str
 
 
-Step = Union[Output, ToolCall, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
+Step = Union[Output, Quote, ToolCall, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +149,12 @@ class Script:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     usage: Usage = Usage()
     finish: str | None = None
+    request_text: bool = False  # some of its text quotes the request: kept renderings and timelines are not kept for it
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One entry of a sequence: a script, or `use` of another scenario by name."""
+    """One entry of a sequence or a conversation: a script, or `use` of another scenario by name."""
 
     script: Script | None = None
     use: str | None = None
@@ -140,23 +162,68 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class TextRule:
+    """A `match` rule on some text: it holds `text`, or matches `regex` (written "/…/"; an RE2
+    pattern, see match_regex), in the text's first MATCH_PREFIX_CHARS."""
+
+    text: str
+    regex: Any = None
+
+    def fits(self, text: str) -> bool:
+        text = text[:MATCH_PREFIX_CHARS]
+        if self.regex is not None:
+            return self.regex.search(text) is not None
+        return self.text in text
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRule:
+    """A `match` rule on the turn: one of `turns`, or `at_least` and on."""
+
+    turns: frozenset[int] = frozenset()
+    at_least: int | None = None
+
+    def fits(self, turn: int) -> bool:
+        return turn in self.turns or (self.at_least is not None and turn >= self.at_least)
+
+
+@dataclass(frozen=True, slots=True)
 class Match:
+    """A scenario's `match` rules; a request must fit all of them."""
+
     protocol: str | None = None
     model: str | None = None
-    prompt: str | None = None
-    prompt_regex: Any = None  # an RE2 pattern (see match_regex)
+    prompt: TextRule | None = None
+    turn: TurnRule | None = None
+    tool_result: bool | str | None = None  # True, False, or the name of a tool
+    tools: str | None = None
+    system: TextRule | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # (name, glob)
 
-    def fits(self, protocol: str, model: str, prompt: str) -> bool:
+    def fits(self, protocol: str, request, headers) -> bool:
+        """Whether `request` (a ParsedRequest to the `protocol` route, sent with `headers`,
+        a case-insensitive multidict) fits every rule."""
         if self.protocol is not None and self.protocol != protocol:
             return False
-        if self.model is not None and not fnmatch.fnmatchcase(model or "", self.model):
+        if self.model is not None and not fnmatch.fnmatchcase(request.model or "", self.model):
             return False
-        prompt = (prompt or "")[:MATCH_PREFIX_CHARS]
-        if self.prompt_regex is not None:
-            return self.prompt_regex.search(prompt) is not None
-        if self.prompt is not None:
-            return self.prompt in prompt
-        return True
+        if self.prompt is not None and not self.prompt.fits(request.prompt or ""):
+            return False
+        conversation = request.conversation
+        if self.turn is not None and not self.turn.fits(conversation.turn):
+            return False
+        if self.tool_result is not None and not self.fits_tool_result(conversation.tool_results):
+            return False
+        if self.tools is not None and self.tools not in conversation.tools:
+            return False
+        if self.system is not None and not self.system.fits(conversation.system):
+            return False
+        return all(any(fnmatch.fnmatchcase(value, glob) for value in headers.getall(name, ())) for name, glob in self.headers)
+
+    def fits_tool_result(self, results: tuple) -> bool:
+        if isinstance(self.tool_result, bool):
+            return bool(results) is self.tool_result
+        return any(result.name == self.tool_result for result in results)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +235,11 @@ class Scenario:
     is_sequence: bool = False
     match: Match | None = None
     line: int = 1
+    is_conversation: bool = False
 
     def entry_for(self, request_number: int) -> Entry:
-        """The entry request number `request_number` (1-based) plays; the last repeats."""
+        """The entry request number `request_number` (1-based) plays, or for a conversation
+        turn number `request_number`; the last repeats."""
         return self.entries[min(request_number, len(self.entries)) - 1]
 
 
@@ -344,11 +413,14 @@ def _chunking(check: _Checker, step: LineDict) -> Any:
     return None
 
 
-def _text_source(check: _Checker, step: LineDict, key: str) -> str | None:
+def _text_source(check: _Checker, step: LineDict, key: str) -> str | tuple | None:
+    """The step's text, or for a quote the pieces of its text (see Quote)."""
     value = step[key]
     line = _line_of(step, key)
     if isinstance(value, str):
         return check.counted(line, value)
+    if isinstance(value, LineDict) and any(quote_key in value for quote_key in QUOTE_KEYS):
+        return _quote(check, value, key, line)
     if isinstance(value, LineDict):
         if check.text_chars > MAX_TEXT_CHARS:
             return None  # over the limit already: generating more would only cost time
@@ -357,7 +429,8 @@ def _text_source(check: _Checker, step: LineDict, key: str) -> str | None:
         except textgen.TextgenError as exc:
             check.add(line, f"{key}: {exc}")
             return None
-    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, got {_type_name(value)}")
+    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, "
+                    f"or a quote such as {{from: tool_result}}, got {_type_name(value)}")
     return None
 
 
@@ -378,21 +451,87 @@ def _pieces(check: _Checker, pieces: LineList, line: int, what: str, chunk_line:
     return tuple(pieces)
 
 
+QUOTE_SOURCES = ("prompt", "tool_result")
+QUOTE_KEYS = ("from", "tool", "template")
+_TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def _quote(check: _Checker, spec: LineDict, key: str, line: int) -> tuple | None:
+    """`{from: prompt}`, `{from: tool_result, tool: NAME}` or `{template: "… {tool_result} …"}`."""
+    _check_keys(check, spec, QUOTE_KEYS, f"a quoting {key}")
+    if "template" in spec:
+        if "from" in spec or "tool" in spec:
+            check.add(line, f"{key}: a quote takes from (and tool) or template, not both")
+            return None
+        template = spec["template"]
+        if not isinstance(template, str):
+            check.add(_line_of(spec, "template"), f"{key}: template: expected a string, got {_type_name(template)}")
+            return None
+        return _template_pieces(check, _line_of(spec, "template"), key, template)
+    if "from" not in spec:
+        check.add(line, f"{key}: a quote needs from: {' or '.join(QUOTE_SOURCES)}")
+        return None
+    reference = _quote_ref(check, _line_of(spec, "from"), key, spec["from"], _string(check, spec, "tool"))
+    return None if reference is None else (reference,)
+
+
+def _quote_ref(check: _Checker, line: int, key: str, source: Any, tool: str | None) -> QuoteRef | None:
+    if source not in QUOTE_SOURCES:
+        check.add(line, f"{key}: cannot quote {source!r}; a quote takes {' or '.join(QUOTE_SOURCES)}")
+        return None
+    if tool is not None and source != "tool_result":
+        check.add(line, f"{key}: only tool_result takes a tool name, not {source}")
+        return None
+    return QuoteRef(source, tool or None)
+
+
+def _template_pieces(check: _Checker, line: int, key: str, template: str) -> tuple | None:
+    """A template's literal text and QuoteRefs, in order: `{prompt}`, `{tool_result}`,
+    `{tool_result:NAME}`; `{{` and `}}` are the braces themselves."""
+    pieces: list[str | QuoteRef] = []
+    literal, at = "", 0
+    for token in _TEMPLATE_TOKEN.finditer(template):
+        literal += template[at:token.start()]
+        at = token.end()
+        if token.group(0) in ("{{", "}}"):
+            literal += token.group(0)[0]
+            continue
+        if token.group(1) is None:
+            check.add(line, f"{key}: template: a lone {token.group(0)!r}; write {token.group(0) * 2} for the brace itself")
+            return None
+        source, _, tool = token.group(1).partition(":")
+        reference = _quote_ref(check, line, key, source.strip(), tool.strip() or None)
+        if reference is None:
+            return None
+        pieces += [literal, reference] if literal else [reference]
+        literal = ""
+    literal += template[at:]
+    if literal:
+        pieces.append(literal)
+    if check.counted(line, "".join(piece for piece in pieces if isinstance(piece, str))) is None:
+        return None
+    return tuple(pieces)
+
+
 def _chunk_line(step: LineDict) -> int | None:
     return _line_of(step, "chunk") if "chunk" in step else None
 
 
-def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk: Any) -> Output | None:
-    """A text or reasoning step: its pieces as given, or its text split by `chunk`."""
+def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk: Any) -> Output | Quote | None:
+    """A text or reasoning step: its pieces as given, or its text split by `chunk` (for a
+    quote, once each request fills it in)."""
     value = step[action]
+    signature = _string(check, step, "signature")
     if isinstance(value, LineList):
         deltas = _pieces(check, value, _line_of(step, action), action, _chunk_line(step))
     else:
         text = _text_source(check, step, action)
+        if isinstance(text, tuple):
+            return Quote(action, text, chunk, interval, signature)
         deltas = None if text is None else split_deltas(text, chunk)
     if deltas is None:
         return None
-    return Output(kind=action, deltas=deltas, interval=interval, signature=_string(check, step, "signature"))
+    return Output(kind=action, deltas=deltas, interval=interval, signature=signature)
 
 
 def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
@@ -525,11 +664,13 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
 
 SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish")
 BODY_KEYS = ("steps", "http_error")
-TOP_KEYS = ("name", "description", "match", "sequence") + BODY_KEYS + SETTING_KEYS
+ENTRY_LISTS = ("sequence", "conversation")
+TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
 ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
 HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers")
 USAGE_KEYS = ("input_tokens", "output_tokens")
-MATCH_KEYS = ("protocol", "model", "prompt")
+MATCH_KEYS = ("protocol", "model", "prompt", "turn", "tool_result", "tools", "system", "header")
+_AT_LEAST_TURN = re.compile(r"^\s*>=\s*(\d+)\s*$")
 
 
 def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
@@ -638,14 +779,27 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
     if has[0] == "http_error":
         error = _http_error(check, doc)
         return None if error is None else Script(http_error=error, **common)
-    return Script(steps=_steps(check, doc, settings.chunk_interval), **common)
+    steps = _steps(check, doc, settings.chunk_interval)
+    return Script(steps=steps, **common, request_text=any(type(step) is Quote for step in steps))
 
 
-def _entry(check: _Checker, raw: Any, line: int, settings: _Settings) -> Entry | None:
+def _entries(check: _Checker, doc: LineDict, key: str, settings: _Settings) -> list[Entry]:
+    """The entries of a `sequence` or a `conversation`."""
+    if any(body_key in doc for body_key in BODY_KEYS):
+        check.add(_line_of(doc, key), f"{key}: a scenario has either a {key} or its own steps/http_error, not both")
+    raw_entries = doc[key]
+    if not isinstance(raw_entries, LineList) or not raw_entries:
+        check.add(_line_of(doc, key), f"{key}: expected a non-empty list of entries")
+        return []
+    entries = [_entry(check, raw, _line_of(raw_entries, index), settings, key) for index, raw in enumerate(raw_entries)]
+    return [entry for entry in entries if entry is not None]
+
+
+def _entry(check: _Checker, raw: Any, line: int, settings: _Settings, key: str) -> Entry | None:
     if not isinstance(raw, LineDict):
-        check.add(line, f"a sequence entry must be a mapping with steps, http_error or use, got {_type_name(raw)}")
+        check.add(line, f"a {key} entry must be a mapping with steps, http_error or use, got {_type_name(raw)}")
         return None
-    _check_keys(check, raw, ENTRY_KEYS, "a sequence entry")
+    _check_keys(check, raw, ENTRY_KEYS, f"a {key} entry")
     if "use" in raw:
         use = raw["use"]
         if not isinstance(use, str) or not use:
@@ -664,15 +818,61 @@ def _match(check: _Checker, doc: LineDict) -> Match | None:
     if spec is None:
         return None
     if not isinstance(spec, LineDict):
-        check.add(_line_of(doc, "match"), f"match: expected a mapping of protocol, model and prompt, got {_type_name(spec)}")
+        check.add(_line_of(doc, "match"), f"match: expected a mapping of rules such as protocol, model and prompt, got {_type_name(spec)}")
         return None
     _check_keys(check, spec, MATCH_KEYS, "match")
     protocol = _string(check, spec, "protocol")
     if protocol is not None and protocol not in PROTOCOL_NAMES:
         check.add(_line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}")
-    prompt = _string(check, spec, "prompt")
-    regex = match_regex(check, spec, "prompt", prompt)
-    return Match(protocol=protocol, model=_string(check, spec, "model"), prompt=prompt, prompt_regex=regex)
+    return Match(
+        protocol=protocol, model=_string(check, spec, "model"), prompt=_text_rule(check, spec, "prompt"),
+        turn=_turn_rule(check, spec), tool_result=_tool_result_rule(check, spec), tools=_string(check, spec, "tools"),
+        system=_text_rule(check, spec, "system"), headers=_header_rules(check, spec),
+    )
+
+
+def _text_rule(check: _Checker, spec: LineDict, key: str) -> TextRule | None:
+    """A substring, or "/a regular expression/"."""
+    text = _string(check, spec, key)
+    return None if text is None else TextRule(text, match_regex(check, spec, key, text))
+
+
+def _turn_rule(check: _Checker, spec: LineDict) -> TurnRule | None:
+    """`turn: 2`, `turn: [1, 3]` or `turn: ">=3"`."""
+    if "turn" not in spec:
+        return None
+    given = spec["turn"]
+    turns, at_least = set(), None
+    for value in given if isinstance(given, list) and given else [given]:
+        at_least_found = _AT_LEAST_TURN.match(value) if isinstance(value, str) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            turns.add(value)
+        elif at_least_found and int(at_least_found.group(1)) >= 1:
+            at_least = min(at_least or math.inf, int(at_least_found.group(1)))
+        else:
+            check.add(_line_of(spec, "turn"), f'match turn: expected a turn number from 1, a list of them, or ">=N", got {value!r}')
+            return None
+    return TurnRule(frozenset(turns), at_least)
+
+
+def _tool_result_rule(check: _Checker, spec: LineDict) -> bool | str | None:
+    value = spec.get("tool_result")
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and value):
+        return value
+    check.add(_line_of(spec, "tool_result"), f"match tool_result: expected true, false or a tool's name, got {_type_name(value)}")
+    return None
+
+
+def _header_rules(check: _Checker, spec: LineDict) -> tuple[tuple[str, str], ...]:
+    """`header: {X-Tenant: "acme-*"}`: the header's value (any of them, when sent more than once) fits the glob."""
+    headers = spec.get("header")
+    if headers is None:
+        return ()
+    if not isinstance(headers, dict) or not all(isinstance(name, str) and isinstance(glob, (str, int, float)) and not isinstance(glob, bool)
+                                                for name, glob in headers.items()):
+        check.add(_line_of(spec, "header"), "match header: expected a mapping of header names to globs, such as {X-Tenant: \"acme-*\"}")
+        return ()
+    return tuple((name, str(glob)) for name, glob in headers.items())
 
 
 def match_regex(check: _Checker, spec: LineDict, key: str, value: str | None):
@@ -694,7 +894,7 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
     """Turn one parsed YAML document into a Scenario, or raise ScenarioError listing every problem."""
     check = _Checker(source)
     if not isinstance(doc, LineDict):
-        check.add(getattr(doc, "line", 1), f"a scenario must be a mapping with steps, http_error or sequence, got {_type_name(doc)}")
+        check.add(getattr(doc, "line", 1), f"a scenario must be a mapping with steps, http_error, sequence or conversation, got {_type_name(doc)}")
         raise ScenarioError(check.problems)
     _check_keys(check, doc, TOP_KEYS, "the scenario")
     name = _string(check, doc, "name", default_name)
@@ -704,29 +904,20 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
         check.add(_line_of(doc, "name"), f"name: {name!r} may hold only letters, digits, '.', '_' and '-' (at most 128)")
     description = _string(check, doc, "description", "") or ""
     settings = _settings(check, doc, _Settings())
-    entries: list[Entry] = []
-    is_sequence = "sequence" in doc
-    if is_sequence:
-        if any(key in doc for key in BODY_KEYS):
-            check.add(_line_of(doc, "sequence"), "sequence: a scenario has either a sequence or its own steps/http_error, not both")
-        raw_entries = doc["sequence"]
-        if not isinstance(raw_entries, LineList) or not raw_entries:
-            check.add(_line_of(doc, "sequence"), "sequence: expected a non-empty list of entries")
-        else:
-            for index, raw in enumerate(raw_entries):
-                entry = _entry(check, raw, _line_of(raw_entries, index), settings)
-                if entry is not None:
-                    entries.append(entry)
+    lists = [key for key in ENTRY_LISTS if key in doc]
+    if len(lists) > 1:
+        check.add(_line_of(doc, lists[1]), "a scenario has either a sequence or a conversation, not both")
+    if lists:
+        entries = _entries(check, doc, lists[0], settings)
     else:
         script = _script(check, doc, settings)
-        if script is not None:
-            entries.append(Entry(script=script, line=doc.line))
+        entries = [] if script is None else [Entry(script=script, line=doc.line)]
     match = _match(check, doc)
     if check.problems:
         raise ScenarioError(check.problems)
     return Scenario(
         name=name, description=description, source=source, entries=tuple(entries),
-        is_sequence=is_sequence, match=match, line=doc.line,
+        is_sequence=lists[:1] == ["sequence"], match=match, line=doc.line, is_conversation=lists[:1] == ["conversation"],
     )
 
 

@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES
+from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -35,7 +35,21 @@ def _text_source(what: str) -> dict:
         "required": ["faker"],
         "additionalProperties": False,
     }
-    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES]}
+    quote = {
+        "type": "object",
+        "description": "Text that quotes the request: from the last user text (prompt) or a tool result it ends with (tool_result, of `tool` or the last).",
+        "properties": {"from": {"enum": list(QUOTE_SOURCES)}, "tool": {"type": "string", "minLength": 1}},
+        "required": ["from"],
+        "additionalProperties": False,
+    }
+    template = {
+        "type": "object",
+        "description": "Text with {prompt}, {tool_result} and {tool_result:NAME} filled in from the request; {{ and }} for braces.",
+        "properties": {"template": {"type": "string"}},
+        "required": ["template"],
+        "additionalProperties": False,
+    }
+    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES, quote, template]}
 
 
 PIECES = {
@@ -155,10 +169,21 @@ def scenario_schema() -> dict:
     }
     match = {
         "type": "object",
+        "description": "Picks this scenario for requests that name none; every rule given must fit.",
         "properties": {
             "protocol": {"enum": list(PROTOCOL_NAMES)},
             "model": {"type": "string", "description": "Glob on the request's model."},
-            "prompt": {"type": "string", "description": "Substring of the last user message; /regex/ for a regular expression."},
+            "prompt": {"type": "string", "description": "Substring of the last user-authored text; /regex/ for a regular expression."},
+            "turn": {
+                "description": 'The request\'s turn (1 + the assistant turns it sends): a number, a list of them, or ">=N".',
+                "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
+                          {"type": "array", "minItems": 1, "items": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"}]}}],
+            },
+            "tool_result": {"description": "true: the request ends with tool results; false: it does not; a name: it ends with a result of that tool.",
+                            "anyOf": [{"type": "boolean"}, {"type": "string", "minLength": 1}]},
+            "tools": {"type": "string", "description": "The request offers a tool of this name."},
+            "system": {"type": "string", "description": "Substring of the system prompt or instructions; /regex/ for a regular expression."},
+            "header": {"type": "object", "description": "Request headers whose value fits each glob.", "additionalProperties": {"type": ["string", "number"]}},
         },
         "additionalProperties": False,
     }
@@ -172,9 +197,11 @@ def scenario_schema() -> dict:
             "description": {"type": "string"},
             "match": match,
             **body,
-            "sequence": {"type": "array", "minItems": 1, "items": entry},
+            "sequence": {"type": "array", "minItems": 1, "items": entry, "description": "Request N plays entry N; the last repeats."},
+            "conversation": {"type": "array", "minItems": 1, "items": entry,
+                             "description": "Turn N of the request's conversation plays entry N; the last repeats."},
             **settings,
         },
-        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["sequence"]}],
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["sequence"]}, {"required": ["conversation"]}],
         "additionalProperties": False,
     }

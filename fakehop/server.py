@@ -21,11 +21,11 @@ from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, whole_answer
 from .scenario import Script
-from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SESSION_HEADER, BadSessionName, Session, Sessions, Start, Unmatched, checked_name, session_named_by
+from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SCENARIO_HEADER, SESSION_HEADER, BadSessionName, Session, Sessions, Start, Unmatched, checked_name, session_named_by
+from .stored import StoredResponses
 
 log = logging.getLogger("fakehop")
 
-SCENARIO_HEADER = "X-Fakehop-Scenario"
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
@@ -51,6 +51,8 @@ class Gateway:
     strict: bool = False
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_idle: float = DEFAULT_SESSION_IDLE
+    lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
+    responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
 
     def __post_init__(self) -> None:
         start = Start(self.library, self.default, self.time_scale, self.strict)
@@ -76,6 +78,16 @@ class Gateway:
         if name is None and self.unnamed_session is None:  # most requests: no further call
             return self.global_session
         return self.session(name, seq)
+
+    def settled(self, request: ParsedRequest) -> ParsedRequest:
+        """`request` with the stored history it continues (Responses' previous_response_id),
+        once it has passed the real API's conversation checks (unless lenient)."""
+        if request.conversation.continues is not None:
+            request = self.responses.continued(request)
+        problem = request.conversation.problem
+        if problem is not None and not self.lenient_conversations:
+            raise problem
+        return request
 
 
 # ---------------------------------------------------------------- answering one request
@@ -109,6 +121,8 @@ def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadR
 
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
+
+    kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
 
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
@@ -164,9 +178,14 @@ class Answer:
             raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
                              f"but got a string with length {len(parsed.model)} instead.", param="model")
         self.record.stream = parsed.stream
-        name = session.select(protocol.NAME, parsed, headers.get(SCENARIO_HEADER))
-        label, script = session.script_for(name)
+        conversation = parsed.conversation
+        if conversation.problem is not None or conversation.continues is not None:
+            parsed = gateway.settled(parsed)
+        self.record.turn = parsed.conversation.turn
+        label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
+        if conversation.keep:
+            self.kept = parsed
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
@@ -215,6 +234,8 @@ class Answer:
         self.record.sending(asyncio.get_running_loop().time(), data)
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, data, len(data))
         elif data:
             await response.write(data)
         self.record.sent(events)
@@ -247,6 +268,8 @@ class Answer:
             self.record.close(jr.FAILED, status, f"{ending.kind}: {ending.message}")
         else:
             self.record.close(jr.COMPLETED, status)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, body, sum(len(block.text) for block in outcome.blocks))
         return web.json_response(body, status=status, dumps=dumps)
 
     def drop_connection(self) -> None:
@@ -268,6 +291,29 @@ def protocol_handler(protocol, hosts: HostCheck):
         return response
 
     return handle
+
+
+async def stored_response(request: web.Request) -> web.Response:
+    """`GET` or `DELETE /v1/responses/{id}`: a stored Responses answer (see stored), in the journal like any request."""
+    gateway, request_id = request.app[GATEWAY_KEY], request_id_for(request)
+    protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
+    record = gateway.journal.open(request_id, request.method, request.path, request.headers)
+    record.protocol = protocol.NAME
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    stored = gateway.responses.find(response_id) if refused is None else None
+    if refused is None and stored is None:
+        refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
+    if refused is not None:
+        record.close(jr.REJECTED, refused.status, refused.message)
+        response = error_response(protocol, refused.status, refused.message, request_id, code=refused.code)
+    else:
+        if request.method == "DELETE":
+            gateway.responses.delete(response_id)
+        record.close(jr.COMPLETED, 200)
+        response = web.json_response({"id": response_id, "object": "response", "deleted": True} if request.method == "DELETE" else stored.response, dumps=dumps)
+    gateway.journal.closed(record)
+    stamp_request_id(response, request_id)
+    return response
 
 
 def protocol_for_request(request: web.Request):
@@ -355,6 +401,8 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/responses/{response_id}", stored_response)
+    app.router.add_delete("/v1/responses/{response_id}", stored_response)
     app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
     console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)

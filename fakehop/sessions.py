@@ -18,11 +18,12 @@ from typing import Mapping
 from multidict import istr
 
 from . import journal as jr
-from .library import Library, SequenceCounters, UnknownScenario
+from .library import Library, Pinned, SequenceCounters, UnknownScenario
 from .protocols.common import ParsedRequest
 from .scenario import NAME_PATTERN, Scenario, Script
 
 SESSION_HEADER = "X-Fakehop-Session"
+SCENARIO_HEADER = "X-Fakehop-Scenario"
 SESSION_KEY_PREFIX = "sk-fakehop-"
 BEARER = "bearer "  # the scheme of an Authorization header that carries a key, in any case
 # The headers looked up for every request, as multidict's case-insensitive strings: looked up
@@ -103,7 +104,7 @@ class Session:
         self.name = name  # None for the global session
         self.start = start
         self.journal = journal
-        self.queue: deque[str] = deque()
+        self.queue: deque[str | Pinned] = deque()  # scenario names, and the entries of queued sequences
         self.counters = SequenceCounters()
         self.last_used = time.monotonic()
         self.reset()
@@ -129,22 +130,29 @@ class Session:
         self.library = self.library.with_scenario(scenario)
         self.counters.forget(scenario.name)
 
-    def select(self, protocol: str, request: ParsedRequest, header: str | None) -> str:
+    def enqueue(self, name: str, times: int = 1) -> int:
+        """Queue `name` for the next `times` runs (a sequence's run is all its entries); returns how many requests that is."""
+        queued = self.library.queued(name) * times
+        self.queue.extend(queued)
+        return len(queued)
+
+    def select(self, protocol: str, request: ParsedRequest, headers: Mapping[str, str]) -> str | Pinned:
         """The scenario a request gets: header, then queue, then `match`, then the default (Unmatched when strict)."""
+        header = headers.get(SCENARIO_HEADER)
         if header is not None:
             self.check_name(header)
             return header
         if self.queue:
             return self.queue.popleft()
-        matched = self.library.first_match(protocol, request.model, request.prompt)
+        matched = self.library.first_match(protocol, request, headers)
         if matched is not None:
             return matched.name
         if self.strict:
             raise Unmatched(self.name)
         return self.default
 
-    def script_for(self, name: str) -> tuple[str, Script]:
-        return self.counters.next_script(self.library, name)
+    def script_for(self, choice: str | Pinned, request: ParsedRequest | None = None) -> tuple[str, Script]:
+        return self.counters.next_script(self.library, choice, request)
 
     def page(self, since: int, limit: float, max_bytes: float) -> tuple[list[jr.Record], bool]:
         """A page of this session's view of the journal after `since`, as `Journal.page` gives

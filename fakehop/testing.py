@@ -62,6 +62,7 @@ class RecordedRequest:
     events: int  # SSE events sent before the end (keepalive comments not counted)
     error: str | None  # the error message sent, if any
     duration: float | None  # seconds from arrival to the end
+    turn: int | None  # its turn in its conversation: 1 + the assistant turns it sent; None for one no protocol read
 
     @classmethod
     def from_record(cls, record: jr.Record) -> "RecordedRequest":
@@ -163,7 +164,8 @@ class LocalSession:
         self._on_session(setattr, "default", name)
 
     def extend_queue(self, names: list[str]) -> None:
-        self._on_session(lambda session: session.queue.extend(names))
+        """Queue each name's run (a sequence's: all its entries), as POST /queue does."""
+        self._on_session(lambda session: [session.enqueue(name) for name in names])
 
     def setting(self, name: str) -> Any:
         """A setting of the session: "time_scale" or "strict"."""
@@ -308,7 +310,8 @@ class Fakehop:
         return name
 
     def queue(self, *scenarios: ScenarioSpec) -> list[str]:
-        """The next requests that name no scenario get these, in order; returns their names."""
+        """The next requests that name no scenario get these, in order (a sequence its whole
+        run, entry by entry); returns their names."""
         names = [self._known_name(scenario) for scenario in scenarios]
         self._driver.extend_queue(names)
         return names
@@ -447,6 +450,7 @@ def make_app(
     api_key: str | None = None,
     allowed_hosts: Iterable[str] = (),
     strict: bool = False,
+    lenient_conversations: bool = False,
 ) -> web.Application:
     """A fakehop Application for pytest-aiohttp's `aiohttp_server`, on the test's own loop.
 
@@ -456,5 +460,5 @@ def make_app(
     """
     library = Library.load(scenarios)
     gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key,
-                      allowed_hosts=tuple(allowed_hosts), strict=strict)
+                      allowed_hosts=tuple(allowed_hosts), strict=strict, lenient_conversations=lenient_conversations)
     return create_app(gateway)

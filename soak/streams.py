@@ -1,7 +1,8 @@
 """One request to a soak server as a client would send it, cut short or not, and what its bytes should be.
 
-Every request carries `X-Fakehop-Seed: 0` and its protocol's EXAMPLE_REQUEST, so what comes
-back is exactly what the golden files under tests/golden hold (`fakehop play --seed 0`), or
+Every request carries `X-Fakehop-Seed: 0` and its protocol's example request (for a
+conversation, at the turn its golden file answers), so what comes back is exactly what the
+golden files under tests/golden hold (`fakehop play --seed 0`), or
 for EVERY_STEP, which has no golden file, what `fakehop play` prints for it.
 """
 
@@ -57,13 +58,14 @@ class Target:
     hangs: bool  # the answer ends in `hang`: the client reads what comes, then gives up
     disconnects: bool  # the answer may end in `disconnect`
     seconds: float  # how long the longest of its answers takes at time scale 1
+    turn: int = 1  # the turn of the example request it sends (a conversation's answer depends on it)
 
     @property
     def path(self) -> str:
         return PROTOCOLS[self.protocol].PATH
 
     def body(self) -> bytes:
-        return json.dumps(dict(PROTOCOLS[self.protocol].EXAMPLE_REQUEST, stream=self.stream)).encode()
+        return json.dumps(dict(PROTOCOLS[self.protocol].example_request(self.turn), stream=self.stream)).encode()
 
     def headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", "X-Fakehop-Scenario": self.scenario, "X-Fakehop-Seed": "0"}
@@ -89,19 +91,24 @@ def library_with_every_step() -> Library:
 
 
 async def targets(library: Library, streams_only: bool = False) -> list[Target]:
-    """Every scenario in every protocol, streamed and (unless `streams_only`) not."""
+    """Every scenario in every protocol, streamed and (unless `streams_only`) not; a
+    conversation once for each of its turns."""
     found = []
     for protocol in sorted(PROTOCOLS):
         for name in library.names():
-            entries = len(library[name].entries) if library[name].is_sequence else 0
+            scenario = library[name]
+            entries = len(scenario.entries) if scenario.is_sequence or scenario.is_conversation else 0
             for stream in (True,) if streams_only else (True, False):
                 cases = [Case(protocol, name, stream, number) for number in range(1, entries + 1)] or [Case(protocol, name, stream, 0)]
                 if name == EVERY_STEP_NAME:
                     answers = tuple([await played_bytes(library, case) for case in cases])
                 else:
                     answers = tuple(case.path.read_bytes() for case in cases)
-                found.append(Target(protocol, name, stream, answers, ends_with(library, name, sc.Hang),
-                                    ends_with(library, name, sc.Disconnect), longest_seconds(library, name)))
+                facts = (ends_with(library, name, sc.Hang), ends_with(library, name, sc.Disconnect), longest_seconds(library, name))
+                if scenario.is_conversation:
+                    found += [Target(protocol, name, stream, (answer,), *facts, turn=turn) for turn, answer in enumerate(answers, 1)]
+                else:
+                    found.append(Target(protocol, name, stream, answers, *facts))
     return found
 
 

@@ -2,7 +2,8 @@
 
 tests/golden/<protocol>/<scenario>[.<request>].<sse|json> holds what
 `fakehop play <scenario> --protocol <protocol> [--no-stream] [--request N] --no-wait`
-prints with the default seed (0). `python -m tests.golden_files --write` rewrites them all
+prints with the default seed (0): for a sequence, its answer to request N; for a conversation,
+its answer to the example request at turn N. `python -m tests.golden_files --write` rewrites them all
 after a deliberate change of the wire format; review the diff before committing it.
 """
 
@@ -52,7 +53,7 @@ def cases(library: Library) -> list[Case]:
     for protocol in sorted(PROTOCOLS):
         for name in library.names():
             scenario = library[name]
-            requests = range(1, len(scenario.entries) + 1) if scenario.is_sequence else [0]
+            requests = range(1, len(scenario.entries) + 1) if scenario.is_sequence or scenario.is_conversation else [0]
             for request in requests:
                 for stream in (True, False):
                     found.append(Case(protocol, name, stream, request))
@@ -76,7 +77,8 @@ def play_bytes(library: Library, case: Case) -> bytes:
 async def played_bytes(library: Library, case: Case) -> bytes:
     """play_bytes, for a caller already on an event loop."""
     module = PROTOCOLS[case.protocol]
-    body = dict(module.EXAMPLE_REQUEST, stream=case.stream)
+    turn = case.request if library[case.scenario].is_conversation else 1
+    body = dict(module.example_request(turn), stream=case.stream)
     out = bytearray()
     await render(library, case.scenario, case.protocol, body, request_number=case.request or 1,
                  clock=player.InstantClock(), write=out.extend)

@@ -83,7 +83,19 @@ async def test_queue_answers_its_length_and_has_a_cap(base_url):
         for _ in range(MAX_QUEUE // 10_000):
             async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello", "times": 10_000}) as response:
                 answer = await response.json()
-        assert answer == {"queued": "hello", "times": 10_000, "length": MAX_QUEUE}
+        assert answer == {"queued": "hello", "times": 10_000, "requests": 10_000, "length": MAX_QUEUE}
         async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello"}) as response:
             assert response.status == 400
             assert "the queue holds at most 100,000 entries" in (await response.json())["error"]
+
+
+async def test_a_queued_sequence_counts_each_of_its_entries_against_the_cap(base_url):
+    async with aiohttp.ClientSession() as session:
+        for _ in range(MAX_QUEUE // 10_000 - 1):
+            async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello", "times": 10_000}) as response:
+                assert response.status == 200
+        async with session.post(base_url + "/_fakehop/queue", json={"scenario": "flaky-then-ok", "times": 4_000}) as response:
+            assert response.status == 400
+            assert "flaky-then-ok 4,000 times is 12,000 more, which would not fit" in (await response.json())["error"]
+        async with session.post(base_url + "/_fakehop/queue", json={"scenario": "flaky-then-ok", "times": 3_000}) as response:
+            assert await response.json() == {"queued": "flaky-then-ok", "times": 3_000, "requests": 9_000, "length": MAX_QUEUE - 1_000}

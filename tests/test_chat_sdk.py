@@ -7,6 +7,8 @@ import json
 import openai
 import pytest
 
+from .agents import ChatAgent, agent_weather_loop, loop
+
 MESSAGES = [{"role": "user", "content": "Hello"}]
 STREAMING_SCENARIOS_THAT_FINISH = [
     "hello", "long-text", "slow-typing", "keepalive-demo", "reasoning-pause", "weather-tool",
@@ -250,9 +252,27 @@ async def test_interrupted_then_ok_is_not_retried_but_the_next_request_succeeds(
     assert again.choices[0].message.content == "Hello! How can I help you today?"
 
 
+# ---------------------------------------------------------------- an agent's tool loop
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_tool_loop_gets_agent_weather_turn_by_turn(openai_client, gateway, stream):
+    gateway.global_session.default = "agent-weather"
+    await agent_weather_loop(ChatAgent(openai_client, stream=stream), gateway.journal)
+
+
+async def test_agent_two_tools_calls_both_at_once_then_quotes_each_result(openai_client, gateway):
+    gateway.global_session.default = "agent-two-tools"
+    first, second = await loop(ChatAgent(openai_client), {"get_weather": "Fog", "get_time": "07:30"})
+    assert [(call.name, call.arguments) for call in first.calls] == [("get_weather", {"city": "Paris"}), ("get_time", {"timezone": "Europe/Paris"})]
+    assert len({call.call_id for call in first.calls}) == 2
+    assert second.text == "In Paris it is 07:30, and the weather: Fog."
+
+
 def test_every_bundled_scenario_is_exercised_here(library):
     covered = set(STREAMING_SCENARIOS_THAT_FINISH) | set(FAIL_CODES) | {
         "rate-limited", "server-error", "flaky-then-ok", "interrupted-then-ok", "disconnect", "hang", "max-tokens", "malformed",
+        "agent-weather", "agent-two-tools",
     }
     assert set(library.names()) - covered == set()
 

@@ -97,6 +97,23 @@ def test_play_no_stream_prints_one_json_body():
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_play_a_conversation_answers_the_turn_of_its_request():
+    example_turn_2 = json.loads(fakehop("play", "agent-weather", "--no-stream", "--no-wait", "--request", "2").stdout)
+    assert example_turn_2["choices"][0]["message"]["content"] == "The weather in Paris: Sunny, 21 °C."
+    body = {"model": "m", "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Hail"},
+    ]}
+    given = json.loads(fakehop("play", "agent-weather", "--no-stream", "--no-wait", "--body", json.dumps(body)).stdout)
+    assert given["choices"][0]["message"]["content"] == "The weather in Paris: Hail."
+    both = fakehop("play", "agent-weather", "--body", json.dumps(body), "--request", "2")
+    assert both.returncode == 2 and "give --body or --request, not both" in both.stderr
+    body["messages"][2]["tool_call_id"] = "c2"
+    refused = fakehop("play", "agent-weather", "--body", json.dumps(body))
+    assert refused.returncode == 2 and "'tool_call_id' of 'c2' not found in 'tool_calls' of previous message" in refused.stderr
+
+
 def test_play_http_error_reports_status_on_stderr():
     result = fakehop("play", "rate-limited", "--no-wait")
     assert json.loads(result.stdout)["error"]["code"] == "rate_limit_exceeded"
@@ -139,7 +156,29 @@ def test_schema_accepts_explicit_pieces_and_signatures():
     assert not list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
 
 
+def test_schema_accepts_the_conversation_keys():
+    from fakehop.scenario import parse_text
+    from fakehop.schema import scenario_schema
+
+    document = {
+        "match": {"turn": [1, ">=3"], "tool_result": "get_weather", "tools": "get_weather", "system": "/brief/", "header": {"X-Tenant": "acme-*"}},
+        "conversation": [
+            {"steps": [{"text": {"from": "prompt"}}, {"reasoning": {"from": "tool_result", "tool": "get_time"}}]},
+            {"steps": [{"text": {"template": "{tool_result} {{literally}}"}, "chunk": "word"}]},
+            {"use": "hello"},
+        ],
+    }
+    parse_text(json.dumps(document), "<t>", "t")
+    assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document)) == []
+
+
 @pytest.mark.parametrize("document", [
+    {"match": {"turn": 0}, "steps": [{"text": "a"}]},
+    {"match": {"tool_result": 3}, "steps": [{"text": "a"}]},
+    {"match": {"header": "X-Tenant"}, "steps": [{"text": "a"}]},
+    {"steps": [{"text": {"from": "nowhere"}}]},
+    {"steps": [{"text": {"template": "{tool_result}", "from": "prompt"}}]},
+    {"conversation": []},
     {"stepz": [{"text": "a"}]},
     {"steps": [{"txt": "a"}]},
     {"steps": [{"text": "a", "chunk": "sentence"}]},

@@ -168,7 +168,7 @@ async def test_queue_serves_names_in_order_and_times(control, openai_client):
     await control.ok("POST", "/scenarios", json=SAY_TWO)
     await control.ok("POST", "/queue", json={"scenario": "say-one"})
     body = await control.ok("POST", "/queue", json={"scenario": "say-two", "times": 2})
-    assert body == {"queued": "say-two", "times": 2, "length": 3}
+    assert body == {"queued": "say-two", "times": 2, "requests": 2, "length": 3}
     assert (await control.ok("GET", "/queue"))["queue"] == ["say-one", "say-two", "say-two"]
 
     named = await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "server-error"})

@@ -104,6 +104,31 @@ def test_queue_name_with_times(url):
     assert [ask(client) for _ in range(3)] == ["HTTP 429", "HTTP 429", HELLO]
 
 
+def test_queue_a_sequence_queues_its_whole_run(url):
+    result = fakehop("queue", "flaky-then-ok", url=url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ("queued flaky-then-ok for the next 3 requests that name no scenario; "
+                             "queue now: flaky-then-ok[1], flaky-then-ok[2], flaky-then-ok[3]\n")
+    client = app(url)
+    assert [ask(client) for _ in range(4)] == ["HTTP 429", "HTTP 500", HELLO, HELLO]
+    recorded = ControlClient(url).call("GET", "/requests")["requests"]
+    assert [record["scenario"] for record in recorded] == ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello", "hello"]
+
+
+def test_lenient_conversations_lets_an_unanswered_tool_call_through():
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "user", "content": "and?"}]
+    server = ServerProcess("--lenient-conversations", "--quiet")
+    try:
+        answer = app(server.url).chat.completions.create(model="m", messages=messages)
+        health = ControlClient(server.url).call("GET", "/health")
+    finally:
+        server.stop()
+    assert answer.choices[0].message.content == HELLO
+    assert health["lenient_conversations"] is True
+
+
 def test_queue_takes_the_url_from_the_environment(url):
     result = fakehop("queue", "server-error", env={"FAKEHOP_URL": url})
 

@@ -21,6 +21,8 @@ from fakehop.protocols import messages
 from fakehop import scenario as sc
 from fakehop.scenario import parse_text
 
+from .agents import MessagesAgent, agent_weather_loop
+
 MODEL = "claude-sonnet-5"
 MESSAGES = [{"role": "user", "content": "Hello"}]
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
@@ -368,3 +370,12 @@ async def test_malformed_frame_reaches_the_sdk_as_a_json_error(anthropic_client)
             if event.type == "content_block_delta":
                 texts.append(event.delta.text)
     assert "".join(texts) == "Fine so far."
+
+
+# ---------------------------------------------------------------- an agent's tool loop
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_tool_loop_gets_agent_weather_turn_by_turn(anthropic_client, gateway, stream):
+    gateway.global_session.default = "agent-weather"
+    await agent_weather_loop(MessagesAgent(anthropic_client, stream=stream), gateway.journal)

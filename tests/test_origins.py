@@ -21,7 +21,8 @@ async def call(url: str, method: str, path: str, data=None, headers=None) -> tup
 
 
 @pytest.mark.parametrize("method,path", [("GET", "/_fakehop/requests"), ("GET", "/_fakehop/health"), ("POST", "/_fakehop/reset"),
-                                         ("GET", "/v1/models"), ("GET", "/no/such/path"), ("POST", CHAT)])
+                                         ("GET", "/v1/models"), ("GET", "/no/such/path"), ("POST", CHAT),
+                                         ("GET", "/v1/responses/resp_1"), ("DELETE", "/v1/responses/resp_1")])
 async def test_a_rebound_host_is_refused_on_every_route(base_url, method, path):
     status, content_type, body = await call(base_url, method, path, data=BODY, headers=REBOUND)
     assert (status, content_type) == (403, "application/json")

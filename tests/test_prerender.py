@@ -14,7 +14,7 @@ from fakehop import prerender as pr
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.protocols.common import Meta
-from fakehop.render import render
+from fakehop.render import render, seeded_meta
 from fakehop.scenario import parse_text
 
 LIBRARY = Library.load()
@@ -103,13 +103,15 @@ def test_kept_renderings_stay_few():
     assert len(pr._kept) <= pr.KEPT_RENDERINGS
 
 
+# The id of the first answer of each scenario in the test below (seed 0), stored, for the request that continues it.
+FIRST_RESPONSE_ID = seeded_meta("gpt-5.6-sol", 0).new_id("resp_")
 VARIED_BODIES = {
     "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3}, {"max_tokens": 5}, {"model": "other \"model\""},
              {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "A longer question, asked again."}]}],
     "responses": [{}, {"instructions": "Be brief."}, {"temperature": 0.5}, {"tools": [{"type": "function", "name": "f", "parameters": {}}]},
                   {"reasoning": {"effort": "low"}}, {"text": {"verbosity": "low"}}, {"metadata": {"run": "7"}}, {"max_output_tokens": 3},
                   {"max_tool_calls": 2}, {"store": False}, {"tool_choice": "required"}, {"user": "u-1"}, {"top_p": 0.9},
-                  {"truncation": "auto"}, {"parallel_tool_calls": False}, {"previous_response_id": "resp_1"}, {"top_logprobs": 2},
+                  {"truncation": "auto"}, {"parallel_tool_calls": False}, {"previous_response_id": FIRST_RESPONSE_ID}, {"top_logprobs": 2},
                   {"prompt_cache_key": "k"}, {"safety_identifier": "s"}, {"model": "gpt-other"}],
     "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}, {"model": "claude-other"},
                  {"messages": [{"role": "user", "content": "A longer question, asked again."}]}],
@@ -163,3 +165,38 @@ async def test_the_journal_counts_events_but_not_keepalives_kept_or_not(serve, g
             keepalives = received.count(b": hopbase-keepalive\n\n")
             assert keepalives >= 2, scenario
             assert gateway.journal.records[-1].events == received.count(b"\n\n") - keepalives, scenario
+
+
+def with_tool_results(protocol_name: str, text: str) -> dict:
+    """The protocol's example request at turn 2, each of its tool results reading `text`."""
+    body = PROTOCOLS[protocol_name].example_request(2)
+    for message in body.get("messages", body.get("input")):
+        if message.get("role") == "tool" or message.get("type") == "function_call_output":
+            message["content" if protocol_name == "chat" else "output"] = text
+        for block in message["content"] if isinstance(message.get("content"), list) else []:
+            block["content"] = text
+    return body
+
+
+@pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
+async def test_answers_that_quote_the_request_are_each_its_own_and_never_kept(serve, gateway, protocol_name):
+    url = await serve(gateway)
+    protocol = PROTOCOLS[protocol_name]
+    answers = []
+    async with aiohttp.ClientSession() as session:
+        for seed, result in enumerate(["Sunny", "Hail \"and\" thunder", "Sunny"]):
+            for stream in (True, False):
+                body = dict(with_tool_results(protocol_name, result), stream=stream)
+                headers = {"X-Fakehop-Scenario": "agent-weather", "X-Fakehop-Seed": str(seed % 2)}
+                async with session.post(url + protocol.PATH, json=body, headers=headers) as response:
+                    live = await response.read()
+                expected = bytearray()
+                await render(gateway.library, "agent-weather", protocol_name, body, seed=seed % 2, time_scale=gateway.time_scale,
+                             clock=player.InstantClock(), write=expected.extend)
+                assert live == bytes(expected), (result, stream)
+                answers.append(live)
+    assert b"Hail" in answers[2] and b"Hail" not in answers[0]
+    assert answers[4:] == answers[:2]  # the same request, the same bytes
+    assert [record.scenario for record in gateway.journal.records] == ["agent-weather[2]"] * 6
+    assert not any(kept_script.request_text for kept_script, _ in pr._kept._kept.values())
+    assert not any(kept_script.request_text for kept_script, _ in player._kept_timelines._kept.values())

@@ -342,3 +342,67 @@ def test_the_readme_examples_run_as_written(pytester):
         pytester.path.joinpath(f"test_readme_{number}.py").write_text(example)
     result = pytester.runpytest("--strict-markers")
     result.assert_outcomes(passed=7)
+
+
+CONVERSATION_TESTS = HELPERS + '''
+
+def test_a_queued_sequence_plays_its_whole_run(fakehop):
+    assert fakehop.queue("flaky-then-ok") == ["flaky-then-ok"]
+    client = openai_client(fakehop)
+    with pytest.raises(openai.RateLimitError):
+        chat_text(client)
+    with pytest.raises(openai.InternalServerError):
+        chat_text(client)
+    assert chat_text(client) == "Hello! How can I help you today?"
+    assert [r.scenario for r in fakehop.requests] == ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello"]
+
+
+@pytest.mark.fakehop(scenario="agent-weather")
+def test_a_tool_loop_and_its_turns_in_the_journal(fakehop):
+    client = openai_client(fakehop)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    [call] = client.chat.completions.create(model="m", messages=messages, tools=tools).choices[0].message.tool_calls
+    messages += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                 {"role": "tool", "tool_call_id": call.id, "content": "Sunny"}]
+    answer = client.chat.completions.create(model="m", messages=messages, tools=tools)
+    assert answer.choices[0].message.content == "The weather in Paris: Sunny."
+    assert [(r.turn, r.scenario) for r in fakehop.requests] == [(1, "agent-weather[1]"), (2, "agent-weather[2]")]
+'''
+
+UNANSWERED_TOOL_CALL = '''
+import urllib.error
+import urllib.request
+import json
+
+
+def test_report_status(fakehop):
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "user", "content": "and?"}]
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    request = urllib.request.Request(fakehop.openai_base_url + "/chat/completions", body, {"Content-Type": "application/json"})
+    try:
+        status = urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    print(f"STATUS {status}")
+'''
+
+
+def test_the_fixture_plays_conversations_and_queued_sequences(project):
+    project.makepyfile(test_conversations=CONVERSATION_TESTS)
+    project.runpytest().assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("ini, options, status", [
+    ("", [], 400),
+    ("fakehop_lenient_conversations = true\n", [], 200),
+    ("", ["--fakehop-lenient-conversations"], 200),
+])
+def test_lenient_conversations_from_the_ini_or_the_command_line(project, ini, options, status):
+    project.makeini(INI + ini)
+    project.makepyfile(test_lenient=UNANSWERED_TOOL_CALL)
+    result = project.runpytest("-s", *options)
+    result.assert_outcomes(passed=1)
+    assert f"STATUS {status}" in result.stdout.str()

@@ -15,6 +15,9 @@ import pytest
 from fakehop import scenario as sc
 from fakehop.library import Library, resolve
 from fakehop.player import FAIL_MESSAGES
+from fakehop.stored import StoredResponses
+
+from .agents import ResponsesAgent, agent_weather_loop
 
 MODEL = "gpt-5.6-sol"
 LIBRARY = Library.load()
@@ -181,6 +184,7 @@ async def test_response_echoes_the_request(openai_client):
             [
                 {"role": "user", "content": "What is the weather?"},
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Where?"}]},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
                 {"type": "function_call_output", "call_id": "call_1", "output": "{}"},
                 {"role": "user", "content": "Never mind."},
             ],
@@ -349,3 +353,79 @@ async def test_bad_request_names_the_parameter(openai_client):
     with pytest.raises(openai.BadRequestError) as caught:
         await openai_client.responses.create(model=MODEL, input="Hello", max_output_tokens=0)
     assert (caught.value.param, caught.value.type) == ("max_output_tokens", "invalid_request_error")
+
+
+# ---------------------------------------------------------------- an agent's tool loop and stored responses
+
+THREE_TURNS = """
+conversation:
+  - steps: [{tool_call: {name: get_weather, arguments: {city: Paris}}}]
+  - steps: [{tool_call: {name: get_time, arguments: {timezone: Europe/Paris}}}]
+  - steps: [{text: {template: "It is {tool_result:get_time}[{tool_result:get_weather}]."}}]
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("chain", [False, True], ids=["input-resent", "previous-response-id"])
+async def test_a_tool_loop_gets_agent_weather_turn_by_turn(openai_client, gateway, stream, chain):
+    gateway.global_session.default = "agent-weather"
+    await agent_weather_loop(ResponsesAgent(openai_client, stream=stream, chain=chain), gateway.journal)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_previous_response_id_chain_of_three_turns_advances_the_turn(openai_client, gateway, stream):
+    gateway.global_session.add(sc.parse_text(THREE_TURNS, "test", "three-turns"))
+    gateway.global_session.default = "three-turns"
+    agent = ResponsesAgent(openai_client, stream=stream, chain=True)
+    first = await agent.ask()
+    agent.answer({"get_weather": "Fog"})
+    second = await agent.ask()
+    agent.answer({"get_time": "07:30"})
+    third = await agent.ask()
+    assert [call.name for call in first.calls + second.calls] == ["get_weather", "get_time"]
+    assert third.text == "It is 07:30[]."  # a quote reads the results the request ends with
+    assert [(r.turn, r.scenario) for r in gateway.journal.records] == [(1, "three-turns[1]"), (2, "three-turns[2]"), (3, "three-turns[3]")]
+    assert [r.body.get("previous_response_id") for r in gateway.journal.records][1:] != [None, None]
+
+
+async def test_an_unknown_previous_response_id_is_the_real_apis_400(openai_client, gateway):
+    with pytest.raises(openai.BadRequestError) as caught:
+        await openai_client.responses.create(model=MODEL, input="And tomorrow?", previous_response_id="resp_unknown")
+    error = caught.value
+    assert (error.status_code, error.code, error.param, error.type) == (400, "previous_response_not_found", "previous_response_id", "invalid_request_error")
+    assert error.body["message"] == "Previous response with id 'resp_unknown' not found."
+    assert gateway.journal.records[-1].end == "rejected"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_stored_response_is_retrieved_then_deleted(openai_client, stream):
+    agent = ResponsesAgent(openai_client, stream=stream)
+    await agent.ask()
+    kept, answered = await openai_client.responses.retrieve(agent.response.id), agent.response
+    assert (kept.id, kept.status, kept.output_text, kept.usage, kept.created_at) == (answered.id, answered.status, answered.output_text, answered.usage, answered.created_at)
+    assert [(item.id, item.type) for item in kept.output] == [(item.id, item.type) for item in answered.output]
+    assert await openai_client.responses.delete(agent.response.id) is None
+    with pytest.raises(openai.NotFoundError) as caught:
+        await openai_client.responses.retrieve(agent.response.id)
+    assert caught.value.body["message"] == f"Response with id '{agent.response.id}' not found."
+    with pytest.raises(openai.BadRequestError, match="not found"):
+        await openai_client.responses.create(model=MODEL, input="Again?", previous_response_id=agent.response.id)
+
+
+async def test_store_false_answers_are_not_kept(openai_client):
+    response = await openai_client.responses.create(model=MODEL, input="Hello", store=False)
+    assert response.store is False
+    with pytest.raises(openai.NotFoundError):
+        await openai_client.responses.retrieve(response.id)
+    with pytest.raises(openai.NotFoundError):
+        await openai_client.responses.delete(response.id)
+
+
+async def test_stored_responses_are_bounded_oldest_first(make_gateway, serve):
+    gateway = make_gateway(responses=StoredResponses(capacity=2))
+    async with openai.AsyncOpenAI(base_url=await serve(gateway) + "/v1", api_key="sk-test", max_retries=0) as client:
+        ids = [(await client.responses.create(model=MODEL, input=f"Question {number}")).id for number in range(3)]
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(ids[0])
+        assert [(await client.responses.retrieve(kept)).id for kept in ids[1:]] == ids[1:]
+    assert len(gateway.responses) == 2

@@ -7,11 +7,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from multidict import CIMultiDict
 
-from fakehop.library import Library, resolve
+from fakehop import quoting
+from fakehop.library import Library, SequenceCounters, resolve
+from fakehop.protocols import chat
 from fakehop.scenario import (
-    Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Raw, ScenarioError, Stall, ToolCall, load_file, parse_duration,
-    parse_text, split_deltas,
+    MAX_TEXT_CHARS, Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, ScenarioError, Stall, ToolCall, load_file,
+    parse_duration, parse_text, split_deltas,
 )
 
 
@@ -167,14 +170,19 @@ def test_bad_regex_in_match():
     assert "not a valid regular expression" in problems("match: {prompt: '/[unclosed/'}\nsteps: [{text: a}]")[0]
 
 
+def asked(model: str, prompt: str):
+    """A parsed Chat Completions request for `model` with one user message."""
+    return chat.parse({"model": model, "messages": [{"role": "user", "content": prompt}]})
+
+
 def test_match_rules():
     match = parse("match: {protocol: chat, model: 'gpt-*', prompt: weather}\nsteps: [{text: a}]").match
-    assert match.fits("chat", "gpt-4o", "what's the weather?")
-    assert not match.fits("messages", "gpt-4o", "weather")
-    assert not match.fits("chat", "claude", "weather")
-    assert not match.fits("chat", "gpt-4o", "hello")
+    assert match.fits("chat", asked("gpt-4o", "what's the weather?"), CIMultiDict())
+    assert not match.fits("messages", asked("gpt-4o", "weather"), CIMultiDict())
+    assert not match.fits("chat", asked("claude", "weather"), CIMultiDict())
+    assert not match.fits("chat", asked("gpt-4o", "hello"), CIMultiDict())
     regex = parse("match: {prompt: '/^hi\\b/'}\nsteps: [{text: a}]").match
-    assert regex.fits("chat", "m", "hi there") and not regex.fits("chat", "m", "oh hi")
+    assert regex.fits("chat", asked("m", "hi there"), CIMultiDict()) and not regex.fits("chat", asked("m", "oh hi"), CIMultiDict())
 
 
 def test_sequence_entries_inherit_settings_and_last_repeats(library):
@@ -296,3 +304,95 @@ def test_pieces_count_towards_the_text_limit():
     half = "a" * (MAX_TEXT_CHARS // 2)  # a file this big is refused for its size first: read past that check
     with pytest.raises(ScenarioError, match="more than 2,000,000 characters"):
         parse_document(yamlsource.load(f"steps: [{{text: [{half}, {half}, b]}}]"), "t.yaml", "t")
+
+
+# ---------------------------------------------------------------- conversations, quotes and conversation rules
+
+
+def at_turn(turn: int, result: str = "Sunny"):
+    """A parsed Chat Completions request at `turn`, ending with one get_weather result."""
+    messages = [{"role": "user", "content": "Weather?"}]
+    for earlier in range(1, turn):
+        call = {"id": f"c{earlier}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": f"c{earlier}", "content": result}]
+    return chat.parse({"model": "m", "messages": messages})
+
+
+def test_a_conversation_answers_each_turn_with_its_entry_and_repeats_the_last(library):
+    scenario = parse("""
+        name: talk
+        model: talk-model
+        conversation:
+          - steps: [{text: one}]
+          - http_error: {status: 503}
+          - steps: [{text: {from: tool_result}}]
+    """)
+    assert scenario.is_conversation and not scenario.is_sequence
+    talk = library.with_scenario(scenario)
+    played = [resolve(talk, "talk", 99, at_turn(turn, f"result {turn}")) for turn in (1, 2, 3, 7)]
+    assert [label for label, _ in played] == ["talk[1]", "talk[2]", "talk[3]", "talk[3]"]
+    assert played[1][1].http_error.status == 503
+    assert [script.steps[0].deltas for _, script in (played[0], played[2], played[3])] == [("one",), ("result 3",), ("result 7",)]
+    assert {script.model for _, script in played} == {"talk-model"}
+
+
+def test_a_use_of_a_sequence_inside_a_conversation_keeps_the_sequences_own_count(library):
+    talk = library.with_scenario(parse("name: talk\nconversation: [{steps: [{text: first}]}, {use: flaky-then-ok}]"))
+    counters = SequenceCounters()
+    labels = [counters.next_script(talk, "talk", at_turn(turn))[0] for turn in (2, 1, 2, 2)]
+    assert labels == ["talk[2]->flaky-then-ok[1]", "talk[1]", "talk[2]->flaky-then-ok[2]", "talk[2]->flaky-then-ok[3]->hello"]
+
+
+def test_quotes_take_the_pieces_of_a_template():
+    [step] = parse("steps: [{text: {template: 'It is {tool_result:get_time}; {{ {prompt} }}'}, chunk: word}]").entries[0].script.steps
+    assert step.pieces == ("It is ", QuoteRef("tool_result", "get_time"), "; { ", QuoteRef("prompt"), " }")
+    script = parse("steps: [{reasoning: {from: tool_result, tool: get_weather}}, {text: plain}]").entries[0].script
+    assert script.request_text and script.steps[0] == Quote("reasoning", (QuoteRef("tool_result", "get_weather"),), None, 0.0)
+    assert not parse("steps: [{text: plain}]").entries[0].script.request_text
+
+
+def test_filled_quotes_split_as_the_step_says():
+    script = parse("steps: [{text: {template: 'Got {tool_result}, asked {prompt}'}, chunk: word}]").entries[0].script
+    [output] = quoting.filled(script, at_turn(2, "light rain")).steps
+    assert output == Output("text", ("Got", " light", " rain,", " asked", " Weather?"), 0.0)
+    assert quoting.filled(script, at_turn(1)).steps[0].deltas == ("Got", " ,", " asked", " Weather?")  # no tool result: ""
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("steps: [{text: {from: answer}}]", "t.yaml:1: text: cannot quote 'answer'; a quote takes prompt or tool_result"),
+    ("steps: [{text: {from: prompt, tool: f}}]", "t.yaml:1: text: only tool_result takes a tool name, not prompt"),
+    ("steps: [{text: {tool: f}}]", "t.yaml:1: text: a quote needs from: prompt or tool_result"),
+    ("steps:\n  - text:\n      template: 'a } b'", "t.yaml:3: text: template: a lone '}'; write }} for the brace itself"),
+    ("steps: [{text: {template: '{toolresult}'}}]", "t.yaml:1: text: cannot quote 'toolresult'; a quote takes prompt or tool_result"),
+    ("steps: [{text: {template: 'x', from: prompt}}]", "t.yaml:1: text: a quote takes from (and tool) or template, not both"),
+    ("steps: [{text: {from: prompt, tol: f}}]", "t.yaml:1: unknown key 'tol' in a quoting text; did you mean 'tool'?"),
+    ("conversation: []", "t.yaml:1: conversation: expected a non-empty list of entries"),
+    ("conversation: [{steps: [{text: a}]}]\nsteps: [{text: b}]", "t.yaml:1: conversation: a scenario has either a conversation or its own steps/http_error, not both"),
+    ("conversation:\n  - stepz: []", "t.yaml:2: unknown key 'stepz' in a conversation entry; did you mean 'steps'?"),
+    ("sequence: [{use: hello}]\nconversation: [{use: hello}]", "t.yaml:2: a scenario has either a sequence or a conversation, not both"),
+    ("match:\n  turn: [2, '<3']\nsteps: [{text: a}]", "t.yaml:2: match turn: expected a turn number from 1, a list of them, or \">=N\", got '<3'"),
+    ("match: {tool_result: ''}\nsteps: [{text: a}]", "t.yaml:1: match tool_result: expected true, false or a tool's name, got a string"),
+    ("match: {header: [X-Tenant]}\nsteps: [{text: a}]", 't.yaml:1: match header: expected a mapping of header names to globs, such as {X-Tenant: "acme-*"}'),
+    ("match:\n  system: '/(/'\nsteps: [{text: a}]", "t.yaml:2: match system: not a valid regular expression (missing ): (); match regexes run on RE2"),
+    ("match: {tool: f}\nsteps: [{text: a}]", "t.yaml:1: unknown key 'tool' in match; did you mean 'tools'?"),
+])
+def test_conversation_mistakes_are_found_at_load_with_their_line(text, problem):
+    assert any(found.startswith(problem) for found in problems(text)), problems(text)
+
+
+def test_match_rules_on_the_conversation():
+    def fits(rules: str, request, headers=()) -> bool:
+        return parse(f"match: {rules}\nsteps: [{{text: a}}]").match.fits("chat", request, CIMultiDict(headers))
+
+    assert fits("{turn: 2}", at_turn(2)) and not fits("{turn: 2}", at_turn(3))
+    assert fits("{turn: [1, '>=4']}", at_turn(5)) and not fits("{turn: [1, '>=4']}", at_turn(3))
+    assert fits("{tool_result: true}", at_turn(2)) and fits("{tool_result: false}", at_turn(1))
+    assert fits("{tool_result: get_weather}", at_turn(2)) and not fits("{tool_result: get_time}", at_turn(2))
+    assert fits("{header: {x-tenant: 'acme-*'}}", at_turn(1), [("X-Tenant", "other"), ("X-Tenant", "acme-1")])
+    assert not fits("{header: {x-tenant: 'acme-*'}, turn: 2}", at_turn(1), [("X-Tenant", "acme-1")])
+
+
+def test_a_quote_is_cut_at_the_limit_of_a_scenarios_own_text():
+    script = parse("steps: [{text: {template: '>{tool_result}'}}]").entries[0].script
+    [output] = quoting.filled(script, at_turn(2, "x" * (MAX_TEXT_CHARS + 10))).steps
+    assert output.deltas == (">" + "x" * (MAX_TEXT_CHARS - 1),)

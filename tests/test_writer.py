@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from multidict import CIMultiDict
 
 from fakehop import player
 from fakehop.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
@@ -145,10 +146,14 @@ def test_the_match_picks_the_exact_prompt_and_model_only():
     prompt = "What is 1+1? (Answer in [brackets]) $5 ^_^ a.b\\c\nsecond line"
     text = scenario_text(text_answer([0.0]), Request("chat", "gpt-4*", prompt), UNTIMED)
     match = parse_text(text, "<t>", "t").match
-    assert match.fits("chat", "gpt-4*", prompt)
-    assert not match.fits("chat", "gpt-4o", prompt)
-    assert not match.fits("chat", "gpt-4*", prompt + " more") and not match.fits("chat", "gpt-4*", "Q: " + prompt)
-    assert not match.fits("messages", "gpt-4*", prompt)
+
+    def fits(protocol: str, model: str, asked: str) -> bool:
+        return match.fits(protocol, PROTOCOLS["chat"].parse({"model": model, "messages": [{"role": "user", "content": asked}]}), CIMultiDict())
+
+    assert fits("chat", "gpt-4*", prompt)
+    assert not fits("chat", "gpt-4o", prompt)
+    assert not fits("chat", "gpt-4*", prompt + " more") and not fits("chat", "gpt-4*", "Q: " + prompt)
+    assert not fits("messages", "gpt-4*", prompt)
 
 
 def test_file_names_come_from_the_protocol_and_the_prompt():

@@ -1,6 +1,8 @@
 """One encoder module per protocol. Each module provides:
 
-NAME, PATH; parse(body) -> ParsedRequest (raises BadRequest); StreamEncoder(meta, request)
+NAME, PATH, EXAMPLE_REQUEST; example_request(turn) -> the example as an agent sends it at that
+turn; parse(body) -> ParsedRequest (raises BadRequest; the conversation checks the request
+fails go into its Conversation, for the server to raise unless lenient); StreamEncoder(meta, request)
 with encode(happening) -> bytes (subclass common.StreamEncoderBase, which dispatches each
 happening to a method for its kind); complete(meta, request, outcome) -> dict, the non-streaming
 answer; error_body(status, message, request_id, ...) -> dict; failure_response(kind,

@@ -83,17 +83,43 @@ class Meta:
         return base64.b64encode((self.rng or FRESH).randbytes(nbytes)).decode()
 
 
+class ToolResult(NamedTuple):
+    """One of the tool results a request ends with."""
+
+    call_id: str
+    name: str | None  # the tool it answers, from the call in the history with its id; None when none has
+    text: str  # the text of its content
+
+
+class Conversation(NamedTuple):
+    """Where a request stands in an agent's conversation, the same in every protocol: read by
+    each protocol's parse in its one pass over the messages, for `match`, `conversation:`
+    scenarios and quoting steps."""
+
+    turn: int = 1  # 1 + the assistant turns in the request's history
+    tool_results: tuple[ToolResult, ...] = ()  # the results the request ends with, in order; () when it ends otherwise
+    tools: tuple[str, ...] = ()  # the names of the tools it offers
+    system: str = ""  # its system prompt or instructions
+    problem: BadRequest | None = None  # the first of the real API's conversation checks it fails
+    continues: str | None = None  # the id of the stored response it continues (Responses' previous_response_id)
+    keep: bool = False  # whether its answer is stored for later requests to continue (Responses' store)
+
+
+FIRST_TURN = Conversation()  # a request with no history, tools or system prompt: most of them
+
+
 class ParsedRequest(NamedTuple):
     """The facts of a request that fakehop acts on, whatever its protocol (a NamedTuple: one is built per request)."""
 
     model: str
     stream: bool
-    prompt: str  # the last user message's text, for `match`
+    prompt: str  # the last user-authored text (never a tool result), for `match`
     play: PlayRequest
     options: dict = {}  # read, never changed
     # What else of the request the stream's bytes depend on, beside `play` and the model, as a
     # short string ("" for nothing): the key that tells kept renderings apart (see prerender).
     variant: str = ""
+    conversation: Conversation = FIRST_TURN
 
 
 class BadRequest(Exception):
@@ -165,19 +191,49 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def message_facts(messages: list[dict]) -> tuple[int, str]:
-    """How many characters of text the messages hold, for the input token estimate, and the
-    text of the last user message, for `match` ("" without one). One plain loop: this runs
-    on every request."""
-    chars = 0
-    prompt = ""
-    for message in messages:
-        content = message.get("content")
-        text = content if type(content) is str else content_text(content)
-        chars += len(text)
-        if message.get("role") == "user":
-            prompt = text
-    return chars, prompt
+def tool_names(tools: list | None) -> tuple[str, ...]:
+    """The names of the tools a request offers: each tool's `name`, or the `name` inside the
+    object its `type` names (Chat Completions' {"type": "function", "function": {"name": …}})."""
+    names = []
+    for tool in tools or ():
+        if type(tool) is not dict:
+            continue
+        named = tool if "name" in tool else tool.get(tool.get("type"))
+        if type(named) is dict and type(named.get("name")) is str:
+            names.append(named["name"])
+    return tuple(names)
+
+
+class History:
+    """What a pass over a request's messages gathers beside their text, for its Conversation:
+    used only for a request that holds more than user messages."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.results: list[ToolResult] = []  # the tool results since the last other message
+        self.system: list[str] = []
+        self.problem: BadRequest | None = None
+
+    def refuse(self, message: str, param: str) -> None:
+        """Note a conversation check the request fails; the first one is the one answered."""
+        if self.problem is None:
+            self.problem = BadRequest(message, param=param)
+
+    def conversation(self, tools: tuple[str, ...], system: str | None = None) -> Conversation:
+        """The Conversation gathered; `system` is the protocol's own system prompt, when it has one apart from the messages."""
+        joined = "\n".join(self.system) if system is None else system
+        return Conversation(self.turns + 1, tuple(self.results), tools, joined, self.problem)
+
+
+# The tool calls of each earlier turn in a protocol's example_request: (name, arguments, result).
+EXAMPLE_TOOL_CALLS = (
+    ("get_time", '{"timezone":"Europe/Paris"}', "14:05"),
+    ("get_weather", '{"city":"Paris"}', "Sunny, 21 °C"),
+)
+
+
+def example_call_id(prefix: str, turn: int, number: int) -> str:
+    return f"{prefix}{turn}_{number}"
 
 
 # ---------------------------------------------------------------- errors

@@ -15,15 +15,21 @@ from typing import Any
 
 from .. import player as p
 from .common import (
+    EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
     FAIL_STATUS,
     BadRequest,
+    Conversation,
+    History,
     Meta,
     ParsedRequest,
     Template,
+    ToolResult,
     anthropic_error_body,
+    content_text,
     event_frame,
-    message_facts,
+    example_call_id,
+    tool_names,
     typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
@@ -36,6 +42,21 @@ EXAMPLE_REQUEST = {
     "messages": [{"role": "user", "content": "Hello"}],
     "stream": True,
 }
+
+
+def example_request(turn: int = 1) -> dict:
+    """EXAMPLE_REQUEST as an agent sends it at `turn`: after the question, each earlier turn is
+    an assistant message with a `tool_use` block for each of the EXAMPLE_TOOL_CALLS and a user
+    message with a `tool_result` block for each result."""
+    messages = list(EXAMPLE_REQUEST["messages"])
+    for earlier in range(1, turn):
+        ids = [example_call_id("toolu_01", earlier, number) for number in range(len(EXAMPLE_TOOL_CALLS))]
+        uses = [{"type": "tool_use", "id": call_id, "name": name, "input": json.loads(arguments)}
+                for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        results = [{"type": "tool_result", "tool_use_id": call_id, "content": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        messages += [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
+    return {**EXAMPLE_REQUEST, "messages": messages}
+
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 FAIL_TYPES = {
@@ -67,19 +88,14 @@ def checked_field(body: dict, key: str, kinds: tuple, what: str, required: bool 
     return value
 
 
-def check_messages(messages: list) -> None:
-    if not messages:
-        raise BadRequest("messages: at least one message is required", param="messages")
-    for number, message in enumerate(messages):
-        if not (isinstance(message, dict) and message.get("role") in ("user", "assistant") and isinstance(message.get("content"), (str, list))):
-            raise message_error(f"messages.{number}", message)
+ROLES = ("user", "assistant")
 
 
 def message_error(where: str, message: Any) -> BadRequest:
-    """What is wrong with a message that check_messages refused."""
+    """What is wrong with a message that message_facts refused."""
     if not isinstance(message, dict):
         return BadRequest(f"{where}: Input should be a valid dictionary", param=where)
-    if message.get("role") not in ("user", "assistant"):
+    if message.get("role") not in ROLES:
         return BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
     if "content" not in message:
         return BadRequest(f"{where}.content: Field required", param=f"{where}.content")
@@ -95,10 +111,11 @@ def system_text(system: Any) -> str:
     raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
 
 
-# The fields parse reads, as typed_fields takes them; the last three are only checked.
+# The fields parse reads, as typed_fields takes them; `thinking` and `tool_choice` are only
+# checked. A missing `max_tokens` is one of the conversation checks (see parse).
 FIELDS = (
     ("model", (str,), "a valid string", True),
-    ("max_tokens", (int,), "a valid integer", True),
+    ("max_tokens", (int,), "a valid integer", False),
     ("messages", (list,), "a valid list", True),
     ("stream", (bool,), "a valid boolean", False),
     ("thinking", (dict,), "a valid dictionary", False),
@@ -108,14 +125,102 @@ FIELDS = (
 
 
 def parse(body: dict) -> ParsedRequest:
-    model, max_tokens, messages, stream, *_ = typed_fields(body, FIELDS, checked_field)
-    if max_tokens < 1:
+    model, max_tokens, messages, stream, _, tools, _ = typed_fields(body, FIELDS, checked_field)
+    if max_tokens is not None and max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
-    check_messages(messages)
+    if not messages:
+        raise BadRequest("messages: at least one message is required", param="messages")
+    chars, prompt, history = message_facts(messages)
     system = system_text(body.get("system"))
-    chars, prompt = message_facts(messages)
     play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens)
-    return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
+    if history is None and max_tokens is not None and not (system or tools):
+        return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
+    return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation_of(history, tools, system, max_tokens))
+
+
+def message_facts(messages: list[dict]) -> tuple[int, str, MessagesHistory | None]:
+    """How many characters of text the messages hold, for the input token estimate; the last
+    user-authored text, for `match`; and, once a message other than a user's plain string
+    comes, the MessagesHistory of the rest. Each message must have a role and content of the
+    right types. One plain loop: this runs on every request."""
+    chars = 0
+    prompt = ""
+    history = None
+    for number, message in enumerate(messages):
+        if type(message) is not dict or message.get("role") not in ROLES or type(message.get("content")) not in (str, list):
+            raise message_error(f"messages.{number}", message)
+        content = message["content"]
+        if history is None:
+            if type(content) is str and message["role"] == "user":
+                chars += len(content)
+                prompt = content
+                continue
+            history = MessagesHistory(prompt)
+        chars += history.add(number, message["role"], content)
+    return chars, prompt if history is None else history.prompt, history
+
+
+def conversation_of(history: MessagesHistory | None, tools: list | None, system: str, max_tokens: int | None) -> Conversation:
+    history = history or History()
+    if max_tokens is None:  # a field the real API requires, refused before what the messages hold
+        history.problem = BadRequest("max_tokens: Field required", param="max_tokens")
+    return history.conversation(tool_names(tools), system)
+
+
+class MessagesHistory(History):
+    """The conversation in Anthropic's messages: an assistant message is a turn; the user
+    message after one with `tool_use` blocks answers each with a `tool_result`, as the real
+    API checks (see PROTOCOLS.md)."""
+
+    def __init__(self, prompt: str) -> None:
+        super().__init__()
+        self.prompt = prompt
+        self.asked_at = -1  # the last assistant message
+        self.uses: dict[str, str | None] = {}  # its tool_use blocks: id -> tool name
+
+    def add(self, number: int, role: str, content: str | list) -> int:
+        """Take in one message; returns the characters of text it holds."""
+        blocks = content if type(content) is list else [{"type": "text", "text": content}]
+        texts, uses, results = [], {}, []
+        for index, block in enumerate(blocks):
+            kind = block.get("type") if type(block) is dict else None
+            if kind == "text" and type(block.get("text")) is str:
+                texts.append(block["text"])
+            elif kind == "tool_use" and type(block.get("id")) is str:
+                uses[block["id"]] = block.get("name") if type(block.get("name")) is str else None
+            elif kind == "tool_result":
+                results.append((index, block.get("tool_use_id"), content_text(block.get("content"))))
+        if role == "assistant":
+            self.assistant(number, uses)
+        else:
+            self.user(number, texts, results)
+        return sum(map(len, texts)) + sum(len(text) for _, _, text in results)
+
+    def assistant(self, number: int, uses: dict) -> None:
+        self.answered(number, ())
+        self.turns += 1
+        self.asked_at, self.uses, self.results = number, uses, []
+
+    def user(self, number: int, texts: list[str], results: list[tuple]) -> None:
+        if texts or not results:  # a message of tool results alone is not the user's text
+            self.prompt = "".join(texts)
+        uses = self.uses if self.asked_at == number - 1 else {}
+        self.answered(number, [call_id for _, call_id, _ in results])
+        for index, call_id, _ in results:
+            if call_id not in uses:
+                self.refuse(f"messages.{number}.content.{index}: unexpected `tool_use_id` found in `tool_result` blocks: {call_id}. "
+                            "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", f"messages.{number}.content.{index}")
+        self.results = [ToolResult(str(call_id), uses.get(call_id), text) for _, call_id, text in results]
+        self.uses = {}
+
+    def answered(self, number: int, call_ids) -> None:
+        """The message at `number` must answer every tool_use of the assistant message just before it."""
+        if self.asked_at != number - 1 or not self.uses:
+            return
+        missing = [call_id for call_id in self.uses if call_id not in call_ids]
+        if missing:
+            self.refuse(f"messages.{self.asked_at}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}. "
+                        "Each `tool_use` block must have a corresponding `tool_result` block in the next message.", f"messages.{self.asked_at}")
 
 
 # ---------------------------------------------------------------- errors

@@ -26,24 +26,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import player as p
 from .common import (
+    EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
     OPENAI_FAIL,
     BadRequest,
+    Conversation,
+    History,
     Meta,
     ParsedRequest,
     Template,
+    ToolResult,
     at_least_one,
+    content_text,
     dumps,
     event_frame,
+    example_call_id,
     json_type,
     openai_error_body,
     openai_failure_response,
-    message_facts,
     require_type,
+    tool_names,
     typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
@@ -51,6 +57,22 @@ from ..player import PlayRequest, estimate_tokens
 NAME = "responses"
 PATH = "/v1/responses"
 EXAMPLE_REQUEST = {"model": "gpt-5.6-sol", "input": "Hello", "stream": True}
+
+
+def example_request(turn: int = 1) -> dict:
+    """EXAMPLE_REQUEST as an agent sends it at `turn`, with the whole conversation in `input`:
+    after the question, each earlier turn is a `function_call` item for each of the
+    EXAMPLE_TOOL_CALLS and a `function_call_output` for each result."""
+    if turn == 1:
+        return dict(EXAMPLE_REQUEST)
+    items: list[dict] = [{"role": "user", "content": EXAMPLE_REQUEST["input"]}]
+    for earlier in range(1, turn):
+        ids = [example_call_id("call_", earlier, number) for number in range(len(EXAMPLE_TOOL_CALLS))]
+        items += [{"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+                  for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        items += [{"type": "function_call_output", "call_id": call_id, "output": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
+    return {**EXAMPLE_REQUEST, "input": items}
+
 
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -103,35 +125,154 @@ FIELDS = (
 
 def parse(body: dict) -> ParsedRequest:
     model, given_input, stream, max_output_tokens, max_tool_calls = typed_fields(body, FIELDS)
-    items, messages = input_items(given_input)
+    if type(given_input) is str:  # one user message
+        items, chars, prompt, history = 1, len(given_input), given_input, None
+    else:
+        items, (chars, prompt, history) = len(given_input), input_facts(given_input)
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
-    chars, prompt = message_facts(messages)
-    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * len(items), limit)
+    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit)
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    return ParsedRequest(model, bool(stream), prompt, play, {"echo": echo}, variant)  # by position, as in chat.parse
+    if history is None and not varying:  # nothing that the conversation facts read: most requests
+        return ParsedRequest(model, bool(stream), prompt or "", play, {"echo": echo}, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
+    history = history or InputHistory(prompt)
+    conversation, thread = history.conversation_after(None, echo)
+    return ParsedRequest(model, bool(stream), prompt or "", play, {"echo": echo, "history": history, "thread": thread}, variant, conversation)
 
 
-def input_items(value: str | list) -> tuple[list[dict], list[dict]]:
-    """The request's input as a list of items (a string is one user message), and the
-    message items among them."""
-    if isinstance(value, str):
-        items = [{"role": "user", "content": value}]
-        return items, items
-    messages = []
-    for number, item in enumerate(value):
-        if not isinstance(item, dict):
-            param = f"input[{number}]"
-            raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
-        try:
-            require_type(item, "type", (str,), "a string")
-            if is_message(item):
-                check_message(item)
-                messages.append(item)
-        except BadRequest as exc:
-            raise named_under(f"input[{number}]", exc) from None
-    return value, messages
+KEPT_FIRST_TURN = Conversation(keep=True)  # a request of one user message, stored as the real API stores by default
+
+
+def input_facts(items: list) -> tuple[int, str | None, InputHistory | None]:
+    """How many characters of text the input items hold, for the input token estimate; the
+    last user message's text, for `match` (None without one); and, once an item other than a
+    user message comes, the InputHistory of the rest. Each item's shape is checked on the way.
+    One plain loop: this runs on every request with a list of items."""
+    chars = 0
+    prompt = None
+    history = None
+    for number, item in enumerate(items):
+        text = checked_item_text(number, item)
+        chars += len(text)
+        kind = item.get("type")
+        if history is None:
+            if kind in MESSAGE_TYPES and item["role"] == "user":
+                prompt = text
+                continue
+            history = InputHistory(prompt)
+        history.add(item, kind, text)
+    return chars, prompt if history is None else history.prompt, history
+
+
+def checked_item_text(number: int, item: Any) -> str:
+    """The text an input item holds (a message's content, a tool call's output; "" for other
+    items), once its shape is checked as the real API checks it."""
+    if not isinstance(item, dict):
+        param = f"input[{number}]"
+        raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
+    try:
+        kind = require_type(item, "type", (str,), "a string")
+        if kind in MESSAGE_TYPES:
+            check_message(item)
+            content = item["content"]
+            return content if type(content) is str else content_text(content)
+    except BadRequest as exc:
+        raise named_under(f"input[{number}]", exc) from None
+    return content_text(item.get("output")) if kind.endswith("_output") else ""
+
+
+class Thread(NamedTuple):
+    """A Responses conversation as far as one request and the stored responses it continues
+    go, beside its instructions (which the real API does not carry from one response to the next)."""
+
+    turns: int = 0  # assistant turns
+    calls: dict = {}  # call id -> tool name, of every function call; read, never changed
+    system: str = ""  # the text of its system and developer messages
+    prompt: str | None = None  # the last user message's text; None: no user message yet
+
+
+class InputHistory(History):
+    """The conversation in a request's input items: an assistant turn is a run of the model's
+    output items (assistant messages, reasoning, function calls and the other `*_call`
+    items); `*_call_output` items are tool results, and each `function_call_output` must
+    answer a `function_call` of the input or of the stored response it continues, as the real
+    API checks (see PROTOCOLS.md)."""
+
+    def __init__(self, prompt: str | None) -> None:
+        super().__init__()
+        self.prompt = prompt
+        self.calls: dict[str, str | None] = {}
+        self.outputs: list[Any] = []  # the call ids of the function_call_output items
+        self.results: list[tuple[str, str]] = []  # (call id, text) of the tool results since the last other item
+        self.in_run = False  # whether the last item was the model's
+
+    def add(self, item: dict, kind: str | None, text: str) -> None:
+        if kind in MESSAGE_TYPES:
+            role = item["role"]
+            if role == "assistant":
+                self.model_item(item)
+                return
+            self.in_run, self.results = False, []
+            if role == "user":
+                self.prompt = text
+            elif role in ("system", "developer"):
+                self.system.append(text)
+        elif kind.endswith("_output"):
+            self.in_run = False
+            if kind == "function_call_output":
+                self.outputs.append(item.get("call_id"))
+            self.results.append((str(item.get("call_id")), text))  # named once the calls are all known
+        elif kind == "reasoning" or kind.endswith("_call"):
+            self.model_item(item)
+
+    def model_item(self, item: dict) -> None:
+        """One of the model's output items: the first of a run is an assistant turn."""
+        if type(item.get("call_id")) is str:
+            self.calls[item["call_id"]] = item.get("name") if type(item.get("name")) is str else None
+        if not self.in_run:
+            self.turns, self.in_run = self.turns + 1, True
+        self.results = []
+
+    def conversation_after(self, earlier: Thread | None, echo: dict) -> tuple[Conversation, Thread]:
+        """The request's Conversation and Thread when it continues `earlier` (None: none, or
+        not looked up yet, when the function_call_output check waits for it)."""
+        before = earlier or Thread()
+        calls = {**before.calls, **self.calls} if before.calls else self.calls
+        system = "\n".join(text for text in (before.system, *self.system) if text)
+        thread = Thread(before.turns + self.turns, calls, system, before.prompt if self.prompt is None else self.prompt)
+        problem = self.problem
+        if problem is None and (earlier is not None or echo["previous_response_id"] is None):
+            problem = unanswered_output(self.outputs, calls)
+        results = tuple([ToolResult(call_id, calls.get(call_id), text) for call_id, text in self.results])
+        instructions_and_system = "\n".join(text for text in (echo["instructions"], system) if text)
+        tools = tool_names(echo["tools"])
+        conversation = Conversation(thread.turns + 1, results, tools, instructions_and_system, problem, echo["previous_response_id"], echo["store"])
+        return conversation, thread
+
+
+def unanswered_output(call_ids: list, calls: dict) -> BadRequest | None:
+    for call_id in call_ids:
+        if call_id not in calls:
+            return BadRequest(f"No tool call found for function call output with call_id {call_id}.", param="input")
+    return None
+
+
+def chained(parsed: ParsedRequest, earlier: Thread) -> ParsedRequest:
+    """`parsed` continuing the stored conversation `earlier` (its previous_response_id's)."""
+    options = parsed.options
+    conversation, thread = options["history"].conversation_after(earlier, options["echo"])
+    return parsed._replace(prompt=thread.prompt or "", options={**options, "thread": thread}, conversation=conversation)
+
+
+def thread_after(before: Thread | str, response: dict) -> Thread:
+    """The conversation that a request continuing `response` continues: that of the request it
+    answered (`before`: its Thread, or for a request of one user message that message's
+    text), and its own output."""
+    thread = Thread(prompt=before) if type(before) is str else before
+    output = response.get("output") or []
+    calls = {item["call_id"]: item.get("name") for item in output if item.get("type") == "function_call"}
+    return thread._replace(turns=thread.turns + (1 if output else 0), calls={**thread.calls, **calls} if calls else thread.calls)
 
 
 def named_under(prefix: str, exc: BadRequest) -> BadRequest:
@@ -141,10 +282,6 @@ def named_under(prefix: str, exc: BadRequest) -> BadRequest:
 
 
 MESSAGE_TYPES = (None, "message")  # messages may leave out their `type`; every other input item names its own
-
-
-def is_message(item: dict) -> bool:
-    return item.get("type") in MESSAGE_TYPES
 
 
 def check_message(message: dict) -> None:

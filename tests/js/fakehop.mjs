@@ -40,7 +40,7 @@ export function scenarioNames() {
 
 /** Bundled scenarios whose answer ends well (flaky-then-ok after the SDK's retries). */
 export const ENDS_WELL = [
-  'flaky-then-ok', 'hello', 'keepalive-demo', 'long-text', 'max-tokens', 'reasoning-pause', 'slow-typing',
+  'agent-two-tools', 'agent-weather', 'flaky-then-ok', 'hello', 'keepalive-demo', 'long-text', 'max-tokens', 'reasoning-pause', 'slow-typing',
   'stall-recovers', 'think-then-tool', 'two-tools', 'weather-tool',
 ];
 
