@@ -108,7 +108,7 @@ class Record:
         self.write_began = now
         length = len(data)
         self.sent_bytes += length
-        if data[:1] == b":":
+        if data.startswith(b":"):
             self.keepalives += 1
         size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
