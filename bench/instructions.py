@@ -9,16 +9,18 @@ percent, so it shows what a change to fakehop costs or saves. Memory copies weig
 than in time: callgrind counts a `rep movsb` copy step by step, so copying a 50 KB answer
 once more adds tens of thousands.
 
-    python -m bench.instructions [--protocols chat,...] [--scenarios bench-short,...] [--requests N]
+    python -m bench.instructions [--protocols chat,...] [--scenarios bench-short,...] [--requests N] [--console]
 
 prints one JSON object: per protocol and scenario, instructions per request for each server
-and their ratio. `make bench` runs it when valgrind is installed.
+and their ratio; with --console also fakehop's with one console watching its push
+(`fakehop_console`, `console_ratio`). `make bench` runs it when valgrind is installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -30,6 +32,7 @@ import aiohttp
 
 from fakehop.protocols import PROTOCOLS
 
+from . import console as bench_console
 from . import plan as bench_plan
 from .run import Server, ceiling_command, fakehop_command
 
@@ -70,23 +73,25 @@ def counted(out_dir: Path) -> int:
     return total
 
 
-def per_request(name: str, command: list[str], protocol_plan: dict, scenario: str, requests: int, scratch: Path) -> int:
-    """Instructions the server runs per request for `scenario`."""
+def per_request(name: str, command: list[str], protocol_plan: dict, scenario: str, requests: int, scratch: Path,
+                console: bool = False) -> int:
+    """Instructions the server runs per request for `scenario` (`console`: with one console watching)."""
     out_dir = Path(tempfile.mkdtemp(prefix=f"{name}-{scenario}-", dir=scratch))
     server = Server(name, ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_dir}/callgrind.%p", *command])
     try:
         server.wait_ready()
-        asyncio.run(send(server.url, protocol_plan, scenario, WARM_UP))
-        callgrind_control(server.pid, "--instr=on")
-        asyncio.run(send(server.url, protocol_plan, scenario, requests))
-        callgrind_control(server.pid, "--instr=off")
-        callgrind_control(server.pid, "--dump")
+        with bench_console.watching(server.url) if console else contextlib.nullcontext():
+            asyncio.run(send(server.url, protocol_plan, scenario, WARM_UP))
+            callgrind_control(server.pid, "--instr=on")
+            asyncio.run(send(server.url, protocol_plan, scenario, requests))
+            callgrind_control(server.pid, "--instr=off")
+            callgrind_control(server.pid, "--dump")
     finally:
         server.stop()
     return round(counted(out_dir) / requests)
 
 
-def measure(protocols: list[str], scenarios: list[str], requests: int) -> dict:
+def measure(protocols: list[str], scenarios: list[str], requests: int, console: bool = False) -> dict:
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="fakehop-instructions-") as scratch_name:
         scratch = Path(scratch_name)
@@ -97,7 +102,10 @@ def measure(protocols: list[str], scenarios: list[str], requests: int) -> dict:
             for scenario in scenarios:
                 fakehop = per_request("fakehop", fakehop_command(), plan[protocol], scenario, requests, scratch)
                 ceiling = per_request("ceiling", ceiling_command(plan_path), plan[protocol], scenario, requests, scratch)
-                results.setdefault(protocol, {})[scenario] = {"fakehop": fakehop, "ceiling": ceiling, "ratio": round(fakehop / ceiling, 3)}
+                figures = results.setdefault(protocol, {})[scenario] = {"fakehop": fakehop, "ceiling": ceiling, "ratio": round(fakehop / ceiling, 3)}
+                if console:
+                    watched = per_request("fakehop", fakehop_command(), plan[protocol], scenario, requests, scratch, console=True)
+                    figures.update(fakehop_console=watched, console_ratio=round(watched / ceiling, 3))
     return results
 
 
@@ -106,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--requests", type=int, default=200, help="requests counted per server and scenario (default 200)")
+    parser.add_argument("--console", action="store_true", help="also count fakehop's with one console watching its push")
     args = parser.parse_args(argv)
     if not available():
         print("python -m bench.instructions: valgrind (with callgrind_control) is not installed", file=sys.stderr)
         return 2
-    print(json.dumps(measure(args.protocols.split(","), args.scenarios.split(","), args.requests)))
+    print(json.dumps(measure(args.protocols.split(","), args.scenarios.split(","), args.requests, args.console)))
     return 0
 
 

@@ -28,6 +28,7 @@ from typing import Iterator
 from fakehop.cli import raise_open_file_limit
 from fakehop.protocols import PROTOCOLS
 
+from . import console as bench_console
 from . import plan as bench_plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -178,15 +179,16 @@ def ceiling_command(plan_path: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def servers(plan_path: Path, cpus: tuple[int, ...] | None) -> Iterator[dict[str, Server]]:
-    """fakehop and the ceiling, started side by side."""
+def servers(plan_path: Path, cpus: tuple[int, ...] | None, console: bool = False) -> Iterator[dict[str, Server]]:
+    """fakehop and the ceiling, started side by side; `console`: with one console watching fakehop."""
     started: dict[str, Server] = {}
     try:
         started["fakehop"] = Server("fakehop", fakehop_command(), cpus)
         started["ceiling"] = Server("ceiling", ceiling_command(plan_path), cpus)
         for server in started.values():
             server.wait_ready()
-        yield started
+        with bench_console.watching(started["fakehop"].url) if console else contextlib.nullcontext():
+            yield started
     finally:
         for server in started.values():
             server.stop()
@@ -234,8 +236,10 @@ def round_order(number: int) -> tuple[str, ...]:
 class Bench:
     """One protocol's sections, measured against both servers."""
 
-    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str, server_cpus: tuple[int, ...] | None):
+    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str, server_cpus: tuple[int, ...] | None,
+                 console: bool = False):
         self.sizes = sizes
+        self.console = console
         self.server_cpus = server_cpus
         self.plan = plan
         self.plan_path = plan_path
@@ -284,7 +288,7 @@ class Bench:
         runs = {name: {target: [] for target in TARGETS} for name in names}
         shared = [name for name in names if name != "idle_streams"]
         if shared:
-            with servers(self.plan_path, self.server_cpus) as running:
+            with servers(self.plan_path, self.server_cpus, self.console) as running:
                 self.warm_up(running)
                 for name in shared:
                     progress(f"{name} ({self.protocol})")
@@ -293,7 +297,7 @@ class Bench:
         if "idle_streams" in names:
             progress(f"idle_streams ({self.protocol})")
             for number in range(self.sizes.idle_rounds):
-                with servers(self.plan_path, self.server_cpus) as running:
+                with servers(self.plan_path, self.server_cpus, self.console) as running:
                     self.warm_up(running)
                     self.one_round(SECTIONS["idle_streams"], running, number, runs["idle_streams"])
         return {name: outcome(SECTIONS[name], runs[name]) for name in names}
@@ -364,7 +368,7 @@ def fixture_overhead(quick: bool) -> dict:
 # ---------------------------------------------------------------- instructions per request
 
 
-def instructions(protocols: list[str], quick: bool) -> dict:
+def instructions(protocols: list[str], quick: bool, console: bool = False) -> dict:
     """Instructions per request under callgrind, from bench/instructions.py (which prints them as JSON)."""
     from .instructions import available
 
@@ -372,7 +376,7 @@ def instructions(protocols: list[str], quick: bool) -> dict:
         return {"status": "skipped in --quick"}
     if not available():
         return {"status": "not available: valgrind is not installed"}
-    command = [sys.executable, "-m", "bench.instructions", "--protocols", ",".join(protocols)]
+    command = [sys.executable, "-m", "bench.instructions", "--protocols", ",".join(protocols), *(["--console"] if console else [])]
     done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=1800)
     if done.returncode != 0:
         return {"status": "failed", "exit_code": done.returncode, "stderr": done.stderr.decode()[-2000:]}
@@ -416,8 +420,11 @@ def instructions_summary(counts: dict) -> str:
     lines = ["instructions per request (callgrind; the same from run to run):"]
     for protocol, by_scenario in counts["per_request"].items():
         for scenario, figures in by_scenario.items():
-            lines.append(f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
-                         f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}")
+            line = (f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
+                    f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}")
+            if "fakehop_console" in figures:
+                line += f"; with a console watching {figures['fakehop_console'] / 1000:,.0f}k, {figures['console_ratio']:g}"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -446,6 +453,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-pinning", action="store_true",
                         help="let the scheduler place the processes (default, with 2 CPUs or more: the servers on the first, the client on the rest)")
     parser.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.py (instructions per request, under valgrind)")
+    parser.add_argument("--console", action="store_true",
+                        help="with one console watching fakehop's push throughout (and its instructions per request counted both ways)")
     for field in fields(Sizes):
         flag = "--" + field.name.replace("_", "-")
         parser.add_argument(flag, type=type(field.default), default=None, metavar="N",
@@ -485,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_open_file_limit()
     started = time.monotonic()
     placement = Placement.choose(apart=not args.no_pinning)
-    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols, "cpus": asdict(placement),
+    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols, "cpus": asdict(placement), "console": args.console,
                "sections": {name: {} for name in args.sections}}
     with tempfile.TemporaryDirectory(prefix="fakehop-bench-") as scratch:
         plan = bench_plan.build(args.protocols)
@@ -494,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         client = Client(placement.client)
         try:
             for protocol in args.protocols:
-                outcomes = Bench(sizes, plan, plan_path, client, protocol, placement.servers).sections(args.sections)
+                outcomes = Bench(sizes, plan, plan_path, client, protocol, placement.servers, args.console).sections(args.sections)
                 for name, result in outcomes.items():
                     results["sections"][name][protocol] = result
         finally:
@@ -504,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         results["sections"]["fixture_overhead"] = fixture_overhead(args.quick)
     if not args.no_instructions:
         progress("instructions")
-        results["instructions"] = instructions(args.protocols, args.quick)
+        results["instructions"] = instructions(args.protocols, args.quick, args.console)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
     args.json.write_text(json.dumps(results, indent=2) + "\n")

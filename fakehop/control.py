@@ -19,10 +19,10 @@ from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
 from .intake import bearer_token, loads, read_body, request_id_for, stamp_request_id
-from .library import bundled_directory
+from .library import UnknownScenario, bundled_directory
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from .protocols.common import BadRequest
-from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text
+from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text, scenario_json
 from .sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from .yamlsource import LineDict, LineList
 
@@ -43,9 +43,9 @@ JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 SESSION_PARAMETER = "session"
 ROUTES = (
-    "GET /health", "GET /scenarios", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
+    "GET /health", "GET /scenarios", "GET /scenarios/NAME", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
     "PUT /default", "PUT /strict", "PUT /time_scale", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict",
-    "POST /reset", "GET /sessions", "DELETE /sessions/ID",
+    "POST /reset", "GET /sessions", "DELETE /sessions/ID", "GET /events", "GET /metrics", "GET /ui",
 )
 
 
@@ -108,7 +108,8 @@ def control_call(handler):
     @functools.wraps(handler)
     async def call(request: web.Request) -> web.StreamResponse:
         response = refused_call(request) or await answer_in_json(request, handler)
-        stamp_request_id(response, request_id_for(request))
+        if not response.prepared:  # a stream stamps its own before its headers go out
+            stamp_request_id(response, request_id_for(request))
         return response
 
     return call
@@ -118,14 +119,23 @@ def refused_call(request: web.Request) -> web.Response | None:
     """The answer to a control call that may not be carried out, or None: a Host that is not
     this server's, an Origin of a page elsewhere, a missing admin token, a body of a type a
     web page could send unasked."""
+    return refused_host(request) or refused_origin(request) or refused_without_token(request) or refused_body_type(request)
+
+
+def refused_host(request: web.Request) -> web.Response | None:
+    """The 403 for a Host that is not this server's (a page on a name rebound to it), or None."""
     host = request.headers.get("Host")
     if request.config_dict[HOSTS_KEY].refuses(host):
         return error_response(403, refused_host_message(host))
+    return None
+
+
+def refused_origin(request: web.Request) -> web.Response | None:
     origin = foreign_origin(request)
-    if origin is not None:
-        return error_response(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
-                                   "call it from the command line, a test or the server's own pages")
-    return refused_without_token(request) or refused_body_type(request)
+    if origin is None:
+        return None
+    return error_response(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
+                               "call it from the command line, a test or the server's own pages")
 
 
 def refused_without_token(request: web.Request) -> web.Response | None:
@@ -261,8 +271,6 @@ async def off_the_loop(parse, *args) -> Scenario:
 
 async def scenario_named_by(session: Session, body: dict, source: str) -> str:
     """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
-    from .library import UnknownScenario
-
     given = body.get("scenario")
     if isinstance(given, str):
         try:
@@ -316,15 +324,58 @@ async def list_scenarios(request: web.Request) -> web.Response:
     return web.json_response({"default": session.default, "scenarios": scenarios})
 
 
+async def one_scenario(request: web.Request) -> web.Response:
+    """One scenario: its summary, what it plays (`definition`) and, for one from a file, the file's text."""
+    session = session_of(request)
+    name = request.match_info["name"]
+    if name not in session.library:
+        exc = UnknownScenario(name, session.library.names())
+        raise ControlError(str(exc), status=404, known=exc.known)
+    scenario = session.library[name]
+    origin = origin_of(session, scenario)
+    text = None if origin == "api" else file_text(Path(scenario.source))
+    return web.json_response({"scenario": {**summary(session, scenario), "definition": scenario_json(scenario), "text": text}})
+
+
+def file_text(path: Path) -> str | None:
+    """A scenario file's text as it is now; None when it cannot be read any more."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 async def add_scenario_call(request: web.Request) -> web.Response:
-    """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not."""
-    session = session_of(request, "name")
+    """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not.
+    `?check=true` only checks it: every problem with its line, and nothing added."""
+    session = session_of(request, "name", "check")
     default_name = request.query.get("name")
     text = await body_text(request)
+    if checking_only(request):
+        return await check_scenario(session, text, request.content_type, default_name)
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in session.library
     add_scenario(session, scenario)
     return web.json_response({"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201)
+
+
+def checking_only(request: web.Request) -> bool:
+    check = request.query.get("check", "false")
+    if check not in ("true", "false"):
+        raise ControlError(f"check: expected true or false, got {check[:40]!r}")
+    return check == "true"
+
+
+async def check_scenario(session: Session, text: str, content_type: str, default_name: str | None) -> web.Response:
+    """What adding this scenario would find wrong, as `{"valid": false, "problems": [{"line", "message"}]}`
+    (line 0: the whole text), or `{"valid": true, "scenario": {"name", "kind", "description"}}`."""
+    try:
+        scenario = await asyncio.to_thread(parse_scenario_body, text, content_type, default_name)
+        session.library.with_scenario(scenario)  # its `use` must name scenarios the session has
+    except ScenarioError as exc:
+        problems = [{"line": problem.line, "message": problem.message} for problem in exc.problems]
+        return web.json_response({"valid": False, "problems": problems})
+    return web.json_response({"valid": True, "scenario": {"name": scenario.name, "kind": kind_of(scenario), "description": scenario.description}})
 
 
 def parse_scenario_body(text: str, content_type: str, default_name: str | None) -> Scenario:
@@ -486,11 +537,13 @@ async def drop_session(request: web.Request) -> web.Response:
     return web.json_response({"dropped": name})
 
 
-def create_app() -> web.Application:
-    """The control API, to mount under PREFIX."""
+def create_app(*extensions) -> web.Application:
+    """The control API, to mount under PREFIX; each of `extensions` adds its own routes to it
+    (before the routes that answer what no call takes)."""
     app = web.Application()
     app.router.add_get("/health", control_call(health))
     app.router.add_get("/scenarios", control_call(list_scenarios))
+    app.router.add_get("/scenarios/{name}", control_call(one_scenario))
     app.router.add_post("/scenarios", control_call(add_scenario_call))
     app.router.add_get("/queue", control_call(show_queue))
     app.router.add_post("/queue", control_call(queue_scenario))
@@ -505,6 +558,8 @@ def create_app() -> web.Application:
     app.router.add_post("/reset", control_call(reset))
     app.router.add_get("/sessions", control_call(list_sessions))
     app.router.add_delete("/sessions/{name}", control_call(drop_session))
+    for extend in extensions:
+        extend(app)
     app.router.add_route("*", "", control_call(unknown_call))  # the prefix itself, without its slash
     app.router.add_route("*", "/{path:.*}", control_call(unknown_call))  # last: only what no other route takes
     return app

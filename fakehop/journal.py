@@ -85,6 +85,8 @@ class Record:
     status: int | None = None
     end: str = IN_PROGRESS
     events: int = 0  # SSE events written to the client so far (see sse_events)
+    sent_bytes: int = 0  # of the stream's writes so far, kept or not
+    keepalives: int = 0  # writes that began with a comment: a keepalive on its own, or one that came first
     error: str | None = None
     duration: float | None = None
     body_bytes: int = 0  # the body's size as read
@@ -104,7 +106,11 @@ class Record:
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
         self.write_began = now
-        size = self.frame_bytes + len(data)
+        length = len(data)
+        self.sent_bytes += length
+        if data.startswith(b":"):
+            self.keepalives += 1
+        size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
             self.frame_bytes = size
             self.frames.append((now, data))

@@ -1127,3 +1127,22 @@ def load_file(path: Path) -> Scenario:
 
 def scenario_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file())
+
+
+def scenario_json(scenario: Scenario) -> dict:
+    """What a scenario plays, for reading: each of its objects as a mapping of its fields, its
+    kind under `type` (`output`, `delay`, `http_error`, …); a step's `deltas` are the pieces
+    its text streams as."""
+    return _plain(scenario)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if not hasattr(value, "__dataclass_fields__"):
+        return value
+    plain = {"type": re.sub(r"(?<!^)(?=[A-Z])", "_", type(value).__name__).lower()}
+    for name in value.__dataclass_fields__:
+        if name != "prompt_regex":  # compiled; `prompt` holds its text
+            plain[name] = _plain(getattr(value, name))
+    return plain

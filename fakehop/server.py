@@ -414,7 +414,7 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     """The application for `gateway`; `bound_host`, the host it is served on, is answered beside
     loopback names, addresses and `gateway.allowed_hosts`. Bodies are left compressed for
     intake.read_body to inflate within the limit."""
-    from . import control
+    from . import console, control, metrics
 
     app = web.Application(client_max_size=client_max_size, handler_args={"auto_decompress": False})
     app[GATEWAY_KEY] = gateway
@@ -424,7 +424,10 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
-    app.add_subapp(CONTROL_PREFIX, control.create_app())
+    app.router.add_get("/", console.to_the_page)
+    metrics.count_for(app, gateway.journal)
+    console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
+    app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -84,3 +85,27 @@ def test_instructions_per_request_are_counted_for_both_servers():
         figures = by_scenario["bench-short"]
         assert figures["ceiling"] > 100_000 and figures["fakehop"] > figures["ceiling"] / 2, protocol  # hundreds of thousands each
         assert figures["ratio"] == round(figures["fakehop"] / figures["ceiling"], 3)
+
+
+def test_a_quick_bench_with_a_console_watching(tmp_path):
+    results_path = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", *TINY, "--console", "--protocols", "chat", "--sections", "short_requests",
+                           "--no-fixture-overhead", "--json", str(results_path)], cwd=REPO, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    results = json.loads(results_path.read_text())
+    assert results["console"] is True
+    assert results["sections"]["short_requests"]["chat"]["fakehop"]["median"]["errors"] == 0
+
+
+def test_the_bench_console_is_counted_by_the_server_while_it_watches(library):
+    from bench.console import watching
+    from fakehop.thread_server import ThreadServer
+
+    with ThreadServer(Gateway(library)) as server:
+        listening = lambda: server.call(lambda: len(server.gateway.journal.opened_listeners))  # noqa: E731
+        with watching(server.url):
+            assert listening() == 1
+        deadline = time.monotonic() + 5
+        while listening() and time.monotonic() < deadline:  # the server sees the console go a moment later
+            time.sleep(0.05)
+        assert listening() == 0

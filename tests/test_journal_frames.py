@@ -108,3 +108,20 @@ async def test_a_write_to_a_client_that_stopped_reading_is_seen_waiting(base_url
         assert record.end == jr.IN_PROGRESS and record.write_began is not None
     finally:
         writer.close()
+
+
+async def test_a_stream_counts_every_byte_it_sent_and_its_keepalives(base_url, gateway):
+    add(gateway, LONG)
+    sent = await post(base_url, "very-long")
+    keepalive_demo = await post(base_url, "keepalive-demo")
+    long_record, keepalive_record = gateway.journal.records
+    assert long_record.frames_cut and long_record.sent_bytes == len(sent) > long_record.frame_bytes
+    assert (keepalive_record.sent_bytes, keepalive_record.keepalives) == (len(keepalive_demo), 3)
+    assert keepalive_record.keepalives == sum(frame.startswith(b":") for _, frame in keepalive_record.frames)
+    assert long_record.keepalives == 0
+
+
+async def test_an_unstreamed_answer_sends_no_stream_bytes(base_url, gateway):
+    await post(base_url, "keepalive-demo", {**BODY, "stream": False})
+    [record] = gateway.journal.records
+    assert (record.sent_bytes, record.keepalives, record.events) == (0, 0, 0)

@@ -1,0 +1,358 @@
+"""The console in a real browser: Debian's Chromium, driven by playwright, against a real
+fakehop server, with the official openai SDK as the app under test.
+
+The browser is the system's (/usr/bin/chromium, or $FAKEHOP_CHROMIUM), never one playwright
+downloads. Without it these tests are skipped, saying why, unless FAKEHOP_BROWSER_TESTS=required
+(as .ci/run sets), where a missing browser fails them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+
+from fakehop.server import Gateway
+from fakehop.thread_server import ThreadServer
+
+CHROMIUM = Path(os.environ.get("FAKEHOP_CHROMIUM", "/usr/bin/chromium"))
+REQUIRED = os.environ.get("FAKEHOP_BROWSER_TESTS") == "required"
+# As root, with no network and a fresh profile (playwright's user_data_dir): nothing but the page.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1400, "height": 900}
+MESSAGES = [{"role": "user", "content": "Hi"}]
+SCREENSHOT_VARIABLE = "FAKEHOP_CONSOLE_SCREENSHOT"
+
+
+def browser_missing() -> str | None:
+    if not CHROMIUM.is_file():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium, or set FAKEHOP_CHROMIUM)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One Chromium for the module's tests, each of which opens its own page."""
+    missing = browser_missing()
+    if missing:
+        if REQUIRED:
+            pytest.fail(f"the browser tests must run here (FAKEHOP_BROWSER_TESTS=required), but there is {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport=VIEWPORT)
+        yield context
+        context.close()
+
+
+class Console:
+    """One fakehop server and one page of its console; `errors` holds what the page's console said was wrong."""
+
+    def __init__(self, browser, library, **gateway_options):
+        gateway_options.setdefault("time_scale", 1.0)
+        self.server = ThreadServer(Gateway(library, **gateway_options))
+        self.url = self.server.start()
+        self.page = browser.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def open(self, path: str = "/", wait_live: bool = True) -> None:
+        from playwright.sync_api import expect
+
+        self.page.goto(self.url + path)
+        if wait_live:
+            expect(self.page.locator("#connection")).to_have_text("live")
+
+    def client(self, **options) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key="sk-test", max_retries=0, **options)
+
+    def rows(self):
+        return self.page.locator("#log tbody tr")
+
+    def row(self, seq: int):
+        return self.page.locator(f'#log tbody tr[data-seq="{seq}"]')
+
+    def cells(self, seq: int) -> dict[str, str]:
+        headings = self.page.locator("#log thead th").all_inner_texts()
+        return dict(zip(headings, self.row(seq).locator("td").all_inner_texts()))
+
+    def close(self) -> None:
+        self.page.close()
+        self.server.stop()
+
+
+@pytest.fixture
+def open_console(browser, library):
+    """open_console(**gateway_options) -> a Console on a fresh server, its page open and live."""
+    opened: list[Console] = []
+
+    def make(path: str = "/", wait_live: bool = True, **gateway_options) -> Console:
+        console = Console(browser, library, **gateway_options)
+        opened.append(console)
+        console.open(path, wait_live)
+        return console
+
+    yield make
+    for console in opened:
+        console.close()
+
+
+def expect(locator):
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def ask(client: openai.OpenAI, scenario: str | None = None) -> str:
+    headers = {"X-Fakehop-Scenario": scenario} if scenario else {}
+    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True, extra_headers=headers)
+    return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+
+# ---------------------------------------------------------------- the tests the issue lists
+
+
+def test_the_page_loads_with_no_console_errors(open_console):
+    console = open_console()
+    page = console.page
+    assert page.url == console.url + "/_fakehop/ui"
+    expect(page.locator("#scenarios li")).to_have_count(len(console.server.gateway.library.names()))
+    expect(page.locator("#editor-state")).to_have_text("✓ my-fault (steps)")
+    expect(page.locator("#time-scale")).to_have_value("1")
+    expect(page.locator("#default")).to_have_text("hello")
+    assert not page.locator("#token-dialog").is_visible()
+    assert console.errors == []
+
+
+def test_a_request_from_the_sdk_shows_within_a_second_and_its_row_updates_when_it_ends(open_console):
+    console = open_console()
+    client = console.client()
+    asked = time.monotonic()
+    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
+                                            extra_headers={"X-Fakehop-Scenario": "slow-typing"})  # a character every 50 ms
+    expect(console.row(1)).to_contain_text("slow-typing", timeout=1000)
+    shown = time.monotonic() - asked
+    assert console.cells(1)["end"] == "in_progress" and console.cells(1)["duration"] == "…"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    ended = time.monotonic()
+    expect(console.row(1).locator("td").nth(6)).to_have_text("completed", timeout=1000)
+    record = console.server.call(lambda: console.server.gateway.journal.records[0])
+    cells = console.cells(1)
+    assert (cells["protocol"], cells["model"], cells["status"], cells["events"]) == ("chat", "gpt-5.6-sol", "200", str(record.events))
+    assert cells["duration"] == f"{record.duration:.3f} s" and text and shown < 1.0, (shown, time.monotonic() - ended)
+
+
+def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
+    console = open_console()
+    page = console.page
+    page.get_by_role("button", name="429", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(console.client())
+    assert raised.value.status_code == 429 and raised.value.response.headers["retry-after"] == "2"
+    expect(console.row(1).locator("td").nth(5)).to_have_text("429")
+    assert console.cells(1)["end"] == "http_error" and console.cells(1)["scenario"] == "rate-limited"
+    expect(page.locator("#queue")).to_have_text("empty")
+    console.row(1).click()
+    expect(page.locator("#detail-summary")).to_contain_text("Retry-After 2")
+    expect(page.locator("#detail-scenario")).to_contain_text("status: 429")
+    assert ask(console.client()) == "Hello! How can I help you today?"  # the queue held one
+
+
+def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_console):
+    console = open_console()
+    page = console.page
+    page.fill("#times", "2")
+    page.get_by_role("button", name="500", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("server-error ×2 (2)")
+    client = console.client()
+    for _ in range(2):
+        with pytest.raises(openai.InternalServerError):
+            ask(client)
+    page.locator('#scenarios li[data-name="max-tokens"] .make-default').click()
+    expect(page.locator("#default")).to_have_text("max-tokens")
+    expect(page.locator('#scenarios li[data-name="max-tokens"]')).to_have_class("default")
+    ask(client)
+    expect(console.row(3)).to_contain_text("max-tokens")
+
+
+def test_the_editor_shows_a_typos_line_and_nearest_key_then_adds_and_queues_the_fix(open_console):
+    console = open_console()
+    page = console.page
+    page.fill("#editor", "name: typo-demo\nsteps:\n  - txt: fixed in the page\n")
+    expect(page.locator("#problems li")).to_have_text("line 3: unknown key 'txt' in a step; did you mean 'text'?")
+    expect(page.locator("#editor-lines .bad")).to_have_text("3")
+    expect(page.locator("#editor-state")).to_have_text("1 problem")
+    page.fill("#editor", "name: typo-demo\nsteps:\n  - text: fixed in the page\n")
+    expect(page.locator("#editor-state")).to_have_text("✓ typo-demo (steps)")
+    expect(page.locator("#problems li")).to_have_count(0)
+    page.click("#editor-queue")
+    expect(page.locator("#queue")).to_have_text("typo-demo (1)")
+    expect(page.locator('#scenarios li[data-name="typo-demo"]')).to_contain_text("api")
+    assert ask(console.client()) == "fixed in the page"
+    assert console.errors == []
+
+
+def test_the_admin_token_is_asked_for_once_and_sent_with_every_call(open_console):
+    console = open_console(wait_live=False, admin_token="console-t0ken")
+    page = console.page
+    expect(page.locator("#token-dialog")).to_be_visible()
+    page.fill("#token", "not-the-token")
+    page.click("#token-form button")
+    expect(page.locator("#token-error")).to_have_text("the server refused that token")
+    page.fill("#token", "console-t0ken")
+    page.click("#token-form button")
+    expect(page.locator("#connection")).to_have_text("live")
+    expect(page.locator("#token-dialog")).to_be_hidden()
+    expect(page.locator("#scenarios li").first).to_be_visible()
+    page.get_by_role("button", name="hang", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("hang (1)")
+    page.reload()  # the tab keeps the token
+    expect(page.locator("#connection")).to_have_text("live")
+    assert not page.locator("#token-dialog").is_visible()
+    assert ask(console.client(), "hello") == "Hello! How can I help you today?"
+    expect(console.row(1)).to_contain_text("hello")
+    page.click("#forget-token")
+    expect(page.locator("#token-dialog")).to_be_visible()
+
+
+def test_the_session_selector_points_the_buttons_and_the_log_at_one_session(open_console):
+    console = open_console()
+    page = console.page
+    tester = console.client(default_headers={"X-Fakehop-Session": "checkout"})
+    assert ask(tester) == ask(console.client())
+    expect(page.locator("#session option")).to_have_count(2, timeout=10_000)  # the sessions are read every 5 s
+    expect(console.row(1).locator("td").nth(9)).to_have_text("checkout")
+    expect(console.row(2).locator("td").nth(9)).to_have_text("global")
+    page.select_option("#session", "checkout")
+    expect(console.row(2)).to_be_hidden()
+    page.get_by_role("button", name="429", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    assert ask(console.client()) == "Hello! How can I help you today?"  # the global session's queue is empty
+    with pytest.raises(openai.RateLimitError):
+        ask(tester)
+    expect(console.row(4).locator("td").nth(5)).to_have_text("429")
+    expect(console.row(3)).to_be_hidden()
+    page.select_option("#session", "")
+    expect(console.row(3)).to_be_visible()
+    expect(page.locator("#queue")).to_have_text("empty")
+    assert console.errors == []
+
+
+# ---------------------------------------------------------------- under load
+
+
+LONG_TASKS = """
+window.consoleLoad = {longTasks: [], logMutations: 0};
+new PerformanceObserver((list) => { for (const entry of list.getEntries()) window.consoleLoad.longTasks.push(entry.duration); })
+  .observe({type: "longtask", buffered: true});
+document.addEventListener("DOMContentLoaded", () => {
+  new MutationObserver(() => { window.consoleLoad.logMutations += 1; })
+    .observe(document.querySelector("#log tbody"), {childList: true, subtree: true, characterData: true});
+});
+"""
+
+
+def send_at(rate: float, count: int, url: str) -> list[float]:
+    """`count` requests through the SDK, `rate` a second, each from its own thread; their durations."""
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+
+    def one(_: int) -> float:
+        began = time.monotonic()
+        try:
+            ask(client)
+        except openai.InternalServerError:  # the fault the test queues meanwhile
+            pass
+        return time.monotonic() - began
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        futures = []
+        for number in range(count):
+            time.sleep(max(0.0, started + number / rate - time.monotonic()))
+            futures.append(pool.submit(one, number))
+        return [future.result() for future in futures]
+
+
+def test_the_page_stays_usable_at_50_requests_a_second_its_rows_batched_and_its_log_bounded(open_console, browser):
+    console = open_console(wait_live=False)
+    page = console.page
+    page.add_init_script(LONG_TASKS)
+    console.open("/_fakehop/ui?rows=100")
+    load = threading.Thread(target=send_at, args=(50, 300, console.url))
+    load.start()
+    latencies = []
+    try:
+        time.sleep(1.5)
+        clicked = time.time()
+        page.get_by_role("button", name="500", exact=True).click()  # clicks while the log scrolls
+        page.get_by_role("button", name="500", exact=True).click()
+        while load.is_alive():
+            began = time.monotonic()
+            page.evaluate("() => document.querySelectorAll('#log tbody tr').length")
+            latencies.append(time.monotonic() - began)
+            time.sleep(0.25)
+    finally:
+        load.join()
+    expect(page.locator("#log-count")).to_contain_text("of 300 requests", timeout=3000)
+    expect(console.rows()).to_have_count(100)
+    expect(console.rows().first).to_have_attribute("data-seq", "300")
+    failed = console.server.call(lambda: [r.started_at for r in console.server.gateway.journal.records if r.scenario == "server-error"])
+    assert len(failed) == 2 and failed[0] - clicked < 1.0
+    load_figures = page.evaluate("() => window.consoleLoad")
+    assert max(latencies) < 1.0, latencies
+    assert max(load_figures["longTasks"], default=0) < 500, load_figures["longTasks"]
+    assert load_figures["logMutations"] < 300 / 2, load_figures  # a few pushes a second, not one update a request
+    assert console.errors == []
+
+
+# ---------------------------------------------------------------- the README's screenshot
+
+
+def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
+    """The README's picture; `FAKEHOP_CONSOLE_SCREENSHOT=docs/console.png` writes it there too."""
+    console = open_console()
+    page = console.page
+    client = console.client()
+    ask(client)
+    ask(client, "weather-tool")
+    page.get_by_role("button", name="429", exact=True).click()
+    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    with pytest.raises(openai.RateLimitError):
+        ask(client)
+    with pytest.raises(openai.APIError):
+        ask(client, "fail-rate-limit")
+    with client.responses.stream(model="gpt-5.6-sol", input="Hi", extra_headers={"X-Fakehop-Scenario": "think-then-tool"}) as answer:
+        answer.get_final_response()
+    anthropic_client = anthropic.Anthropic(base_url=console.url, api_key="sk-test", max_retries=0)
+    with anthropic_client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
+                                          extra_headers={"X-Fakehop-Scenario": "reasoning-pause"}) as stalled:
+        next(iter(stalled))
+        page.fill("#editor", "name: cut-short\nsteps:\n  - txt: Half an answer\n  - disconnect\n")
+        expect(page.locator("#problems li")).to_have_count(1)
+        expect(console.row(6)).to_contain_text("in_progress")
+        console.row(2).click()
+        expect(page.locator("#detail-frames tbody tr").first).to_be_visible()
+        expect(page.locator("#queue")).to_have_text("empty")
+        picture = tmp_path / "console.png"
+        page.screenshot(path=str(picture))
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    wanted = os.environ.get(SCREENSHOT_VARIABLE)
+    if wanted:
+        shutil.copyfile(picture, wanted)

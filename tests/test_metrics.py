@@ -1,0 +1,158 @@
+"""GET /_fakehop/metrics, read with prometheus_client's own text parser, against the journal
+of a mixed run of the official SDKs and raw requests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+
+import aiohttp
+import anthropic
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from fakehop import journal as jr
+from fakehop import metrics
+
+CHAT = "/v1/chat/completions"
+MESSAGES = [{"role": "user", "content": "Hi"}]
+STREAM = {"model": "gpt-5.6-sol", "messages": MESSAGES, "stream": True}
+
+
+async def scrape(base_url: str, **headers) -> dict[str, list]:
+    """Each family's samples, by the family's name."""
+    async with aiohttp.ClientSession() as client:
+        async with client.get(base_url + "/_fakehop/metrics", headers=headers) as response:
+            assert response.status == 200, await response.text()
+            assert response.headers["Content-Type"].startswith("text/plain; version=")
+            text = await response.text()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def by_labels(samples: list, name: str, *labels: str) -> dict:
+    return {tuple(sample.labels[label] for label in labels): sample.value for sample in samples if sample.name == name}
+
+
+async def raw(base_url: str, scenario: str, body=STREAM, path=CHAT) -> bytes:
+    """The body as it came, as far as it came (a scenario may cut it off)."""
+    pieces = []
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + path, json=body, headers={"X-Fakehop-Scenario": scenario}) as response:
+            with contextlib.suppress(aiohttp.ClientPayloadError):
+                async for piece in response.content.iter_any():
+                    pieces.append(piece)
+    return b"".join(pieces)
+
+
+async def hang_up_on(base_url: str, scenario: str) -> None:
+    """Read a stream's first bytes, then go away."""
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + CHAT, json=STREAM, headers={"X-Fakehop-Scenario": scenario}) as response:
+            await response.content.readany()
+
+
+async def mixed_run(base_url: str, openai_client, anthropic_client) -> bytes:
+    """Answers of every kind and protocol; returns the bytes of the chat streams read raw."""
+    text = ""
+    async for chunk in await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True):
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+    assert text == "Hello! How can I help you today?"
+    with pytest.raises(openai.RateLimitError):
+        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "rate-limited"})
+    with pytest.raises(openai.APIError, match="Rate limit"):
+        async for _ in await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
+                                                                    extra_headers={"X-Fakehop-Scenario": "fail-rate-limit"}):
+            pass
+    async with openai_client.responses.stream(model="gpt-5.6-sol", input="Hi") as stream:
+        await stream.get_final_response()
+    async with anthropic_client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
+                                                extra_headers={"X-Fakehop-Scenario": "keepalive-demo"}) as stream:
+        await stream.get_final_message()
+    await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES)  # not streamed
+    sent = await raw(base_url, "weather-tool") + await raw(base_url, "disconnect")
+    await raw(base_url, "hello", {"model": 5})  # rejected
+    await raw(base_url, "hello", STREAM, "/v1/chat/complete")  # no such path
+    await hang_up_on(base_url, "hang")
+    return sent
+
+
+async def settled(journal: jr.Journal) -> None:
+    for _ in range(100):
+        if all(record.end != jr.IN_PROGRESS for record in journal.records):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("a request did not end")
+
+
+async def test_the_counters_match_the_journal_after_a_mixed_run(base_url, gateway, openai_client, anthropic_client):
+    sent_raw = await mixed_run(base_url, openai_client, anthropic_client)
+    await settled(gateway.journal)
+    records = list(gateway.journal.records)
+    families = await scrape(base_url)
+
+    requests = by_labels(families["fakehop_requests"], "fakehop_requests_total", "protocol", "scenario", "end")
+    assert requests == Counter((r.protocol or "none", r.scenario or "none", r.end) for r in records)
+    assert {key[2] for key in requests} == {"completed", "http_error", "failed", "disconnected", "rejected", "client_disconnected"}
+    assert by_labels(families["fakehop_responses"], "fakehop_responses_total", "status") == Counter(
+        ("none" if r.status is None else str(r.status),) for r in records)
+    assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 0}
+
+    for family, field in (("fakehop_stream_bytes", "sent_bytes"), ("fakehop_stream_events", "events"), ("fakehop_keepalives", "keepalives")):
+        expected = Counter()
+        for record in records:
+            expected[(record.protocol or "none",)] += getattr(record, field)
+        assert by_labels(families[family], family + "_total", "protocol") == expected, family
+    assert by_labels(families["fakehop_keepalives"], "fakehop_keepalives_total", "protocol")[("messages",)] == 3  # keepalive-demo
+    chat_raw = [r for r in records if r.protocol == "chat" and r.scenario in ("weather-tool", "disconnect")]
+    assert sum(r.sent_bytes for r in chat_raw) == len(sent_raw)
+
+    streams = [r for r in records if r.stream and r.status == 200]
+    histogram = families["fakehop_stream_duration_seconds"]
+    counts = by_labels(histogram, "fakehop_stream_duration_seconds_count", "protocol")
+    assert counts == {(protocol,): 0 for protocol in ("none", "chat", "responses", "messages")} | Counter((r.protocol,) for r in streams)
+    for (protocol,), total in by_labels(histogram, "fakehop_stream_duration_seconds_sum", "protocol").items():
+        assert total == pytest.approx(sum(r.duration for r in streams if r.protocol == protocol))
+    buckets = [(float(s.labels["le"]), s.value) for s in histogram if s.name.endswith("_bucket") and s.labels["protocol"] == "messages"]
+    assert [count for _, count in buckets] == sorted(count for _, count in buckets) and buckets[-1] == (float("inf"), counts[("messages",)])
+    keepalive_demo = next(r for r in streams if r.scenario == "keepalive-demo")
+    assert next(count for bound, count in buckets if bound >= keepalive_demo.duration) >= 1
+
+
+async def test_a_stream_under_way_is_in_progress_and_reset_takes_no_count_back(base_url, gateway):
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + CHAT, json=STREAM, headers={"X-Fakehop-Scenario": "hang"}) as response:
+            await response.content.readany()
+            families = await scrape(base_url)
+            assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 1}
+    await settled(gateway.journal)
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + "/_fakehop/reset") as reset:
+            assert reset.status == 200
+    families = await scrape(base_url)
+    assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 0}
+    assert by_labels(families["fakehop_requests"], "fakehop_requests_total", "protocol", "scenario", "end") == {
+        ("chat", "hang", "client_disconnected"): 1}
+
+
+async def test_the_metrics_need_the_admin_token(serve, make_gateway):
+    url = await serve(make_gateway(admin_token="t0ken"))
+    async with aiohttp.ClientSession() as client:
+        async with client.get(url + "/_fakehop/metrics") as response:
+            assert response.status == 401
+    assert "fakehop_requests" in await scrape(url, Authorization="Bearer t0ken")
+
+
+async def test_past_the_series_bound_new_scenarios_count_as_other(monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_SERIES", 3)
+    journal = jr.Journal()
+    counts = metrics.Counts(journal)
+    for name in ("a", "b", "c", "d", "e", "a"):
+        record = journal.open("req", "POST", CHAT, {})
+        record.protocol, record.scenario = "chat", name
+        record.close(jr.COMPLETED, 200)
+        counts.add(record)
+    assert counts.request_totals(1) == {("a",): 2, ("b",): 1, ("c",): 1, (metrics.OTHER,): 2}
+    assert counts.in_progress == 0
