@@ -62,10 +62,11 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_check_passes(dist: Path):
     assert checked.stdout.count("PASSED") == 2, checked.stdout
 
 
-def test_the_sdist_holds_the_sources_the_scenarios_the_tests_and_the_license(dist: Path):
+def test_the_sdist_holds_the_sources_the_scenarios_the_tests_the_ci_files_and_the_license(dist: Path):
     with tarfile.open(dist / SDIST) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "fakehop/cli.py", "tests/conftest.py"} <= names
+    assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "fakehop/cli.py", "tests/conftest.py", "Dockerfile",
+            "docs/ci/run-with-fakehop.sh"} <= names
     assert {name.removeprefix("scenarios/") for name in names if name.startswith("scenarios/")} == set(bundled_files())
     assert not any(name.startswith((".ci/", ".venv/", "dist/")) or "__pycache__" in name for name in names)
 
