@@ -175,7 +175,8 @@ def test_the_compose_example_puts_the_app_beside_a_healthy_fakehop_it_reaches_by
     assert environment["FAKEHOP_ADMIN_TOKEN"] == fakehop["environment"]["FAKEHOP_ADMIN_TOKEN"] == "${FAKEHOP_ADMIN_TOKEN:-}"
     [volume] = app["volumes"]
     assert (CI / volume.split(":")[0]).resolve() == CI / "example-app" and volume.split(":")[1] == app["working_dir"]
-    assert "python -m pytest" in app["command"][-1]
+    assert "pip install --quiet -r requirements.txt && python -m pytest" in app["command"][-1]
+    assert (CI / "example-app" / "requirements.txt").read_text().split() == ["openai>=1.60", "pytest>=8"]
 
 
 def test_the_workflow_example_runs_the_recipe_and_keeps_its_results_whatever_happened():

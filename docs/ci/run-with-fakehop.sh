@@ -14,7 +14,8 @@
 #
 # Then it writes into $FAKEHOP_RESULTS (default: fakehop-results):
 #
-#   requests.jsonl   every request the server got, one JSON record a line (fakehop requests --json)
+#   requests.jsonl   every request the server got, one JSON record a line (fakehop requests --json;
+#                    the journal keeps the last 1000 unless --journal-size N says otherwise)
 #   verdict.txt      what the app's clients did, judged by HopBase's rules (fakehop verdict)
 #   verdict.json     the same as JSON (fakehop verdict --json)
 #   server.log       what the server printed
