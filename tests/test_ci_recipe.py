@@ -135,6 +135,17 @@ def test_a_server_that_does_not_start_is_exit_2_with_its_output_and_the_command_
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_server_whose_health_check_does_not_pass_is_exit_2_and_the_command_never_runs(tmp_path: Path):
+    """Here the server was given another admin token than the one the recipe's commands send."""
+    run = recipe("--admin-token", "other", "--", sys.executable, "-c", "open('ran', 'w')", cwd=tmp_path, env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
+    assert run.returncode == 2
+    url = (tmp_path / "fakehop-results" / "server.log").read_text().splitlines()[0].split(" listening on ")[1]
+    assert run.stderr.splitlines()[-2:] == ["fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>",
+                                            f"run-with-fakehop.sh: fakehop serves at {url}, but its health check did not pass (see above)"]
+    assert not (tmp_path / "ran").exists()
+    assert_stopped(url)
+
+
 @pytest.mark.parametrize("args,env,says", [
     ([], {}, "usage: run-with-fakehop.sh [SERVE OPTION...] -- COMMAND [ARG...]"),
     (["--time-scale", "0.1", "--"], {}, "usage: run-with-fakehop.sh"),

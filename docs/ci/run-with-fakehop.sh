@@ -4,8 +4,8 @@
 #   run-with-fakehop.sh [SERVE OPTION...] -- COMMAND [ARG...]
 #
 # Starts `fakehop serve` in the background on a free port, with the SERVE OPTIONs if any
-# (--scenarios tests/scenarios, --time-scale 0.1, --port 8080, ...), waits until it listens,
-# and runs COMMAND with the app pointed at it:
+# (--scenarios tests/scenarios, --time-scale 0.1, --port 8080, ...), waits until it listens
+# (its --ready-file) and answers (fakehop wait), and runs COMMAND with the app pointed at it:
 #
 #   FAKEHOP_URL          the server's root: the fakehop commands and the control API
 #   OPENAI_BASE_URL      $FAKEHOP_URL/v1, which the openai SDKs read
@@ -22,7 +22,7 @@
 #
 # and stops the server, whatever happened. Exit status: COMMAND's when it failed; else 1 when
 # the verdict has an error finding (or could not be had); else 0. 2 when the server did not
-# start (its output is shown) or a setting is wrong.
+# start (its output is shown), its health check did not pass, or a setting is wrong.
 #
 # Settings, from the environment:
 #   FAKEHOP_RESULTS         where the results go (made if missing)
@@ -91,6 +91,11 @@ until [[ -s $ready ]]; do
     sleep 0.1
 done
 url=$(<"$ready")
+# Listening is not all: the control API must answer the commands below, with their admin token.
+if ! fakehop wait --url "$url" --timeout "$ready_timeout" >/dev/null; then
+    say "fakehop serves at $url, but its health check did not pass (see above)"
+    exit 2
+fi
 
 export FAKEHOP_URL=$url OPENAI_BASE_URL=$url/v1 ANTHROPIC_BASE_URL=$url
 export OPENAI_API_KEY=${OPENAI_API_KEY:-sk-fakehop} ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY:-sk-fakehop}
