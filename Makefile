@@ -29,4 +29,4 @@ golden: $(STAMP)
 	$(PY) -m tests.golden_files --write
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info fakehop-results

@@ -12,6 +12,7 @@ import json
 import re
 import signal
 import sys
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import fields
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -97,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--time-scale", type=positive_float, default=None, metavar="F",
                        help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)")
     serve.add_argument("--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any")
-    serve.add_argument("--admin-token", default=None, metavar="TOKEN", help="require this bearer token on /_fakehop/")
+    serve.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN",
+                       help="require this bearer token on /_fakehop/ (default $FAKEHOP_ADMIN_TOKEN; none if unset)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                        help="answer requests for this Host too, beside loopback names, addresses and --host (repeatable; '*' for any)")
     serve.add_argument("--journal-size", type=positive_int, default=DEFAULT_CAPACITY, metavar="N",
@@ -115,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lenient-conversations", action="store_true",
                        help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
     serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
+    serve.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
+                       help="once listening, write the server's URL to PATH (removed when it stops), for scripts that start it in the background")
     serve.set_defaults(run=run_serve)
 
     validate = commands.add_parser("validate", help="check scenario files; exit 1 listing every error")
@@ -290,7 +294,7 @@ def run_serve(args: argparse.Namespace) -> int:
     for warning in exposure_warnings(args):
         print(f"fakehop: warning: {warning}", file=sys.stderr)
     try:
-        asyncio.run(serve_until_stopped(gateway, args.host, args.port))
+        asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file))
     except KeyboardInterrupt:
         pass
     return 0
@@ -335,27 +339,55 @@ def settle_garbage_collector() -> None:
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, ALLOCATIONS_BETWEEN_FULL // (YOUNG_THRESHOLD * MIDDLE_THRESHOLD))
 
 
-async def serve_until_stopped(gateway, host: str, port: int) -> None:
+async def serve_until_stopped(gateway, host: str, port: int, ready_file: Path | None = None) -> None:
     from .server import start
 
     runner, url = await start(gateway, host, port)
     settle_garbage_collector()
-    names = gateway.library.names()
-    print(f"fakehop {__version__} listening on {url}", flush=True)
-    strict = "strict, " if gateway.strict else ""
-    print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
-          f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
-    await run_until_stopped(runner)
+    await run_until_stopped(runner, announced(gateway, url, ready_file))
 
 
-async def run_until_stopped(runner) -> None:
-    """Serve until SIGINT or SIGTERM, then stop `runner`."""
+@contextmanager
+def announced(gateway, url: str, ready_file: Path | None):
+    """While serving: the URL in the ready file, if asked for, and the banner, once it is written."""
+    with ready_file_holding(url, ready_file):
+        names = gateway.library.names()
+        print(f"fakehop {__version__} listening on {url}", flush=True)
+        strict = "strict, " if gateway.strict else ""
+        print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
+              f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+        yield
+
+
+@contextmanager
+def ready_file_holding(url: str, path: Path | None):
+    """While serving: `url` in the file at `path` (serve --ready-file), written whole or not at
+    all, so that a script polling for the file never reads half a URL; removed when serving ends."""
+    if path is None:
+        yield
+        return
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(url + "\n")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise OSError(f"cannot write --ready-file {path}: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+async def run_until_stopped(runner, while_serving: AbstractContextManager = nullcontext()) -> None:
+    """Serve until SIGINT or SIGTERM, inside `while_serving`, then stop `runner`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
     try:
-        await stop.wait()
+        with while_serving:
+            await stop.wait()
     finally:
         await runner.cleanup()
 
