@@ -39,6 +39,7 @@ from .run import Server, ceiling_command, fakehop_command
 SCENARIOS = ("bench-short", "bench-long")
 WARM_UP = 16
 CONCURRENCY = 8
+VALGRIND_START_TIMEOUT = 240.0  # python under callgrind starts 20-50 times slower, more on a busy machine
 
 
 def available() -> bool:
@@ -79,7 +80,7 @@ def per_request(name: str, command: list[str], protocol_plan: dict, scenario: st
     out_dir = Path(tempfile.mkdtemp(prefix=f"{name}-{scenario}-", dir=scratch))
     server = Server(name, ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_dir}/callgrind.%p", *command])
     try:
-        server.wait_ready()
+        server.wait_ready(timeout=VALGRIND_START_TIMEOUT)
         with bench_console.watching(server.url) if console else contextlib.nullcontext():
             asyncio.run(send(server.url, protocol_plan, scenario, WARM_UP))
             callgrind_control(server.pid, "--instr=on")

@@ -143,8 +143,8 @@ class Server:
     def pid(self) -> int:
         return self.process.pid
 
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
         line, match = "", None
         while match is None and select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
             line = self.process.stdout.readline().decode()
