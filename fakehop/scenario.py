@@ -1052,6 +1052,10 @@ def _header_rules(check: _Checker, spec: LineDict) -> tuple[tuple[str, str], ...
                                                 for name, glob in headers.items()):
         check.add(_line_of(spec, "header"), "match header: expected a mapping of header names to globs, such as {X-Tenant: \"acme-*\"}")
         return ()
+    for name in headers:
+        if not _HEADER_NAME.match(name):
+            check.add(_line_of(headers, name, _line_of(spec, "header")),
+                      f"match header: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only), so no request sends it")
     return tuple((name, str(glob)) for name, glob in headers.items())
 
 

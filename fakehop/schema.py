@@ -23,7 +23,8 @@ def _duration(description: str) -> dict:
     }
 
 
-def _text_source(what: str) -> dict:
+def _text_source(what: str, quoting: bool = True) -> dict:
+    """The forms a text takes; `quoting`: also the forms that quote the request, which reasoning may not."""
     faker = {
         "type": "object",
         "description": "Filler text made by Faker, the same for the same seed.",
@@ -49,8 +50,10 @@ def _text_source(what: str) -> dict:
         "required": ["template"],
         "additionalProperties": False,
     }
-    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES, quote, template]}
+    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES] + ([quote, template] if quoting else [])}
 
+
+HEADER_NAME = {"pattern": "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$", "description": "An HTTP header name (an RFC 9110 token)."}
 
 PIECES = {
     "type": "array",
@@ -66,7 +69,7 @@ def _reasoning() -> dict:
     parts = {
         "type": "object",
         "description": "Several summary parts, each a text.",
-        "properties": {"parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.")}},
+        "properties": {"parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.", quoting=False)}},
         "required": ["parts"],
         "additionalProperties": False,
     }
@@ -169,7 +172,7 @@ def _http_error() -> dict:
             "status": {"type": "integer", "minimum": 400, "maximum": 599},
             "message": {"type": "string"},
             "retry_after": {"description": "Retry-After header, as written.", "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]},
-            "headers": {"type": "object", "additionalProperties": {"type": ["string", "number"]}},
+            "headers": {"type": "object", "propertyNames": HEADER_NAME, "additionalProperties": {"type": ["string", "number"]}},
             **_ERROR_DETAILS,
         },
         "required": ["status"],
@@ -229,7 +232,8 @@ def scenario_schema() -> dict:
                             "anyOf": [{"type": "boolean"}, {"type": "string", "minLength": 1}]},
             "tools": {"type": "string", "description": "The request offers a tool of this name."},
             "system": {"type": "string", "description": "Substring of the system prompt or instructions; /regex/ for a regular expression."},
-            "header": {"type": "object", "description": "Request headers whose value fits each glob.", "additionalProperties": {"type": ["string", "number"]}},
+            "header": {"type": "object", "description": "Request headers whose value fits each glob.", "propertyNames": HEADER_NAME,
+                       "additionalProperties": {"type": ["string", "number"]}},
         },
         "additionalProperties": False,
     }

@@ -176,6 +176,8 @@ def test_schema_accepts_the_conversation_keys():
     {"match": {"turn": 0}, "steps": [{"text": "a"}]},
     {"match": {"tool_result": 3}, "steps": [{"text": "a"}]},
     {"match": {"header": "X-Tenant"}, "steps": [{"text": "a"}]},
+    {"match": {"header": {"X Tenant": "acme"}}, "steps": [{"text": "a"}]},
+    {"steps": [{"reasoning": {"parts": ["a", {"from": "prompt"}]}}]},
     {"steps": [{"text": {"from": "nowhere"}}]},
     {"steps": [{"text": {"template": "{tool_result}", "from": "prompt"}}]},
     {"conversation": []},

@@ -253,6 +253,11 @@ def test_http_error_headers_that_would_garble_the_connection_are_refused(headers
     assert problem.startswith("t.yaml:5: ") and says in problem
 
 
+def test_a_match_header_that_no_request_could_send_is_refused_at_its_line():
+    [problem] = problems("match:\n  header:\n    X-Tenant: acme\n    X Tenant: acme\nsteps: [{text: a}]")
+    assert problem.startswith("t.yaml:4: match header: 'X Tenant' is not a header name")
+
+
 def test_keepalive_below_a_millisecond_is_refused():
     [problem] = problems("keepalive: 0.000001\nsteps: [{delay: 1h}, {text: a}]")
     assert problem == "t.yaml:1: keepalive: must be 0 (never) or at least 1ms, got 1e-06"
