@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(VENV)/bin/fakehop serve
 
+# two workers (pytest-xdist), a running count of the tests done, and the ten slowest at the end
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -n 2 -o console_output_style=count --durations=10 $(TEST_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m soak
