@@ -47,7 +47,7 @@ class RecordedRequest:
     """
 
     seq: int  # numbers requests from 1 over the server's life
-    id: str  # the x-request-id fakehop answered with
+    id: str  # the request id fakehop answered with (x-request-id on the OpenAI protocols, request-id on Messages)
     method: str
     path: str
     headers: CIMultiDictProxy  # case-insensitive: headers["authorization"]
