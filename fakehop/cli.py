@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import itertools
 import json
@@ -15,18 +16,19 @@ import sys
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import fields
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from . import __version__
 from .journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration
+from .scenario import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_file, parse_duration
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
+from .style import Tint, plain, tinter
 from .verdicts import Finding, Settings, setting_value
 from .writer import DEFAULT_MIN_GAP
 
@@ -89,7 +91,7 @@ def add_library_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="fakehop", description="A fake HopBase LLM gateway for integration tests.")
     parser.add_argument("--version", action="version", version=f"fakehop {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: the list of commands (see main)
 
     serve = commands.add_parser("serve", help="run the fake gateway")
     add_listen_options(serve)
@@ -126,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=run_validate)
 
     play = commands.add_parser("play", help="print the exact bytes a client would get, with no server")
-    play.add_argument("name", metavar="NAME", help="scenario name")
+    play.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to play (beside the others, for its use:)")
     play.add_argument("--protocol", choices=sorted(PROTOCOLS), default="chat")
     play.add_argument("--no-stream", action="store_true", help="the non-streaming answer instead of SSE")
     play.add_argument("--seed", type=int, default=0, help="seed for ids (default 0)")
@@ -138,8 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_library_options(play)
     play.set_defaults(run=run_play)
 
-    listing = commands.add_parser("list", help="list the scenarios")
+    listing = commands.add_parser("list", help="list the scenarios, or with --url a running server's")
     add_library_options(listing)
+    add_server_options(listing, url_help="list this running server's scenarios (added ones too) instead of the files'")
     listing.set_defaults(run=run_list)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the scenario format")
@@ -188,9 +191,10 @@ def duration(text: str) -> float:
 
 def add_control_commands(commands) -> None:
     """Commands that drive a running server through its control API."""
-    queue = commands.add_parser("queue", help="queue a scenario for the next requests that name none")
-    queue.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and queue")
-    queue.add_argument("--times", type=positive_int, default=1, metavar="N", help="for the next N such requests (default 1)")
+    queue = commands.add_parser("queue", help="queue a scenario for the next requests that name none; --clear empties the queue")
+    queue.add_argument("scenario", nargs="?", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and queue")
+    queue.add_argument("--times", type=positive_int, default=None, metavar="N", help="for the next N such requests (default 1)")
+    queue.add_argument("--clear", action="store_true", help="empty the queue first (with no NAME|FILE: only that)")
     add_server_options(queue)
     queue.set_defaults(run=run_queue)
 
@@ -248,16 +252,29 @@ def setting_type(name: str):
     return read
 
 
-def add_server_options(parser: argparse.ArgumentParser, *, session: bool = True) -> None:
-    parser.add_argument("--url", type=server_url, default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
+def add_server_options(parser: argparse.ArgumentParser, *, session: bool = True, url_help: str | None = None) -> None:
+    """--url, --admin-token and --session; with `url_help`, --url is optional, with no default."""
+    if url_help is None:
+        parser.add_argument("--url", type=server_url, default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
+    else:
+        parser.add_argument("--url", type=server_url, default=None, help=url_help)
     parser.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN")
     if session:
         parser.add_argument("--session", default=None, metavar="ID", help="act on this session (default: the global one)")
 
 
+def tell(message: str, label: str = "fakehop:", tone: str = "bad") -> None:
+    """One line on stderr, after `label` in `tone` (see fakehop.style)."""
+    print(f"{tinter(sys.stderr)(label, tone)} {message}", file=sys.stderr)
+
+
 def fail(message: str, code: int = 2) -> int:
-    print(f"fakehop: {message}", file=sys.stderr)
+    tell(message)
     return code
+
+
+def warn(message: str) -> None:
+    tell(message, "fakehop: warning:", "warn")
 
 
 def time_scale_of(args: argparse.Namespace) -> float:
@@ -290,9 +307,9 @@ def run_serve(args: argparse.Namespace) -> int:
                       strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
                       lenient_conversations=args.lenient_conversations)
     if not args.quiet:
-        gateway.journal.listeners.append(print_finished)
+        gateway.journal.listeners.append(functools.partial(print_finished, tint=tinter(sys.stdout)))
     for warning in exposure_warnings(args):
-        print(f"fakehop: warning: {warning}", file=sys.stderr)
+        warn(warning)
     try:
         asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file))
     except KeyboardInterrupt:
@@ -311,9 +328,9 @@ def exposure_warnings(args: argparse.Namespace) -> list[str]:
     return warnings
 
 
-def print_finished(record: Record) -> None:
+def print_finished(record: Record, tint: Tint = plain) -> None:
     try:
-        print(record.log_line(), flush=True)
+        print(record.log_line(tint), flush=True)
     except (OSError, ValueError):  # stdout was closed: the server goes on without its log
         pass
 
@@ -411,8 +428,7 @@ def run_record(args: argparse.Namespace) -> int:
         recorder.listeners.append(lambda line: print(line, flush=True))
     if not is_loopback(args.host):
         key = "with --upstream-key, on your key" if args.upstream_key else "on whatever key they send"
-        print(f"fakehop: warning: recording on {args.host or 'all interfaces'}: anyone who can reach it can send requests upstream, {key}",
-              file=sys.stderr)
+        warn(f"recording on {args.host or 'all interfaces'}: anyone who can reach it can send requests upstream, {key}")
 
     async def go() -> None:
         runner, url = await start(recorder, args.host, args.port)
@@ -472,11 +488,11 @@ def run_play(args: argparse.Namespace) -> int:
     from . import player
     from .render import render
 
-    library = Library.load(args.scenarios)
-    if args.name not in library:
-        return fail(str(UnknownScenario(args.name, library.names())))
+    library, name = playable(Library.load(args.scenarios), args.scenario)
+    if name not in library:
+        raise UnknownScenario(name, library.names())
     protocol = PROTOCOLS[args.protocol]
-    conversation = library[args.name].is_conversation
+    conversation = library[name].is_conversation
     if conversation and args.body and args.request:
         return fail("--request: a conversation answers the turn its request is at; give --body or --request, not both")
     try:
@@ -497,7 +513,7 @@ def run_play(args: argparse.Namespace) -> int:
     scale = time_scale_of(args)
 
     async def go():
-        return await render(library, args.name, args.protocol, body, request_number=args.request or 1, seed=args.seed,
+        return await render(library, name, args.protocol, body, request_number=args.request or 1, seed=args.seed,
                             time_scale=scale, clock=clock_factory(), write=write)
 
     try:
@@ -509,12 +525,37 @@ def run_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def playable(library: Library, target: str) -> tuple[Library, str]:
+    """The library to play `target` from, and its name: a file's scenario is added to it."""
+    scenario = scenario_in_file(target, "played")
+    if scenario is None:
+        return library, target
+    try:
+        return library.with_scenario(scenario), scenario.name
+    except ScenarioError as exc:  # its `use` names no scenario the library has
+        raise FileProblems(target, exc.problems, "played") from None
+
+
 def run_list(args: argparse.Namespace) -> int:
-    library = Library.load(args.scenarios)
-    width = max(len(name) for name in library.names())
-    for name in library.names():
-        print(f"{name:<{width}}  {library[name].description}")
+    if args.url is None:
+        if args.session is not None:
+            return fail("--session: a session belongs to a running server; give its --url too")
+        library = Library.load(args.scenarios)
+        print_scenarios([(name, library[name].description) for name in library.names()])
+        return 0
+    if args.scenarios:
+        return fail("--scenarios: with --url the server's own scenarios are listed; give one or the other")
+    listed = client_of(args).call("GET", "/scenarios")["scenarios"]
+    print_scenarios([(scenario["name"], scenario["description"]) for scenario in listed])
     return 0
+
+
+def print_scenarios(rows: list[tuple[str, str]]) -> None:
+    """One line a scenario: its name, then its description."""
+    tint = tinter(sys.stdout)
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, description in rows:
+        print(f"{tint(f'{name:<{width}}', 'strong')}  {description}".rstrip())
 
 
 def run_schema(args: argparse.Namespace) -> int:
@@ -524,16 +565,33 @@ def run_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def scenario_name_for(client: ControlClient, target: str) -> str:
-    """A name as given; a .yaml/.yml file (or any path with a slash) is checked here, then added."""
+class FileProblems(Exception):
+    """A scenario file given on the command line has problems; str() is the line after them."""
+
+    def __init__(self, target: str, problems: list, left_undone: str):
+        count = len(problems)
+        super().__init__(f"{count} problem{'s' if count != 1 else ''} in {target}; nothing was {left_undone}")
+        self.problems = [str(problem) for problem in problems]
+
+
+def scenario_in_file(target: str, left_undone: str) -> Scenario | None:
+    """None for a scenario name; for a .yaml/.yml file (or any path with a slash), its scenario,
+    checked here. FileProblems, saying that nothing was `left_undone`, lists what is wrong."""
     path = Path(target)
     if path.suffix not in SCENARIO_SUFFIXES and "/" not in target:
-        return target
+        return None
     try:
-        scenario = load_file(path)
+        return load_file(path)
     except ScenarioError as exc:
-        count = len(exc.problems)
-        raise ControlFailed(f"{count} problem{'s' if count != 1 else ''} in {target}; nothing was sent", [str(p) for p in exc.problems]) from None
+        raise FileProblems(target, exc.problems, left_undone) from None
+
+
+def scenario_name_for(client: ControlClient, target: str) -> str:
+    """A name as given; a file's scenario is checked here, then added to the server."""
+    scenario = scenario_in_file(target, "sent")
+    if scenario is None:
+        return target
+    path = Path(target)
     client.call("POST", "/scenarios", text=path.read_text(encoding="utf-8"), query={"name": path.stem})
     return scenario.name
 
@@ -543,11 +601,21 @@ def client_of(args: argparse.Namespace) -> ControlClient:
 
 
 def run_queue(args: argparse.Namespace) -> int:
+    if args.scenario is None and not args.clear:
+        return fail("queue: give a scenario NAME or FILE to queue, or --clear to empty the queue")
+    if args.scenario is None and args.times is not None:
+        return fail("--times: says how often to queue a scenario; give its NAME or FILE")
     client = client_of(args)
-    name = scenario_name_for(client, args.scenario)
-    count = client.call("POST", "/queue", {"scenario": name, "times": args.times})["requests"]
-    requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
-    print(f"queued {name} for {requests} no scenario; queue now: {runs(client.call('GET', '/queue')['queue'])}")
+    name = None if args.scenario is None else scenario_name_for(client, args.scenario)
+    if args.clear:
+        if name is not None:  # a name the server does not know stops the command before the queue is emptied
+            client.call("GET", f"/scenarios/{quote(name, safe='')}")
+        removed = client.call("DELETE", "/queue")["removed"]
+        print(f"queue cleared: {removed} entr{'y' if removed == 1 else 'ies'} removed")
+    if name is not None:
+        count = client.call("POST", "/queue", {"scenario": name, "times": args.times or 1})["requests"]
+        requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
+        print(f"queued {name} for {requests} no scenario; queue now: {runs(client.call('GET', '/queue')['queue'])}")
     return 0
 
 
@@ -566,8 +634,12 @@ def run_default(args: argparse.Namespace) -> int:
 
 def run_requests(args: argparse.Namespace) -> int:
     client = client_of(args)
-    show = (lambda record: json.dumps(record.as_json())) if args.json else Record.log_line
-    records = client.follow(args.since, args.interval) if args.follow else client.records(args.since)
+    tint = tinter(sys.stdout)
+    show = (lambda record: json.dumps(record.as_json())) if args.json else (lambda record: record.log_line(tint))
+    if args.follow:
+        records = client.follow(args.since, args.interval, notice=lambda line: tell(line, tone="warn"))
+    else:
+        records = client.records(args.since)
     for record in records:
         print(show(record), flush=True)
     return 0
@@ -579,9 +651,10 @@ def run_verdict(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, indent=2))
     else:
+        tint = tinter(sys.stdout)
         for finding in answer["findings"]:
-            print(Finding.from_json(finding))
-        print(verdict_summary(answer))
+            print(Finding.from_json(finding).line(tint))
+        print(tint(verdict_summary(answer), "bad" if answer["errors"] else "warn" if answer["warnings"] else "good"))
     return 1 if answer["errors"] else 0
 
 
@@ -631,7 +704,14 @@ def run_wait(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Exit 0 when done; 1 when what was asked found problems (a verdict's errors, a file's
+    problems, a server that refused or is not there); 2 for a mistake in the command itself,
+    an unknown scenario name included (a bare `fakehop` lists the commands, and exits 2 too)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
     try:
         return args.run(args)
     except ScenarioError as exc:
@@ -639,14 +719,19 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; nothing was started", 1)
     except UnknownScenario as exc:
         return fail(str(exc))
-    except ControlFailed as exc:
+    except (ControlFailed, FileProblems) as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
-        return fail(str(exc), 1)
+        return fail(str(exc), 2 if names_unknown_scenario(exc) else 1)
     except OSError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return 130
+
+
+def names_unknown_scenario(exc: Exception) -> bool:
+    """Whether the server refused a scenario name it does not know (its error lists the `known` ones)."""
+    return isinstance(exc, ControlFailed) and exc.answer is not None and "known" in exc.answer
 
 
 if __name__ == "__main__":

@@ -291,10 +291,10 @@ async def scenario_named_by(session: Session, body: dict, source: str) -> str:
 
 
 async def health(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session, gateway = session_of(request), gateway_of(request)
     return web.json_response({"status": "ok", "version": __version__, "scenarios": len(session.library.names()), "default": session.default,
                               "time_scale": session.time_scale, "strict": session.strict, "session": session.name,
-                              "lenient_conversations": gateway_of(request).lenient_conversations})
+                              "lenient_conversations": gateway.lenient_conversations, "started_at": gateway.started_at})
 
 
 def origin_of(session: Session, scenario: Scenario) -> str:

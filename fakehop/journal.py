@@ -7,6 +7,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
+from .style import Tint, plain
+
 DEFAULT_CAPACITY = 1000
 DEFAULT_BYTES = 64 * 1024 * 1024  # the bodies of all records together, counted as the bytes they came as
 KEPT_BODY_BYTES = 1024 * 1024  # of one body; a longer one is kept cut, as text
@@ -24,6 +26,10 @@ REJECTED = "rejected"  # a bad request, answered with a 4xx
 UNMATCHED = "unmatched"  # strict mode: no scenario was set up for it, answered with a 400
 IN_PROGRESS = "in_progress"
 MAX_ERROR_IN_LINE = 160
+# What each ending means to whoever reads the log (see fakehop.style).
+END_TONES = {COMPLETED: "good", FAILED: "bad", HTTP_ERROR: "bad", DISCONNECTED: "bad", CLIENT_DISCONNECTED: "warn",
+             REJECTED: "warn", UNMATCHED: "warn", IN_PROGRESS: "faint"}
+NOT_STREAMED_ENDS = frozenset((HTTP_ERROR, REJECTED, UNMATCHED))  # answered before any stream, whatever was asked
 
 
 def sse_events(data: bytes) -> int:
@@ -153,17 +159,27 @@ class Record:
         known = {f.name for f in fields(cls) if f.init and not f.name.startswith("_")}
         return cls(**{key: value for key, value in data.items() if key in known})
 
-    def log_line(self) -> str:
-        """One readable line: when, what was asked, the scenario it got, and how it ended."""
+    @property
+    def streamed(self) -> bool:
+        """Whether the answer is (or was) an event stream: asked for, and not refused or an HTTP error first."""
+        return self.stream and self.end not in NOT_STREAMED_ENDS
+
+    def log_line(self, tint: Tint = plain) -> str:
+        """One readable line: when, what was asked, the scenario it got, how it ended and whether
+        it streamed; `tint` colours its parts by what they mean."""
         clock = time.strftime("%H:%M:%S", time.localtime(self.started_at)) + f".{int(self.started_at * 1000) % 1000:03d}"
         duration = "-" if self.duration is None else f"{self.duration:.3f}s"
+        scenario = tint(f"{self.scenario or '-':<18}", "strong")
+        end = tint(f"{self.end:<19}", END_TONES.get(self.end, ""))
         line = (f"{clock} #{self.seq:<4} {self.method:<4} {self.path:<22} {self.protocol or '-':<9} "
-                f"{self.scenario or '-':<18} {self.status or '-':>3} {self.end:<19} {self.events:>4} events {duration:>8}")
+                f"{scenario} {self.status or '-':>3} {end} {self.events:>4} events {duration:>8}")
+        if self.streamed:
+            line += "  streamed"
         if self.session is not None:
             line += f"  session={self.session}"
         if self.error:
             error = " ".join(self.error.split())
-            line += "  " + (error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…")
+            line += "  " + tint(error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…", "bad")
         return line
 
 

@@ -9,7 +9,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import CONTROL_PREFIX as PREFIX
 from .journal import IN_PROGRESS, Record
@@ -17,6 +17,7 @@ from .sessions import SESSION_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
+RECONNECT_WAIT = 5.0  # seconds between tries to reach a server that went away, at most
 
 
 def default_url() -> str:
@@ -112,16 +113,29 @@ class ControlClient:
                     raise
             time.sleep(interval)
 
-    def follow(self, since: int, interval: float) -> Iterator[Record]:
+    def follow(self, since: int, interval: float, notice: Callable[[str], None] = lambda line: None) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.
 
         Each poll reads the journal page by page, then the next resumes just before the oldest
         request still in progress, so one that finishes after later ones is still seen; `shown`
-        keeps the finished ones from repeating."""
+        keeps the finished ones from repeating. When the server cannot be reached any more,
+        `notice` is told, the polls wait until it answers again (see `reconnected`) and go on
+        where they were; a server that restarted meanwhile numbers its requests from 1 again,
+        so they are followed from its first."""
+        started_at = self.call("GET", "/health").get("started_at")
         shown: set[int] = set()
         oldest_in_progress = None  # of the pages read so far in this poll
         while True:
-            page, more = self.page(since)
+            try:
+                page, more = self.page(since)
+            except ControlFailed as exc:
+                if exc.status is not None:
+                    raise
+                restarted_at = self.reconnected(interval, notice)
+                if restarted_at != started_at:
+                    notice(f"the server at {self.url} restarted: its requests are numbered from #1 again")
+                    started_at, since, shown, oldest_in_progress = restarted_at, 0, set(), None
+                continue
             for record in page:
                 if record.end != IN_PROGRESS and record.seq not in shown:
                     shown.add(record.seq)
@@ -135,3 +149,21 @@ class ControlClient:
             oldest_in_progress = None
             shown = {seq for seq in shown if seq > since}
             time.sleep(interval)
+
+    def reconnected(self, first_wait: float, notice: Callable[[str], None]) -> Any:
+        """Once the server that went away answers its health check again, its `started_at`.
+        The waits between tries double from `first_wait` up to RECONNECT_WAIT; `notice` is told
+        once that the connection went, and once that it is back."""
+        notice(f"lost the connection to {self.url}; reconnecting")
+        wait = first_wait
+        while True:
+            time.sleep(wait)
+            try:
+                answer = self.call("GET", "/health")
+            except ControlFailed as exc:
+                if exc.status is not None:
+                    raise
+                wait = min(2 * wait, max(RECONNECT_WAIT, first_wait))
+                continue
+            notice(f"reconnected to {self.url}")
+            return answer.get("started_at")

@@ -53,6 +53,9 @@ class Gateway:
     session_idle: float = DEFAULT_SESSION_IDLE
     lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
     responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
+    # When this gateway was made (time.time()): a client that lost the server tells by it
+    # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
+    started_at: float = field(default_factory=time.time, init=False)
 
     def __post_init__(self) -> None:
         start = Start(self.library, self.default, self.time_scale, self.strict)

@@ -22,10 +22,12 @@ from .journal import Record
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest, content_text
 from .scenario import Script
+from .style import Tint, plain
 
 ERROR = "error"
 WARNING = "warning"
 SEVERITIES = (ERROR, WARNING)
+SEVERITY_TONES = {ERROR: "bad", WARNING: "warn"}  # see fakehop.style
 # How an attempt may end for the next one with the same body to be its retry.
 FAILURES = frozenset((jr.HTTP_ERROR, jr.FAILED, jr.DISCONNECTED, jr.CLIENT_DISCONNECTED, jr.REJECTED))
 NON_RETRYABLE_STATUSES = frozenset((400, 401, 403, 404))
@@ -92,7 +94,11 @@ class Finding:
         return cls(data["rule"], data["severity"], tuple(data["seqs"]), data["message"])
 
     def __str__(self) -> str:
-        return f"{self.severity:<7} {self.rule:<25} {seq_list(self.seqs):<12} {self.message}"
+        return self.line()
+
+    def line(self, tint: Tint = plain) -> str:
+        """The finding in one line, its severity coloured by `tint` (see fakehop.style)."""
+        return f"{tint(f'{self.severity:<7}', SEVERITY_TONES[self.severity])} {self.rule:<25} {seq_list(self.seqs):<12} {self.message}"
 
 
 def seq_list(seqs) -> str:

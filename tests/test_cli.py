@@ -90,6 +90,60 @@ def test_play_unknown_scenario_and_bad_body():
     assert result.returncode == 2 and "Missing required parameter: 'messages'" in result.stderr
 
 
+def test_play_a_file_as_queue_takes_one(tmp_path: Path):
+    (tmp_path / "mine.yaml").write_text("steps:\n  - text: from my file\n")
+    (tmp_path / "then-hello.yml").write_text("sequence:\n  - steps: [{text: first}]\n  - use: hello\n")
+
+    mine = fakehop("play", str(tmp_path / "mine.yaml"), "--no-stream", "--no-wait")
+    used = fakehop("play", str(tmp_path / "then-hello.yml"), "--no-stream", "--no-wait", "--request", "2")
+    relative = subprocess.run([sys.executable, "-m", "fakehop", "play", "mine.yaml", "--no-stream", "--no-wait"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    assert mine.returncode == 0, mine.stderr
+    assert json.loads(mine.stdout)["choices"][0]["message"]["content"] == "from my file"
+    assert json.loads(used.stdout)["choices"][0]["message"]["content"] == "Hello! How can I help you today?"
+    assert json.loads(relative.stdout)["choices"][0]["message"]["content"] == "from my file"
+
+
+def test_play_a_bad_file_lists_its_problems_and_plays_nothing(tmp_path: Path):
+    (tmp_path / "typo.yaml").write_text("steps:\n  - txt: hi\n")
+    (tmp_path / "lost.yaml").write_text("sequence:\n  - use: nowhere\n")
+
+    typo = fakehop("play", str(tmp_path / "typo.yaml"), "--no-wait")
+    lost = fakehop("play", str(tmp_path / "lost.yaml"), "--no-wait")
+    missing = fakehop("play", str(tmp_path / "missing.yaml"), "--no-wait")
+
+    assert (typo.returncode, typo.stdout) == (1, "")
+    assert typo.stderr.splitlines() == [f"{tmp_path / 'typo.yaml'}:2: unknown key 'txt' in a step; did you mean 'text'?",
+                                        f"fakehop: 1 problem in {tmp_path / 'typo.yaml'}; nothing was played"]
+    assert (lost.returncode, lost.stdout) == (1, "")
+    assert lost.stderr.startswith(f"{tmp_path / 'lost.yaml'}:2: use: no scenario named 'nowhere'")
+    assert lost.stderr.splitlines()[-1] == f"fakehop: 1 problem in {tmp_path / 'lost.yaml'}; nothing was played"
+    assert missing.returncode == 1 and f"{tmp_path / 'missing.yaml'}: cannot be read" in missing.stderr
+
+
+def test_a_bare_fakehop_lists_the_commands_and_exits_2():
+    bare = fakehop()
+    helped = fakehop("--help")
+
+    assert (bare.returncode, helped.returncode) == (2, 0)
+    assert bare.stdout == helped.stdout
+    assert all(f"\n    {command} " in bare.stdout for command in ("serve", "play", "queue", "requests", "list", "record"))
+    assert bare.stderr == ""
+
+
+@pytest.mark.parametrize("args,says", [
+    (["queue"], "fakehop: queue: give a scenario NAME or FILE to queue, or --clear to empty the queue"),
+    (["queue", "--clear", "--times", "2"], "fakehop: --times: says how often to queue a scenario; give its NAME or FILE"),
+    (["list", "--session", "ci-1"], "fakehop: --session: a session belongs to a running server; give its --url too"),
+    (["list", "--url", "http://127.0.0.1:1", "--scenarios", "."], "fakehop: --scenarios: with --url the server's own scenarios are listed"),
+])
+def test_options_that_do_not_go_together_are_one_line_and_exit_2(args, says):
+    result = fakehop(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(says) and result.stderr.count("\n") == 1
+
+
 def test_play_no_stream_prints_one_json_body():
     result = fakehop("play", "weather-tool", "--no-stream", "--no-wait")
     answer = json.loads(result.stdout)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from typing import Iterator
+from urllib.parse import urlsplit
 
 import openai
 import pytest
@@ -165,10 +166,72 @@ def test_queue_a_bad_file_lists_its_problems_and_sends_nothing(url, tmp_path):
 def test_queue_an_unknown_name_is_one_clear_line(url):
     result = fakehop("queue", "stal", url=url)
 
-    assert result.returncode == 1
+    assert result.returncode == 2  # as for every command given an unknown scenario
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("fakehop: HTTP 400: Unknown scenario 'stal'. Known scenarios: ")
     assert " stall," in result.stderr
+
+
+@pytest.mark.parametrize("args", [["play", "nope"], ["serve", "--port", "0", "--default", "nope"], ["queue", "nope"],
+                                  ["queue", "--clear", "nope"], ["default", "nope"]], ids=" ".join)
+def test_an_unknown_scenario_is_one_line_and_exit_2_in_every_command(url, args):
+    control = ControlClient(url)
+    control.call("POST", "/queue", {"scenario": "stall"})
+
+    result = fakehop(*args, url=url if args[0] in ("queue", "default") else None)
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Unknown scenario 'nope'" in result.stderr and " stall," in result.stderr
+    assert (control.call("GET", "/queue")["queue"], control.call("GET", "/health")["default"]) == (["stall"], "hello")
+
+
+def test_queue_clear_empties_the_queue_and_may_queue_afresh(url):
+    control = ControlClient(url)
+    control.call("POST", "/queue", {"scenario": "stall", "times": 3})
+    ControlClient(url, session="ci-clear").call("POST", "/queue", {"scenario": "stall"})
+
+    cleared = fakehop("queue", "--clear", url=url)
+    left = control.call("GET", "/queue")["queue"]
+    afresh = fakehop("queue", "--clear", "rate-limited", "--times", "2", url=url)
+    in_session = fakehop("queue", "--clear", "--session", "ci-clear", url=url)
+
+    assert (cleared.returncode, cleared.stdout, left) == (0, "queue cleared: 3 entries removed\n", [])
+    assert afresh.stdout == ("queue cleared: 0 entries removed\n"
+                             "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n")
+    assert in_session.stdout == "queue cleared: 1 entry removed\n"
+    assert control.call("GET", "/queue")["queue"] == ["rate-limited", "rate-limited"]
+
+
+def test_list_url_lists_a_running_servers_scenarios_with_the_added_ones(url):
+    ControlClient(url).call("POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n")
+    ControlClient(url, session="ci-list").call("POST", "/scenarios", text="name: only-here\nsteps: [{text: hi}]\n")
+
+    listed = fakehop("list", url=url)
+    in_session = fakehop("list", "--session", "ci-list", url=url)
+    local = fakehop("list")
+
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert listed.returncode == 0, listed.stderr
+    assert names == [scenario["name"] for scenario in ControlClient(url).call("GET", "/scenarios")["scenarios"]]
+    assert "posted" in names and "only-here" not in names
+    assert any(line.split(None, 1) == ["posted", "Added by a call."] for line in listed.stdout.splitlines())
+    assert "only-here" in in_session.stdout.split() and "posted" not in in_session.stdout.split()
+    assert local.stdout.splitlines() == [line for line in listed.stdout.splitlines() if line.split()[0] != "posted"]
+
+
+def test_requests_marks_the_requests_that_streamed(url):
+    client = app(url)
+    list(client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True))
+    ask(client)
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True,
+                                       extra_headers={"X-Fakehop-Scenario": "rate-limited"})
+
+    printed = fakehop("requests", url=url).stdout.splitlines()
+
+    assert [line.split()[5:8] for line in printed] == [["hello", "200", "completed"], ["hello", "200", "completed"],
+                                                       ["rate-limited", "429", "http_error"]]
+    assert [line.split()[11:12] for line in printed] == [["streamed"], [], ["Rate"]]  # a 429 comes before any stream
 
 
 def test_default_sets_the_scenario_for_unnamed_requests(url):
@@ -218,22 +281,31 @@ def test_requests_json_shows_what_the_app_sent(url):
     assert '"messages": [{"role": "user", "content": "Hello"}]' in result.stdout
 
 
+def lines_into(stream, lines: queue.Queue[str]) -> threading.Thread:
+    """A thread that puts each line of `stream` into `lines` as it comes."""
+    reader = threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in stream], daemon=True)
+    reader.start()
+    return reader
+
+
 @contextlib.contextmanager
-def following(url: str, *options: str) -> Iterator[queue.Queue[str]]:
-    """`fakehop requests --follow` in its own process: its lines, as they come; stopped by Ctrl-C
-    at the end, when it must have printed no traceback."""
+def following(url: str, *options: str, notes: queue.Queue[str] | None = None) -> Iterator[queue.Queue[str]]:
+    """`fakehop requests --follow` in its own process: its lines, as they come (and its stderr's
+    into `notes`); stopped by Ctrl-C at the end, when it must have printed no traceback."""
     command = [sys.executable, "-m", "fakehop", "requests", "--follow", "--interval", "0.05", "--url", url, *options]
     follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in follower.stdout], daemon=True).start()
+    notes = queue.Queue() if notes is None else notes
+    lines_into(follower.stdout, lines)
+    reading_notes = lines_into(follower.stderr, notes)
     try:
         yield lines
     finally:
         follower.send_signal(signal.SIGINT)
         follower.wait(timeout=WAIT)
-        errors = follower.stderr.read()
+        reading_notes.join(timeout=WAIT)
         follower.stderr.close()
-    assert "Traceback" not in errors
+    assert all("Traceback" not in notes.get() for _ in range(notes.qsize()))
 
 
 def test_requests_follow_prints_each_request_as_it_finishes(url):
@@ -249,6 +321,99 @@ def test_requests_follow_prints_each_request_as_it_finishes(url):
     assert int(stalled[8]) > 2  # text, keepalives, the error event
     assert greeted[5:8] == ["hello", "200", "completed"]
     assert int(greeted[1].lstrip("#")) == int(stalled[1].lstrip("#")) + 1
+
+
+def test_requests_follow_carries_on_when_the_server_comes_back_restarted():
+    first = ServerProcess("--quiet")
+    url, port = first.url, urlsplit(first.url).port
+    notes: queue.Queue[str] = queue.Queue()
+    try:
+        with following(url, notes=notes) as lines:
+            ask(app(url))
+            before = lines.get(timeout=WAIT).split()
+            first.process.kill()
+            lost = notes.get(timeout=WAIT)
+            second = ServerProcess("--port", str(port), "--quiet")
+            try:
+                assert ask(app(url).with_options(default_headers={"X-Fakehop-Scenario": "server-error"})) == "HTTP 500"
+                after = lines.get(timeout=WAIT).split()
+                back = [notes.get(timeout=WAIT), notes.get(timeout=WAIT)]
+            finally:
+                second.stop()
+    finally:
+        first.stop()
+    assert before[1:8] == ["#1", "POST", "/v1/chat/completions", "chat", "hello", "200", "completed"]
+    assert after[1:8] == ["#1", "POST", "/v1/chat/completions", "chat", "server-error", "500", "http_error"]
+    assert lost == f"fakehop: lost the connection to {url}; reconnecting"
+    assert back == [f"fakehop: reconnected to {url}", f"fakehop: the server at {url} restarted: its requests are numbered from #1 again"]
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 to a server's port, which can be cut (every connection closed,
+    none taken) and opened again on the same port: a network that drops, in front of a server
+    that stays up."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = 0
+        self.sockets: list[socket.socket] = []
+        self.open()
+
+    def open(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, args=(self.listener,), daemon=True).start()
+
+    def accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # cut
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pump, args=(source, sink), daemon=True).start()
+
+    def cut(self) -> None:
+        for connection in [self.listener, *self.sockets]:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)  # wakes the threads blocked on it
+            connection.close()
+        self.sockets.clear()
+
+
+def pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+
+
+def test_requests_follow_carries_on_where_it_was_when_the_connection_comes_back(url):
+    relay = Relay(urlsplit(url).port)
+    relayed = f"http://127.0.0.1:{relay.port}"
+    client = app(url)  # the app reaches the server directly; only the follower's connection drops
+    notes: queue.Queue[str] = queue.Queue()
+    try:
+        with following(relayed, notes=notes) as lines:
+            ask(client)
+            seen = [lines.get(timeout=WAIT)]
+            relay.cut()
+            lost = notes.get(timeout=WAIT)
+            ask(client)  # while the follower cannot reach the server
+            relay.open()
+            back = notes.get(timeout=WAIT)
+            seen.append(lines.get(timeout=WAIT))
+            ask(client)
+            seen.append(lines.get(timeout=WAIT))
+            more_notes = [notes.get_nowait() for _ in range(notes.qsize())]
+    finally:
+        relay.cut()
+    seqs = [int(line.split()[1].lstrip("#")) for line in seen]
+    assert seqs == [seqs[0], seqs[0] + 1, seqs[0] + 2]  # none missed, none repeated
+    assert (lost, back) == (f"fakehop: lost the connection to {relayed}; reconnecting", f"fakehop: reconnected to {relayed}")
+    assert more_notes == []  # no word of a restart
 
 
 def test_unreachable_server_is_one_clear_line():
@@ -267,11 +432,15 @@ def test_admin_token_from_option_or_environment():
         by_option = fakehop("queue", "server-error", "--admin-token", "s3cret", url=server.url)
         by_environment = fakehop("queue", "server-error", url=server.url, env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
         queued = ControlClient(server.url, "s3cret").call("GET", "/queue")["queue"]
+        list_refused = fakehop("list", url=server.url)
+        listed = fakehop("list", "--admin-token", "s3cret", url=server.url)
     finally:
         server.stop()
     assert (refused.returncode, refused.stderr) == (1, "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n")
     assert by_option.returncode == 0 and by_environment.returncode == 0
     assert queued == ["server-error", "server-error"]
+    assert list_refused.returncode == 1 and list_refused.stderr.startswith("fakehop: HTTP 401: ")
+    assert listed.returncode == 0 and "hello" in listed.stdout.split()
 
 
 def test_journal_size_and_quiet():
