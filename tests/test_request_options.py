@@ -100,6 +100,55 @@ async def test_tool_choice_none_leaves_the_tool_calls_out(gateway, openai_client
     assert called.choices[0].message.tool_calls[0].function.name == "lookup"
 
 
+async def test_tool_choice_none_streams_no_tool_call_on_chat(base_url, gateway, openai_client):
+    headers = add(gateway, "calls", CALLS)
+    chunks = await data_events(base_url, "/v1/chat/completions", chat_body(tool_choice="none"), headers)
+    choices = [chunk["choices"][0] for chunk in chunks if chunk["choices"]]
+    assert not any("tool_calls" in choice["delta"] for choice in choices)
+    assert "".join(choice["delta"].get("content") or "" for choice in choices) == "Checking. Done."
+    assert [choice["finish_reason"] for choice in choices if choice["finish_reason"]] == ["stop"]
+    called = await data_events(base_url, "/v1/chat/completions", chat_body(), headers)
+    assert [c["choices"][0]["finish_reason"] for c in called if c["choices"] and c["choices"][0]["finish_reason"]] == ["tool_calls"]
+    async with openai_client.chat.completions.stream(model="m", messages=MESSAGES, tool_choice="none", extra_headers=headers) as stream:
+        kinds = {event.type async for event in stream}
+        completion = await stream.get_final_completion()
+    assert "tool_calls.function.arguments.done" not in kinds
+    message = completion.choices[0].message
+    assert (message.content, message.tool_calls, completion.choices[0].finish_reason) == ("Checking. Done.", None, "stop")
+
+
+async def test_tool_choice_none_streams_no_function_call_on_responses(base_url, gateway, openai_client):
+    headers = add(gateway, "calls", CALLS)
+    body = {"model": "m", "input": "Hi", "stream": True, "tool_choice": "none"}
+    events = await data_events(base_url, "/v1/responses", body, headers)
+    assert not any(event["type"].startswith("response.function_call_arguments") for event in events)
+    assert [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"] == ["message"]
+    assert (events[-1]["type"], [item["type"] for item in events[-1]["response"]["output"]]) == ("response.completed", ["message"])
+    called = await data_events(base_url, "/v1/responses", {**body, "tool_choice": "auto"}, headers)
+    assert "function_call" in [e["item"]["type"] for e in called if e["type"] == "response.output_item.added"]
+    async with openai_client.responses.stream(model="m", input="Hi", tool_choice="none", extra_headers=headers) as stream:
+        kinds = {event.type async for event in stream}
+        final = await stream.get_final_response()
+    assert "response.function_call_arguments.done" not in kinds
+    assert ([item.type for item in final.output], final.output_text) == (["message"], "Checking. Done.")
+
+
+async def test_tool_choice_none_streams_no_tool_use_on_messages(base_url, gateway, anthropic_client):
+    headers = add(gateway, "calls", CALLS)
+    body = {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True, "tool_choice": {"type": "none"}}
+    events = await data_events(base_url, "/v1/messages", body, headers)
+    assert [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"] == ["text"]
+    assert not any(e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta" for e in events)
+    assert next(e for e in events if e["type"] == "message_delta")["delta"]["stop_reason"] == "end_turn"
+    called = await data_events(base_url, "/v1/messages", {**body, "tool_choice": {"type": "auto"}}, headers)
+    assert next(e for e in called if e["type"] == "message_delta")["delta"]["stop_reason"] == "tool_use"
+    async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, tool_choice={"type": "none"}, extra_headers=headers) as stream:
+        kinds = {event.type async for event in stream}
+        message = await stream.get_final_message()
+    assert "input_json" not in kinds
+    assert ([block.type for block in message.content], message.content[0].text, message.stop_reason) == (["text"], "Checking. Done.", "end_turn")
+
+
 @pytest.mark.parametrize("include, param", [("reasoning.encrypted_content", "include"), ([5], "include[0]")])
 async def test_bad_includes_are_refused(base_url, include, param):
     [error] = await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi", "include": include}, {})
