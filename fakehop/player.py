@@ -171,7 +171,7 @@ REASONING_SHOWS = {
     "shown": (True, True),
     "omitted": (True, False),  # blocks without their text, as the request asked (Messages' display: omitted)
     "summary-unasked": (True, False),  # blocks without their text, which the request did not ask for (Responses)
-    "unasked": (False, False),  # no blocks, which the request did not ask for (Messages without thinking)
+    "unasked": (False, False),  # no blocks and no reasoning tokens: the request did not enable thinking (Messages)
     "never": (False, False),  # no blocks: the protocol has no place for them (Chat Completions)
 }
 # What a scenario's force_reasoning makes of what the request did not ask for.
@@ -227,6 +227,7 @@ class _Layout:
         self.blocks = 0
         shown = FORCED_REASONING.get(request.reasoning, request.reasoning) if script.force_reasoning else request.reasoning
         self.reasoning_blocks, self.reasoning_text = REASONING_SHOWS[shown]
+        self.thinks = shown != "unasked"  # a model asked not to think writes no reasoning: its time passes, its tokens are none
         self.budget = None if request.max_output_tokens is None else request.max_output_tokens * CHARS_PER_TOKEN
         self.output_chars = 0
         self.reasoning_chars = 0
@@ -279,6 +280,8 @@ class _Layout:
         for number, text in enumerate(step.deltas):
             if number:
                 self.wait(step.interval)
+            if reasoning and not self.thinks:
+                continue
             cut = self.budget is not None and self.output_chars + len(text) > self.budget
             if cut:
                 text = text[: self.budget - self.output_chars]

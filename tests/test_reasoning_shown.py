@@ -112,6 +112,26 @@ async def test_force_reasoning_shows_thinking_unasked(base_url, gateway, anthrop
     assert [block.type for block in message.content] == ["thinking", "text"]
 
 
+async def test_messages_without_thinking_count_no_thinking_tokens(base_url, gateway, anthropic_client):
+    """A request that does not enable thinking gets a model that did not think: no thinking
+    tokens, and output tokens for the text alone (8 characters: 2 tokens); the other protocols,
+    whose models reason unseen, still count it."""
+    headers = add(gateway, "thinks", f"steps: [{{reasoning: '{THOUGHT}', chunk: word}}, {{text: 'Hi there'}}]")
+    thought_tokens = -(-len(THOUGHT) // 4)
+    events = await data_events(base_url, "/v1/messages", messages_body(), headers)
+    usage = next(e for e in events if e["type"] == "message_delta")["usage"]
+    assert (usage["output_tokens"], usage["output_tokens_details"]) == (2, {"thinking_tokens": 0})
+    message = await anthropic_client.messages.create(model="c", max_tokens=2048, messages=MESSAGES, extra_headers=headers)
+    assert (message.usage.output_tokens, message.usage.output_tokens_details.thinking_tokens) == (2, 0)
+    async with anthropic_client.messages.stream(model="c", max_tokens=2048, messages=MESSAGES, thinking=ENABLED, extra_headers=headers) as stream:
+        thought = (await stream.get_final_message()).usage
+    assert (thought.output_tokens, thought.output_tokens_details.thinking_tokens) == (-(-(len(THOUGHT) + 8) // 4), thought_tokens)
+    cut = await anthropic_client.messages.create(model="c", max_tokens=1, messages=MESSAGES, extra_headers=headers)
+    assert (cut.content[0].text, cut.stop_reason) == ("Hi t", "max_tokens")  # the limit spent on the text, not on reasoning never done
+    [response] = await data_events(base_url, "/v1/responses", {"model": "m", "input": "Hi"}, headers)
+    assert response["usage"]["output_tokens_details"]["reasoning_tokens"] == thought_tokens
+
+
 @pytest.mark.parametrize("text, thinking", [
     (f"steps: [{{reasoning: '{THOUGHT}', chunk: word}}, {{text: Hi}}]", {**ENABLED, "display": "omitted"}),
     ("steps: [{reasoning: ''}, {text: Hi}]", ENABLED),
