@@ -130,6 +130,11 @@ class Finish:
     reason: str
     usage: TokenUsage
     stop_sequence: str | None = None
+    stop_details: sc.StopDetails | None = None  # for the reasons that are refusals, what the scenario says of it
+
+
+REFUSAL_REASONS = ("refusal", "content_filter")
+NO_STOP_DETAILS = sc.StopDetails()
 
 
 Happening = Union[Start, BlockStart, Delta, NextPart, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
@@ -315,7 +320,9 @@ class _Layout:
             output_tokens = script.usage.output_tokens
         else:
             output_tokens = estimate_tokens(self.output_chars)
-        yield from self.at(Finish(reason, self.usage(output_tokens), script.stop_sequence if reason == "stop_sequence" else None))
+        stop_sequence = script.stop_sequence if reason == "stop_sequence" else None
+        stop_details = (script.stop_details or NO_STOP_DETAILS) if reason in REFUSAL_REASONS else None
+        yield from self.at(Finish(reason, self.usage(output_tokens), stop_sequence, stop_details))
 
     def usage(self, output_tokens: int) -> TokenUsage:
         given = self.script.usage

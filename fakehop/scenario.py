@@ -165,6 +165,14 @@ class HttpError:
 
 
 @dataclass(frozen=True, slots=True)
+class StopDetails:
+    """Why an answer was refused, as Messages' `stop_details` says it; None for what the scenario leaves out."""
+
+    category: str | None = None
+    explanation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """The limits a successful answer's rate-limit headers tell, per `window` seconds (see ratelimit)."""
 
@@ -190,6 +198,7 @@ class Script:
     stop_sequence: str | None = None  # with finish stop_sequence: the sequence that ended the answer
     force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
     rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
+    stop_details: StopDetails | None = None  # a refusal's category and explanation (Messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -789,7 +798,8 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
 
 # ---------------------------------------------------------------- scripts and scenarios
 
-SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning", "rate_limit")
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning", "rate_limit",
+                "stop_details")
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
@@ -884,6 +894,7 @@ class _Settings:
     stop_sequence: str | None = None
     force_reasoning: bool = False
     rate_limit: RateLimit | None = None
+    stop_details: StopDetails | None = None
 
 
 RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -901,6 +912,23 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
         if given["window"] is None:
             check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
     return RateLimit(**{key: value for key, value in given.items() if value is not None})
+
+
+# The categories of a refusal, as Anthropic's RefusalStopDetails names them.
+REFUSAL_CATEGORIES = ("cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms")
+
+
+def _stop_details(check: _Checker, doc: LineDict, inherited: StopDetails | None) -> StopDetails | None:
+    """`stop_details:`, what Messages says of a refusal: its `category` and `explanation`."""
+    spec = _mapping_setting(check, doc, "stop_details", "{category: cyber}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, ("category", "explanation"), "stop_details")
+    category = _string(check, spec, "category")
+    if category is not None and category not in REFUSAL_CATEGORIES:
+        check.add(_line_of(spec, "category"), f"stop_details category: expected one of {', '.join(REFUSAL_CATEGORIES)}, got {category!r}")
+        category = None
+    return StopDetails(category, _string(check, spec, "explanation"))
 
 
 def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
@@ -938,6 +966,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         stop_sequence=stop_sequence,
         force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
         rate_limit=_rate_limit(check, doc, inherited.rate_limit),
+        stop_details=_stop_details(check, doc, inherited.stop_details),
     )
 
 
@@ -955,12 +984,22 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         stop_sequence=settings.stop_sequence,
         force_reasoning=settings.force_reasoning,
         rate_limit=settings.rate_limit,
+        stop_details=settings.stop_details,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)
         return None if error is None else Script(http_error=error, **common)
     steps = _steps(check, doc, settings.chunk_interval)
+    if "stop_details" in doc and not _refuses(steps, settings.finish):
+        check.add(_line_of(doc, "stop_details"), "stop_details: goes with a refusal: a refusal step, or finish: content_filter")
     return Script(steps=steps, **common, request_text=any(type(step) is Quote for step in steps))
+
+
+def _refuses(steps: tuple[Step, ...], finish: str | None) -> bool:
+    """Whether these steps end as a refusal, unless `finish` says otherwise."""
+    if finish is not None:
+        return finish == "content_filter"
+    return any(type(step) in (Output, Quote) and step.kind == "refusal" for step in steps)
 
 
 def _entries(check: _Checker, doc: LineDict, key: str, settings: _Settings) -> list[Entry]:

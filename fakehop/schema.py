@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, USAGE_KEYS
+from .scenario import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -204,6 +204,15 @@ def _settings() -> dict:
             "additionalProperties": False,
         },
         "force_reasoning": {"type": "boolean", "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries)."},
+        "stop_details": {
+            "type": "object",
+            "description": "What Messages' stop_details says of a refusal (a refusal step, or finish: content_filter).",
+            "properties": {
+                "category": {"enum": [*REFUSAL_CATEGORIES, None]},
+                "explanation": {"type": ["string", "null"]},
+            },
+            "additionalProperties": False,
+        },
     }
 
 

@@ -245,6 +245,8 @@ def test_schema_accepts_the_conversation_keys():
     {"steps": [{"reasoning": []}]},
     {"steps": [{"tool_call": {"name": "f", "arguments": ["{}", 1]}}]},
     {"steps": [{"text": ["a"], "signature": "s"}]},
+    {"stop_details": {"category": "malware"}, "steps": [{"refusal": "No."}]},
+    {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
 ])
 def test_schema_rejects_what_the_loader_rejects(document):
     from fakehop.scenario import ScenarioError, parse_text
@@ -363,6 +365,8 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     {"force_reasoning": True, "steps": [{"reasoning": {"parts": ["a", {"faker": "sentence"}]}, "chunk": "word"},
                                        "redacted_thinking", {"redacted_thinking": "EmwK"}, {"redacted_thinking": None}]},
     {"usage": {"thinking_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3}, "steps": [{"text": "a"}]},
+    {"stop_details": {"category": "cyber", "explanation": "Why."}, "steps": [{"refusal": "No."}]},
+    {"finish": "content_filter", "stop_details": {"category": None}, "steps": [{"text": "a"}]},
 ])
 def test_schema_accepts_what_the_loader_accepts(document):
     from fakehop.scenario import parse_text

@@ -67,6 +67,44 @@ async def test_messages_refusal_stops_with_refusal(base_url, gateway, anthropic_
     assert whole.stop_reason == "refusal"
 
 
+async def test_messages_refusal_has_refusal_stop_details(base_url, gateway, anthropic_client):
+    headers = add(gateway, "refuses", REFUSES)
+    body = {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True}
+    events = await data_events(base_url, "/v1/messages", body, headers)
+    assert events[0]["message"]["stop_details"] is None  # message_start: not stopped yet
+    delta = next(e for e in events if e["type"] == "message_delta")["delta"]
+    assert delta == {"stop_reason": "refusal", "stop_sequence": None, "stop_details": {"type": "refusal", "category": None, "explanation": None}}
+    async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers) as stream:
+        message = await stream.get_final_message()
+    assert (type(message.stop_details).__name__, message.stop_details.type, message.stop_details.category) == ("RefusalStopDetails", "refusal", None)
+    whole = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers)
+    assert (whole.stop_details.type, whole.stop_details.explanation) == ("refusal", None)
+
+
+async def test_a_scenario_sets_the_refusals_category_and_explanation(base_url, gateway, anthropic_client):
+    explained = "This request triggered restrictions on cyber content."
+    headers = add(gateway, "explained", f"stop_details: {{category: cyber, explanation: '{explained}'}}\n{REFUSES}")
+    async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers) as stream:
+        message = await stream.get_final_message()
+    assert (message.stop_reason, message.stop_details.category, message.stop_details.explanation) == ("refusal", "cyber", explained)
+    whole = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers)
+    assert whole.stop_details.model_dump() == {"type": "refusal", "category": "cyber", "explanation": explained}
+    filtered = add(gateway, "filtered", "finish: content_filter\nstop_details: {category: bio}\nsteps: [{text: Well}]")
+    [cut] = await data_events(base_url, "/v1/messages", {"model": "c", "max_tokens": 100, "messages": MESSAGES}, filtered)
+    assert (cut["stop_reason"], cut["stop_details"]) == ("refusal", {"type": "refusal", "category": "bio", "explanation": None})
+    plain = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "hello"})
+    assert (plain.stop_reason, plain.stop_details) == ("end_turn", None)
+
+
+def test_stop_details_are_checked_at_load():
+    assert "stop_details category: expected one of cyber, bio" in problems_of(f"stop_details: {{category: malware}}\n{REFUSES}")
+    assert "unknown key 'reason' in stop_details" in problems_of(f"stop_details: {{reason: x}}\n{REFUSES}")
+    assert "stop_details: goes with a refusal" in problems_of("stop_details: {category: cyber}\nsteps: [{text: Hi}]")
+    assert "stop_details: goes with a refusal" in problems_of(f"finish: stop\nstop_details: {{category: cyber}}\n{REFUSES}")
+    script = sc.parse_text(f"stop_details: {{category: cyber}}\n{REFUSES}", "t.yaml", "t").entries[0].script
+    assert script.stop_details == sc.StopDetails("cyber", None)
+
+
 async def test_a_refusal_after_text(gateway, openai_client):
     headers = add(gateway, "half", "steps: [{text: 'Well.'}, {refusal: 'No further.'}]")
     completion = await openai_client.chat.completions.create(model="m", messages=MESSAGES, extra_headers=headers)

@@ -321,16 +321,26 @@ def output_usage(usage: p.TokenUsage) -> dict:
 SERVING = {"service_tier": "standard", "inference_geo": "global"}
 
 
-def message_object(meta: Meta, msg_id: str, content: list, stop_reason: str | None, usage: dict, stop_sequence: str | None = None) -> dict:
+def stop_details(finish: p.Finish) -> dict | None:
+    """`stop_details`: for a refusal, Anthropic's RefusalStopDetails (category and explanation
+    null unless the scenario gives them); null for every other stop."""
+    details = finish.stop_details
+    if details is None:
+        return None
+    return {"type": "refusal", "category": details.category, "explanation": details.explanation}
+
+
+def message_object(meta: Meta, msg_id: str, content: list, finish: p.Finish | None, usage: dict) -> dict:
+    """The message; `finish` None: one that has not stopped yet, as message_start shows it."""
     return {
         "id": msg_id,
         "type": "message",
         "role": "assistant",
         "content": content,
         "model": meta.model,
-        "stop_reason": stop_reason,
-        "stop_sequence": stop_sequence,
-        "stop_details": None,
+        "stop_reason": None if finish is None else STOP_REASONS[finish.reason],
+        "stop_sequence": None if finish is None else finish.stop_sequence,
+        "stop_details": None if finish is None else stop_details(finish),
         "usage": usage,
     }
 
@@ -393,7 +403,7 @@ class StreamEncoder(StreamEncoderBase):
         usage = finish.usage
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": finish.stop_sequence, "stop_details": None},
+            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": finish.stop_sequence, "stop_details": stop_details(finish)},
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "cache_creation_input_tokens": usage.cache_write_tokens,
@@ -434,4 +444,4 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     finish: p.Finish = outcome.ending
     msg_id = message_id(meta)
     content = [content_block(meta, block) for block in outcome.blocks]
-    return message_object(meta, msg_id, content, STOP_REASONS[finish.reason], final_usage(finish.usage), finish.stop_sequence)
+    return message_object(meta, msg_id, content, finish, final_usage(finish.usage))
