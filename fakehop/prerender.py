@@ -47,10 +47,12 @@ def _mark(name: str) -> str:
 
 
 class MarkingMeta(Meta):
-    """A Meta whose every value is a marker, and which notes the random values asked of it."""
+    """A Meta whose every value is a marker, and which notes the random values asked of it;
+    what the bytes take from the model beside its name is the answer's (`like`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, like: Meta) -> None:
         super().__init__(model=_mark(_MODEL), created=_CREATED_MARK)
+        self.system_fingerprint = like.system_fingerprint
         self.asks: list[tuple[str, tuple]] = []
 
     def _ask(self, method: str, *args) -> str:
@@ -194,7 +196,7 @@ def _runs(data: bytes) -> list[tuple[Holes | None, tuple[bytes, ...]]]:
 def stream_writes(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Iterator[TimedWrite]:
     """The writes of one streamed answer: filled in from the kept rendering, or encoded afresh
     when there is none."""
-    rendering = kept(protocol, script, parsed, time_scale)
+    rendering = kept(protocol, script, parsed, meta, time_scale)
     if rendering is not None:
         return rendering.writes_for(meta)
     return encoded_writes(protocol, meta, parsed, player.timeline(script, parsed.play, time_scale))
@@ -221,17 +223,20 @@ def _encoded(encoder, offset: float, happenings: list[player.Happening]) -> Time
     return offset, data, sse_events(data), happenings[-1]
 
 
-def _probe_meta() -> Meta:
-    return Meta(model='probe "model" \\ é\x01', created=1_234_567_890, rng=random.Random(20261130))
+def _probe_meta(like: Meta) -> Meta:
+    probe = Meta(model='probe "model" \\ é\x01', created=1_234_567_890, rng=random.Random(20261130))
+    probe.system_fingerprint = like.system_fingerprint
+    return probe
 
 
-def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
-    """The kept form of this answer, or None when it is too long to keep or not fillable."""
+def render(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Rendering | None:
+    """The kept form of this answer (`meta`'s, whose values become holes), or None when it is
+    too long to keep or not fillable."""
     events = player.timeline(script, parsed.play, time_scale)
     laid_out = tuple(itertools.islice(events, player.KEPT_HAPPENINGS + 1))
     if len(laid_out) > player.KEPT_HAPPENINGS:
         return None
-    marking = MarkingMeta()
+    marking = MarkingMeta(meta)
     writes, numbered = [], {}  # each distinct Holes with its number
     for offset, data, events, last in encoded_writes(protocol, marking, parsed, laid_out):
         runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
@@ -239,23 +244,23 @@ def render(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING or not rendering.fillable():
         return None
-    expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(), parsed, laid_out)]
-    filled = rendering.filled_holes(_probe_meta())
+    expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(meta), parsed, laid_out)]
+    filled = rendering.filled_holes(_probe_meta(meta))
     if [write.fill(filled) for write in writes] != expected:
         return None
     return rendering
 
 
-def kept(protocol, script: Script, parsed: ParsedRequest, time_scale: float) -> Rendering | None:
+def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Rendering | None:
     """The rendering for this script and request, made on first use and kept; None: encode afresh."""
     if len(parsed.variant) > LARGEST_RENDERING:  # the fields it stands for are in the stream: too long to keep
         return None
-    key = (protocol.NAME, parsed.play, parsed.variant, time_scale)
+    key = (protocol.NAME, parsed.play, parsed.variant, meta.system_fingerprint, time_scale)
     rendering = _kept.get(script, key)
     if rendering is player.KeptPerScript.MISSING:
         if script.request_text:  # made for this request alone (see quoting): never asked for again
             return None
-        rendering = render(protocol, script, parsed, time_scale)
+        rendering = render(protocol, script, parsed, meta, time_scale)
         _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
     return rendering
 

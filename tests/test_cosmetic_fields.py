@@ -1,4 +1,4 @@
-"""The small fields of 2026's real streams: Chat's id length, Responses' completed_at, moderation
+"""The small fields of 2026's real streams: Chat's id length and system_fingerprint, Responses' completed_at, moderation
 and echoed penalties, Anthropic's stop_details, inference_geo and tool callers."""
 
 from __future__ import annotations
@@ -14,6 +14,22 @@ async def test_chat_ids_have_the_real_length(base_url):
     chunks = await data_events(base_url, "/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True}, {})
     assert re.fullmatch(r"chatcmpl-[A-Za-z0-9]{29}", chunks[0]["id"])
     assert len({chunk["id"] for chunk in chunks}) == 1
+
+
+async def test_chat_system_fingerprint_is_null_for_the_gpt_5_family(base_url, gateway, openai_client):
+    for model, fingerprint in [("gpt-5", None), ("gpt-5.6-sol", None), ("gpt-5-mini", None), ("gpt-4.1", "fp_fakehop"), ("o3", "fp_fakehop")]:
+        body = {"model": model, "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+        chunks = await data_events(base_url, "/v1/chat/completions", body, {"X-Fakehop-Scenario": "hello"})
+        assert {chunk["system_fingerprint"] for chunk in chunks} == {fingerprint}, model
+        [whole] = await data_events(base_url, "/v1/chat/completions", {**body, "stream": False}, {"X-Fakehop-Scenario": "hello"})
+        assert whole["system_fingerprint"] == fingerprint, model
+    async with openai_client.chat.completions.stream(model="gpt-5", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "hello"}) as stream:
+        assert (await stream.get_final_completion()).system_fingerprint is None
+    older = await openai_client.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+    assert {chunk.system_fingerprint async for chunk in older} == {"fp_fakehop"}
+    named = add(gateway, "named", "model: gpt-5.6-sol\nsteps: [{text: Hi}]")  # the model the answer names decides
+    [whole] = await data_events(base_url, "/v1/chat/completions", {"model": "gpt-4o", "messages": MESSAGES}, named)
+    assert (whole["model"], whole["system_fingerprint"]) == ("gpt-5.6-sol", None)
 
 
 async def test_responses_lifecycle_fields(base_url, gateway, openai_client):

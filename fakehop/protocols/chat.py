@@ -50,7 +50,6 @@ EXAMPLE_REQUEST = {
     "stream": True,
     "stream_options": {"include_usage": True},
 }
-SYSTEM_FINGERPRINT = "fp_fakehop"
 ID_LENGTH = 29  # characters after `chatcmpl-`, as the real ids have
 
 
@@ -306,7 +305,7 @@ class StreamEncoder(StreamEncoderBase):
             "created": self.meta.created,
             "model": self.meta.model,
             "service_tier": "default",
-            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "system_fingerprint": self.meta.system_fingerprint,
             "choices": choices,
         }
         if self.include_usage:
@@ -382,7 +381,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         "choices": choices,
         "usage": usage_object(finish.usage, options["choices"]),
         "service_tier": "default",
-        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "system_fingerprint": meta.system_fingerprint,
     }
 
 

@@ -6,7 +6,7 @@ import base64
 import json
 import random
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, Callable, NamedTuple
 
@@ -60,6 +60,10 @@ class Template:
         return self.head + json_text.encode() + self.tail
 
 
+SYSTEM_FINGERPRINT = "fp_fakehop"
+NO_FINGERPRINT_MODELS = ("gpt-5",)  # the model families whose real Chat answers carry `system_fingerprint: null`
+
+
 @dataclass
 class Meta:
     """Per-answer facts that the encoders write but the scenario does not fix.
@@ -67,11 +71,17 @@ class Meta:
     Ids come from `rng`, so a seeded Meta gives the same bytes every time; without one they
     come from FRESH, whole bytes at a time, several times faster than `choices`. Encoders ask
     for every random value through `new_id` and `random_base64`: `prerender` relies on that.
+    What the bytes take from the model beside its name, `system_fingerprint`, keys the kept
+    renderings.
     """
 
     model: str
     created: int
     rng: random.Random | None = None
+    system_fingerprint: str | None = field(init=False)  # Chat's, for the model the answer names
+
+    def __post_init__(self) -> None:
+        self.system_fingerprint = None if self.model.startswith(NO_FINGERPRINT_MODELS) else SYSTEM_FINGERPRINT
 
     def new_id(self, prefix: str, length: int = 24) -> str:
         if self.rng is None:
