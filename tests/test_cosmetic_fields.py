@@ -56,3 +56,15 @@ async def test_messages_fields(base_url, anthropic_client):
     assert tool["caller"] == {"type": "direct"}
     message = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "weather-tool"})
     assert (message.stop_details, message.content[1].caller.type, message.usage.inference_geo) == (None, "direct", "global")
+
+
+async def test_messages_ping_comes_once_after_the_first_block_starts(base_url, gateway, anthropic_client):
+    """As the newest real streams have it, however many blocks follow."""
+    headers = add(gateway, "blocks", "steps: [{reasoning: Hmm.}, {text: Looking.}, {tool_call: {name: f, arguments: {a: 1}}}, {text: ' Done.'}]")
+    body = {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True, "thinking": {"type": "adaptive"}}
+    kinds = [event["type"] for event in await data_events(base_url, "/v1/messages", body, headers)]
+    assert kinds.count("content_block_start") == 4
+    assert kinds.count("ping") == 1 and kinds[kinds.index("content_block_start") + 1] == "ping"
+    async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, thinking={"type": "adaptive"}, extra_headers=headers) as stream:
+        message = await stream.get_final_message()
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use", "text"]
