@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from .inline_scenarios import add, data_events
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -68,3 +70,52 @@ async def test_messages_ping_comes_once_after_the_first_block_starts(base_url, g
     async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, thinking={"type": "adaptive"}, extra_headers=headers) as stream:
         message = await stream.get_final_message()
     assert [block.type for block in message.content] == ["thinking", "text", "tool_use", "text"]
+
+
+def padded(text: str, obfuscation: str, offset: int) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9]*", obfuscation) is not None and (len(text) + len(obfuscation)) % 16 == offset
+
+
+async def test_chat_chunks_carry_obfuscation_unless_turned_off(base_url, openai_client):
+    body = {"model": "m", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    headers = {"X-Fakehop-Scenario": "weather-tool"}
+    chunks = await data_events(base_url, "/v1/chat/completions", body, headers)
+    assert all(list(chunk)[-1] == "obfuscation" for chunk in chunks)  # the last field of every chunk, the usage one too
+    texts = [(chunk["choices"][0]["delta"]["content"], chunk["obfuscation"]) for chunk in chunks if chunk["choices"] and chunk["choices"][0]["delta"].get("content")]
+    assert len(texts) == 5 and all(padded(text, obfuscation, 10) for text, obfuscation in texts)
+    assert len({obfuscation for _, obfuscation in texts}) == 5
+    off = await data_events(base_url, "/v1/chat/completions", {**body, "stream_options": {"include_usage": True, "include_obfuscation": False}}, headers)
+    assert len(off) == len(chunks) and not any("obfuscation" in chunk for chunk in off)
+    [whole] = await data_events(base_url, "/v1/chat/completions", {**body, "stream": False}, headers)
+    assert "obfuscation" not in whole
+    stream = await openai_client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers={"X-Fakehop-Scenario": "hello"})
+    parsed = [chunk async for chunk in stream]
+    assert all(chunk.obfuscation for chunk in parsed[1:])  # ChatCompletionChunk has the field
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in parsed if chunk.choices) == "Hello! How can I help you today?"
+
+
+async def test_responses_deltas_carry_obfuscation_unless_turned_off(base_url, openai_client):
+    body = {"model": "m", "input": "Hi", "stream": True}
+    headers = {"X-Fakehop-Scenario": "weather-tool"}
+    events = await data_events(base_url, "/v1/responses", body, headers)
+    deltas = [event for event in events if event["type"].endswith(".delta")]
+    assert {event["type"] for event in deltas} == {"response.output_text.delta", "response.function_call_arguments.delta"}
+    assert all(list(event)[-1] == "obfuscation" and padded(event["delta"], event["obfuscation"], 0) for event in deltas)
+    assert not any("obfuscation" in event for event in events if not event["type"].endswith(".delta"))
+    off = await data_events(base_url, "/v1/responses", {**body, "stream_options": {"include_obfuscation": False}}, headers)
+    assert [event["type"] for event in off] == [event["type"] for event in events] and not any("obfuscation" in event for event in off)
+    stream = await openai_client.responses.create(model="m", input="Hi", stream=True, extra_headers=headers)
+    extras = [event.model_extra.get("obfuscation") async for event in stream if event.type == "response.output_text.delta"]
+    assert len(extras) == 5 and all(extras)  # an extra field of the SDK's event, kept as sent
+    async with openai_client.responses.stream(model="m", input="Hi", extra_headers=headers) as helped:
+        final = await helped.get_final_response()
+    assert final.output_text == "Let me check the weather."
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True, "stream_options": {"include_obfuscation": "no"}}),
+    ("/v1/responses", {"model": "m", "input": "Hi", "stream": True, "stream_options": {"include_obfuscation": 0}}),
+])
+async def test_include_obfuscation_must_be_a_boolean(base_url, path, body):
+    [error] = await data_events(base_url, path, body, {})
+    assert error["error"]["param"] == "stream_options.include_obfuscation"

@@ -17,6 +17,8 @@ from .common import (
     StreamEncoderBase,
     EXAMPLE_TOOL_CALLS,
     BadRequest,
+    Obfuscation,
+    ObfuscatedTemplate,
     Conversation,
     History,
     Meta,
@@ -51,6 +53,7 @@ EXAMPLE_REQUEST = {
     "stream_options": {"include_usage": True},
 }
 ID_LENGTH = 29  # characters after `chatcmpl-`, as the real ids have
+OBFUSCATION_OFFSET = 10  # a chunk's text and its obfuscation come to 10 characters, or 26, 42, …, as in the real chunks
 
 
 def example_request(turn: int = 1) -> dict:
@@ -103,18 +106,27 @@ def parse(body: dict) -> ParsedRequest:
         require_type(body, "tools", (list,), "an array")
     if not messages:
         raise BadRequest("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", param="messages")
-    include_usage = stream_options.get("include_usage", False) if stream_options else False
-    if type(include_usage) is not bool:
-        raise BadRequest("Invalid type for 'stream_options.include_usage': expected a boolean.", param="stream_options.include_usage")
+    if stream_options:
+        include_usage = streamed_option(stream_options, "include_usage", False)
+        obfuscation = streamed_option(stream_options, "include_obfuscation", True)
+    else:
+        include_usage, obfuscation = False, True
     limit = at_least_one("max_completion_tokens", max_completion_tokens) or at_least_one("max_tokens", max_tokens)
     chars, prompt, history = message_facts(messages)
     conversation = FIRST_TURN if history is None and not tools else conversation_of(history, tools)
     play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
     if body.keys() & ANSWER_FIELDS:  # few requests: the usual ones below take no more than they did
-        return with_answer_fields(body, model, bool(stream), prompt, play, include_usage, conversation)
-    if include_usage:
-        return ParsedRequest(model, bool(stream), prompt, play, INCLUDE_USAGE, "include_usage", conversation)  # by position: keywords cost more
-    return ParsedRequest(model, bool(stream), prompt, play, NO_USAGE, "", conversation)
+        return with_answer_fields(body, model, bool(stream), prompt, play, {"include_usage": include_usage, "obfuscation": obfuscation}, conversation)
+    options, variant = USUAL_OPTIONS[include_usage, obfuscation]
+    return ParsedRequest(model, bool(stream), prompt, play, options, variant, conversation)  # by position: keywords cost more
+
+
+def streamed_option(stream_options: dict, key: str, default: bool) -> bool:
+    """A boolean of the request's `stream_options`; BadRequest when it is not one."""
+    value = stream_options.get(key, default)
+    if type(value) is not bool:
+        raise BadRequest(f"Invalid type for 'stream_options.{key}': expected a boolean.", param=f"stream_options.{key}")
+    return value
 
 
 def message_facts(messages: list) -> tuple[int, str, ChatHistory | None]:
@@ -226,14 +238,14 @@ OPTION_FIELDS = (
 ANSWER_FIELDS = frozenset(key for key, *_ in OPTION_FIELDS)
 
 
-def with_answer_fields(body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, include_usage: bool, conversation) -> ParsedRequest:
+def with_answer_fields(body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, streamed: dict, conversation) -> ParsedRequest:
     """The parsed request of one that sends `n`, `logprobs` or `tool_choice`: its options say
     how many choices and top_logprobs (None: no logprobs), and `tool_choice: "none"` leaves the
     scenario's tool calls out."""
     n, logprobs, top_logprobs, tool_choice = typed_fields(body, OPTION_FIELDS)
     choices = 1 if n is None else in_range("n", n, MAX_CHOICES)
     top = in_range("top_logprobs", top_logprobs or 0, MAX_TOP_LOGPROBS, low=0) if logprobs else None
-    options = {"include_usage": include_usage, "choices": choices, "top_logprobs": top}
+    options = {**streamed, "choices": choices, "top_logprobs": top}
     play = play._replace(tool_calls=tool_choice != "none")
     return ParsedRequest(model, stream, prompt, play, options, repr(sorted(options.items())), conversation)
 
@@ -247,10 +259,14 @@ def in_range(key: str, value: int, high: int, low: int = 1) -> int:
     return value
 
 
-# The options of a parsed request (read, never changed): how many choices, and the number of
-# top_logprobs asked for (None: no logprobs).
-INCLUDE_USAGE = {"include_usage": True, "choices": 1, "top_logprobs": None}
-NO_USAGE = {"include_usage": False, "choices": 1, "top_logprobs": None}
+# The options of a parsed request (read, never changed): the usage chunk, obfuscation, how many
+# choices, and the number of top_logprobs asked for (None: no logprobs); with their variant, for
+# the usual requests, by (include_usage, include_obfuscation).
+USUAL_OPTIONS = {
+    (usage, obfuscation): ({"include_usage": usage, "obfuscation": obfuscation, "choices": 1, "top_logprobs": None},
+                           ("include_usage" if usage else "") + ("" if obfuscation else " no_obfuscation"))
+    for usage in (True, False) for obfuscation in (True, False)
+}
 
 
 def usage_object(usage: p.TokenUsage, choices: int = 1) -> dict:
@@ -289,16 +305,21 @@ class StreamEncoder(StreamEncoderBase):
         self.include_usage = request.options["include_usage"]
         self.choices = range(request.options["choices"])
         self.top_logprobs = request.options["top_logprobs"]
+        self.obfuscation = Obfuscation(OBFUSCATION_OFFSET) if request.options["obfuscation"] else None
         self.chunk_id = meta.new_id("chatcmpl-", ID_LENGTH)
         self.role_sent = False
         self.block_kind: str | None = None
         self.tool_index = -1
-        # The chunks of one answer (all but the usage one) differ only in their choices.
-        self.chunk_template = Template(data_frame(self.chunk(Template.SLOT)))
-        self.text_templates = {kind: Template(self.chunk_template.fill_json(choices)) for kind, choices in TEXT_CHOICES.items()}
+        # The chunks of one answer (all but the usage one) differ only in their choices (and obfuscation).
+        self.chunk_template = self.template(data_frame(self.chunk(Template.SLOT, Obfuscation.MARK)))
+        self.text_templates = {kind: self.template(self.chunk_template.unfilled(choices)) for kind, choices in TEXT_CHOICES.items()}
         self.plain = len(self.choices) == 1 and self.top_logprobs is None  # most answers: the templates above serve
 
-    def chunk(self, choices: list, **extra: Any) -> dict:
+    def template(self, frame: bytes) -> Template:
+        return Template(frame) if self.obfuscation is None else ObfuscatedTemplate(frame, self.obfuscation)
+
+    def chunk(self, choices: list, obfuscation: str, **extra: Any) -> dict:
+        """A chunk; its `obfuscation` only when the request did not turn it off."""
         chunk = {
             "id": self.chunk_id,
             "object": "chat.completion.chunk",
@@ -311,11 +332,13 @@ class StreamEncoder(StreamEncoderBase):
         if self.include_usage:
             chunk["usage"] = None
         chunk.update(extra)
+        if self.obfuscation is not None:
+            chunk["obfuscation"] = obfuscation
         return chunk
 
-    def chunk_frames(self, delta: dict, finish_reason: str | None = None, logprobs: dict | None = None) -> bytes:
-        """One chunk for each choice."""
-        return b"".join([self.chunk_template.fill_json(choices_json(delta, finish_reason, index, logprobs)) for index in self.choices])
+    def chunk_frames(self, delta: dict, finish_reason: str | None = None, logprobs: dict | None = None, length: int = 0) -> bytes:
+        """One chunk for each choice (`length`: the characters of output in `delta`)."""
+        return b"".join([self.chunk_template.fill_json(choices_json(delta, finish_reason, index, logprobs), length) for index in self.choices])
 
     def role_frame(self, delta: dict = ROLE_DELTA) -> bytes:
         """The chunk that opens a text answer: the role, with empty content (or for a refusal, empty refusal)."""
@@ -345,11 +368,11 @@ class StreamEncoder(StreamEncoderBase):
 
     def delta(self, delta: p.Delta) -> bytes:
         if self.block_kind == "tool_call":
-            return self.chunk_frames({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]})
+            return self.chunk_frames({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]}, length=len(delta.text))
         if self.plain:
             return self.text_templates[self.block_kind].fill(delta.text)
         logprobs = content_logprobs([delta.text], self.top_logprobs) if self.block_kind == "text" else None
-        return self.chunk_frames({DELTA_KEYS[self.block_kind]: delta.text}, logprobs=logprobs)
+        return self.chunk_frames({DELTA_KEYS[self.block_kind]: delta.text}, logprobs=logprobs, length=len(delta.text))
 
     def failure(self, failure: p.Failure) -> bytes:
         return data_frame({"error": openai_fail_error(failure)})
@@ -363,7 +386,8 @@ class StreamEncoder(StreamEncoderBase):
         else:
             frames.append(self.chunk_frames({}, FINISH_REASON_NAMES[finish.reason]))
         if self.include_usage:
-            frames.append(data_frame(self.chunk([], usage=usage_object(finish.usage, len(self.choices)))))
+            padding = self.obfuscation.padding(0).decode() if self.obfuscation is not None else ""
+            frames.append(data_frame(self.chunk([], padding, usage=usage_object(finish.usage, len(self.choices)))))
         frames.append(DONE_FRAME)
         return b"".join(frames)
 

@@ -55,9 +55,61 @@ class Template:
     def fill(self, text: str) -> bytes:
         return self.head + encode_basestring(text).encode() + self.tail
 
-    def fill_json(self, json_text: str) -> bytes:
-        """The frame with `json_text`, a value already encoded as JSON, in the slot."""
+    def fill_json(self, json_text: str, length: int = 0) -> bytes:
+        """The frame with `json_text`, a value already encoded as JSON, in the slot; `length`:
+        the characters of output it carries, which ObfuscatedTemplate pads."""
         return self.head + json_text.encode() + self.tail
+
+    def unfilled(self, json_text: str) -> bytes:
+        """fill_json, for a frame to build another Template of: what else the frame has to fill stays to fill."""
+        return self.fill_json(json_text)
+
+
+OBFUSCATION_BLOCK = 16  # OpenAI's `obfuscation` pads a delta's text to a multiple of this many characters
+_OBFUSCATION_TURNS = 8  # the strings of each length, handed out in turn
+_OBFUSCATION_RNG = random.Random(20250805)
+OBFUSCATIONS = tuple(
+    tuple("".join(_OBFUSCATION_RNG.choices(_ID_ALPHABET, k=length)).encode() for _ in range(_OBFUSCATION_TURNS))
+    for length in range(OBFUSCATION_BLOCK)
+)
+
+
+class Obfuscation:
+    """OpenAI's `obfuscation` strings for one answer's deltas: random-looking characters that
+    pad a delta's text to `offset` characters more than a multiple of OBFUSCATION_BLOCK, so
+    that a frame's length tells little of its text. They come in turn from a fixed pool, not
+    from the Meta: an answer's are the same every time and cost a kept rendering no hole."""
+
+    MARK = "\x00obfuscation\x00"  # where a frame's obfuscation goes
+    MARK_JSON = encode_basestring(MARK)[1:-1].encode()
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.turn = 0
+
+    def padding(self, length: int) -> bytes:
+        """The obfuscation for a delta of `length` characters."""
+        self.turn = (self.turn + 1) % _OBFUSCATION_TURNS
+        return OBFUSCATIONS[(self.offset - length) % OBFUSCATION_BLOCK][self.turn]
+
+
+class ObfuscatedTemplate(Template):
+    """A Template whose frame also holds `Obfuscation.MARK`, after its slot: each fill writes
+    the obfuscation for the slot's text there."""
+
+    def __init__(self, frame: bytes, obfuscation: Obfuscation):
+        super().__init__(frame)
+        self.tail, _, self.end = self.tail.partition(Obfuscation.MARK_JSON)
+        self.obfuscation = obfuscation
+
+    def fill(self, text: str) -> bytes:
+        return b"".join((self.head, encode_basestring(text).encode(), self.tail, self.obfuscation.padding(len(text)), self.end))
+
+    def fill_json(self, json_text: str, length: int = 0) -> bytes:
+        return b"".join((self.head, json_text.encode(), self.tail, self.obfuscation.padding(length), self.end))
+
+    def unfilled(self, json_text: str) -> bytes:
+        return b"".join((self.head, json_text.encode(), self.tail, Obfuscation.MARK_JSON, self.end))
 
 
 SYSTEM_FINGERPRINT = "fp_fakehop"

@@ -39,6 +39,7 @@ from .common import (
     Conversation,
     History,
     Meta,
+    Obfuscation,
     ParsedRequest,
     Template,
     ToolResult,
@@ -115,7 +116,7 @@ ECHOED = {
 }
 DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
 # The request fields the stream's bytes depend on, beside the model and the token limit.
-VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include"}
+VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include", "stream_options"}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
     "id", "object", "created_at", "status", "background", "completed_at", "error", "frequency_penalty",
@@ -151,7 +152,7 @@ def parse(body: dict) -> ParsedRequest:
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
     play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit, shown, echo["tool_choice"] != "none")
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None}
+    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
     if history is None and not varying:  # nothing that the conversation facts read: most requests
         return ParsedRequest(model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
     history = history or InputHistory(prompt)
@@ -161,10 +162,14 @@ def parse(body: dict) -> ParsedRequest:
 
 def answer_options(body: dict, echo: dict) -> dict:
     """The options of a request that sends a field the answer follows: what its `include` asks
-    for (encrypted reasoning; logprobs, with `top_logprobs` each)."""
+    for (encrypted reasoning; logprobs, with `top_logprobs` each), and whether its deltas carry
+    `obfuscation` (unless `stream_options.include_obfuscation` is false)."""
     include = included(require_type(body, "include", (list,), "an array of strings") or [])
     top_logprobs = echo["top_logprobs"] if INCLUDE_LOGPROBS in include else None
-    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include, "top_logprobs": top_logprobs}
+    obfuscation = (require_type(body, "stream_options", (dict,), "an object") or {}).get("include_obfuscation", True)
+    if type(obfuscation) is not bool:
+        raise BadRequest("Invalid type for 'stream_options.include_obfuscation': expected a boolean.", param="stream_options.include_obfuscation")
+    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include, "top_logprobs": top_logprobs, "obfuscation": obfuscation}
 
 
 def included(include: list) -> list[str]:
@@ -477,6 +482,20 @@ class SequencedTemplate:
         return b"".join((self.head, str(number).encode(), self.middle, encode_basestring(text).encode(), self.tail))
 
 
+class ObfuscatedSequencedTemplate(SequencedTemplate):
+    """A SequencedTemplate whose event also holds `Obfuscation.MARK`, after its string slot:
+    each fill writes the obfuscation for the string there."""
+
+    def __init__(self, frame: bytes, obfuscation: Obfuscation):
+        super().__init__(frame)
+        self.tail, _, self.end = self.tail.partition(Obfuscation.MARK_JSON)
+        self.obfuscation = obfuscation
+
+    def fill(self, number: int, text: str) -> bytes:
+        parts = (self.head, str(number).encode(), self.middle, encode_basestring(text).encode(), self.tail, self.obfuscation.padding(len(text)), self.end)
+        return b"".join(parts)
+
+
 @dataclass
 class OpenItem:
     """The output item being streamed, with its text so far and the frame of its deltas.
@@ -527,6 +546,7 @@ class StreamEncoder(StreamEncoderBase):
         self.items: list[dict] = []  # finished items, as their output_item.done showed them
         self.open: OpenItem | None = None
         self.closing = False  # the open item's block ended; its done events wait for what follows
+        self.obfuscation = Obfuscation(0) if request.options["obfuscation"] else None  # deltas pad to 16 characters
 
     def encode(self, happening: p.Happening) -> bytes:
         handler = self.handlers[type(happening)]
@@ -543,9 +563,11 @@ class StreamEncoder(StreamEncoderBase):
         return event_frame(event_type, {"type": event_type, "sequence_number": self.next_number(), **fields})
 
     def delta_template(self, event_type: str, **fields: Any) -> SequencedTemplate:
-        """The frame of this item's delta events, `delta` being the string slot."""
+        """The frame of this item's delta events, `delta` being the string slot, and their obfuscation."""
         event = {"type": event_type, "sequence_number": SequencedTemplate.NUMBER, **fields}
-        return SequencedTemplate(event_frame(event_type, event))
+        if self.obfuscation is None:
+            return SequencedTemplate(event_frame(event_type, event))
+        return ObfuscatedSequencedTemplate(event_frame(event_type, {**event, "obfuscation": Obfuscation.MARK}), self.obfuscation)
 
     def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
         response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
@@ -603,7 +625,8 @@ class StreamEncoder(StreamEncoderBase):
         if item.top_logprobs is not None:
             item.parts.append(delta.text)
             logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
-            return self.event("response.output_text.delta", **item.where(), delta=delta.text, logprobs=logprobs)
+            padding = {} if self.obfuscation is None else {"obfuscation": self.obfuscation.padding(len(delta.text)).decode()}
+            return self.event("response.output_text.delta", **item.where(), delta=delta.text, logprobs=logprobs, **padding)
         opened = b"" if item.delta is not None else self.open_summary_part(item)
         item.parts.append(delta.text)
         return opened + item.delta.fill(self.next_number(), delta.text)
