@@ -11,7 +11,8 @@ call a `function_call` item. Every item opens with
 `response.output_item.added` and closes with `response.output_item.done`. The terminal event,
 `response.completed` (or `response.incomplete` for the `length` and `content_filter`
 finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
-Keepalives are bare comments and take no sequence number.
+Keepalives are bare comments and take no sequence number. Delta events end with an
+`obfuscation` unless `stream_options.include_obfuscation` is false.
 
 A block's closing events wait for the happening after its BlockEnd: only the Finish that
 follows tells whether the last item completed or was cut short (status `incomplete`).
