@@ -168,6 +168,17 @@ async def test_a_client_that_retries_at_once_after_a_429_ignored_retry_after(bas
     assert answer["retried"][0]["seqs"] == [1, 2, 3] and answer["retried"][0]["attempts"] == 3
 
 
+async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(base_url, gateway):
+    add(gateway, {"name": "busy-lower-case", "http_error": {"status": 429, "headers": {"retry-after": "1"}}})
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base_url + CHAT, json=chat_body("now"), headers=scenario("busy-lower-case")) as response:
+            assert (response.status, response.headers.getall("Retry-After")) == (429, ["1"])
+    assert await post_until_ok(base_url, chat_body("now"), "busy-lower-case", waits=[0]) == [429, 429]
+    assert [record.retry_after for record in gateway.journal.records] == ["1", "1", "1"]
+    [finding] = (await verdict(base_url))["findings"]
+    assert finding["rule"] == "retry_after_ignored" and "Retry-After asked for 1 s" in finding["message"]
+
+
 async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway):
     add(gateway, BUSY_THEN_OK)
     async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
