@@ -829,7 +829,7 @@ def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
         if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float, str)):
             check.add(_line_of(spec, "retry_after"), f"retry_after: expected seconds, got {_type_name(retry_after)}")
         retry_after = str(retry_after)
-    headers = _error_headers(check, spec)
+    retry_after, headers = _retry_after_header(check, spec, retry_after, _error_headers(check, spec))
     if status is None:
         return None
     return HttpError(
@@ -857,6 +857,20 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
         elif not _HEADER_VALUE.match(str(value)):
             check.add(line, f"headers: the value of {name} holds a line break or another control character")
     return headers
+
+
+def _retry_after_header(check: _Checker, spec: LineDict, retry_after: str | None, headers: dict) -> tuple[str | None, dict]:
+    """A Retry-After among http_error's `headers`, in any case, taken as its `retry_after`: the
+    one header that the answer, the journal and the verdicts read by name."""
+    named = [name for name in headers if name.lower() == "retry-after"]
+    if not named:
+        return retry_after, headers
+    line = _line_of(headers, named[-1], _line_of(spec, "headers"))
+    if len(named) > 1:
+        check.add(line, f"headers: Retry-After is given twice ({', '.join(named)}); give it once")
+    elif retry_after is not None:
+        check.add(line, f"headers: {named[0]} says again what retry_after says; give the wait once")
+    return retry_after or str(headers[named[0]]), {name: value for name, value in headers.items() if name not in named}
 
 
 def _mapping_setting(check: _Checker, doc: LineDict, key: str, example: str) -> LineDict | None:

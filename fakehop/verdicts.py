@@ -24,6 +24,8 @@ from .protocols.common import BadRequest, content_text
 from .scenario import Script
 from .style import Tint, plain
 
+ScriptOf = Callable[[Record], Script | None]  # the script a record's answer played, when still known
+
 ERROR = "error"
 WARNING = "warning"
 SEVERITIES = (ERROR, WARNING)
@@ -31,6 +33,8 @@ SEVERITY_TONES = {ERROR: "bad", WARNING: "warn"}  # see fakehop.style
 # How an attempt may end for the next one with the same body to be its retry.
 FAILURES = frozenset((jr.HTTP_ERROR, jr.FAILED, jr.DISCONNECTED, jr.CLIENT_DISCONNECTED, jr.REJECTED))
 NON_RETRYABLE_STATUSES = frozenset((400, 401, 403, 404))
+SDK_RETRIED_STATUSES = frozenset((408, 409, 429))  # and every 5xx
+SDK_ATTEMPTS = 3  # what the SDKs make of a request at their defaults (max_retries=2)
 RETRY_COUNT_HEADER = "x-stainless-retry-count"  # the official SDKs' own: 0 on a first attempt, N on the Nth retry
 
 
@@ -49,6 +53,8 @@ class Settings:
     max_attempts: int = setting(5, "retry_storm: more attempts of one request than this is a storm (the SDKs make 3)")
     read_patience: float = setting(630.0, "no_read_timeout: a request still open with no output for this long (the SDKs time out at 600)")
     write_patience: float = setting(10.0, "abandoned_stream: a write to a client that does not read, blocked this long")
+    together_within: float = setting(0.25, "retries: an SDK's first attempt this soon after the same request failed is a copy sent "
+                                           "with it, not a retry (unless that one's SDK had its retries turned down)")
 
     @classmethod
     def from_strings(cls, values: Mapping[str, str]) -> "Settings":
@@ -116,7 +122,7 @@ def wall_end(record: Record) -> float:
 @dataclass
 class Attempts:
     """One request and its retries: attempts with the same path and body, each after the one
-    before had failed (or sent by an SDK as a retry, by its retry header)."""
+    before had failed, or sent by an SDK as its retry by its retry header (see `group_attempts`)."""
 
     records: list[Record]
 
@@ -142,31 +148,115 @@ def same_request_key(record: Record) -> tuple[str, str]:
     return record.path, json.dumps(record.body, sort_keys=True, ensure_ascii=False)
 
 
-def sdk_retry(record: Record) -> bool:
-    count = record.headers.get(RETRY_COUNT_HEADER, "0")
-    return count.isdigit() and int(count) > 0
+def retry_count(record: Record) -> int | None:
+    """How many times the client says it had sent this request before (the SDKs' retry
+    header: 0 on a first attempt), or None when it does not say."""
+    count = record.headers.get(RETRY_COUNT_HEADER)
+    return int(count) if count is not None and count.isdigit() else None
 
 
-def group_attempts(records: list[Record]) -> list[Attempts]:
-    """The records as requests and their retries, oldest first. Only attempts with the same
-    path and body are one request's: under load many requests fail at once, and a retry
-    header alone cannot tell whose retry an attempt is."""
-    groups: list[Attempts] = []
-    latest: dict[tuple[str, str], Attempts] = {}
+def group_attempts(records: list[Record], settings: Settings, script_of: ScriptOf) -> list[Attempts]:
+    """The records as requests and their retries, oldest first: the calls that sent them (see
+    `sdk_calls`), each joined to an earlier call of the same request when it is the client's
+    own retry of it (see `continues`). Only attempts with the same path and body can be one
+    request's: under load many requests fail at once, and a retry header alone cannot tell
+    whose retry an attempt is."""
+    requests: list[Attempts] = []
+    of_request: dict[tuple[str, str], list[Attempts]] = {}
+    last_call: dict[int, Attempts] = {}  # by id() of each request
+    for key, call in sdk_calls(records):
+        same = of_request.setdefault(key, [])
+        request = first_ended([request for request in same if continues(last_call[id(request)], call, settings, script_of)])
+        if request is None:
+            request = Attempts([])
+            same.append(request)
+            requests.append(request)
+        request.records.extend(call.records)
+        last_call[id(request)] = call
+    return requests
+
+
+def continues(before: Attempts, call: Attempts, settings: Settings, script_of: ScriptOf) -> bool:
+    """Whether `call` is the client's own retry of the call `before` (of the same request):
+    that one's last attempt failed, and ended before `call` began. A call from an SDK (its
+    first attempt counting 0) may also be a copy of the request sent at the same time, which
+    the wire cannot tell from a retry at once: it is a retry only when `before` had the SDK's
+    retries turned down, or when it came `together_within` or more after the failure."""
+    last, first = before.records[-1], call.records[0]
+    if not retried(last, first):
+        return False
+    count = retry_count(first)
+    if count is None:
+        return True
+    if count > 0:  # an SDK's retry whose attempts before never reached the journal
+        return False
+    return turned_down(before, script_of) or first.started_at - wall_end(last) >= settings.together_within
+
+
+def turned_down(call: Attempts, script_of: ScriptOf) -> bool:
+    """Whether an SDK's call gave up on a failure in fewer attempts than the SDKs make at
+    their defaults, when they retry that failure: its client turned the retries down."""
+    return (retry_count(call.records[0]) == 0 and len(call.records) < SDK_ATTEMPTS
+            and sdk_retries(call.records[-1], script_of))
+
+
+def sdk_retries(record: Record, script_of: ScriptOf) -> bool:
+    """Whether the SDKs retry an attempt that ended as `record` did: with no answer at all (the
+    connection closed, their own timeout), a 408, 409, 429 or 5xx; an `x-should-retry`
+    header on the answer overrules the status."""
+    told = should_retry_header(record, script_of)
+    if told is not None:
+        return told
+    return record.status is None or record.status in SDK_RETRIED_STATUSES or record.status >= 500
+
+
+def should_retry_header(record: Record, script_of: ScriptOf) -> bool | None:
+    """What the `x-should-retry` header of the answer said (`true` or `false`, which the SDKs
+    obey whatever the status), None when it sent none."""
+    script = script_of(record)
+    headers = script.http_error.headers if script is not None and script.http_error is not None else ()
+    said = next((value.lower() for name, value in headers if name.lower() == "x-should-retry"), None)
+    return {"true": True, "false": False}.get(said)
+
+
+def sdk_calls(records: list[Record]) -> list[tuple[tuple[str, str], Attempts]]:
+    """The records as the calls that sent them, with the key of their request: an attempt
+    with a retry count N from 1 on goes to the call of the same request whose last attempt had
+    N-1 and ended before it began; any other begins a call (a count of N whose attempt before
+    is not in the journal, too: it never reached the server)."""
+    calls: list[tuple[tuple[str, str], Attempts]] = []
+    of_request: dict[tuple[str, str], list[Attempts]] = {}
     for record in records:
         key = same_request_key(record)
-        group = latest.get(key)
-        if group is None or not (retried(group, record) or sdk_retry(record)):
-            group = latest[key] = Attempts([])
-            groups.append(group)
-        group.records.append(record)
-    return groups
+        same = of_request.setdefault(key, [])
+        count = retry_count(record)
+        call = first_ended([call for call in same if follows(call.records[-1], record, count)]) if count else None
+        if call is None:
+            call = Attempts([])
+            same.append(call)
+            calls.append((key, call))
+        call.records.append(record)
+    return calls
 
 
-def retried(group: Attempts, record: Record) -> bool:
-    """Whether `record` is a retry of the last attempt in `group`: that one failed (so it has ended) and came first."""
-    last = group.records[-1]
-    return last.end in FAILURES and record.started_at >= last.started_at
+def first_ended(chains: list[Attempts]) -> Attempts | None:
+    """Of the chains an attempt may go on (identical requests sent at once), the one whose last
+    attempt ended first: matching them in that order never makes a wait shorter than it was."""
+    return min(chains, key=lambda chain: wall_end(chain.records[-1]), default=None)
+
+
+def ended_before(last: Record, record: Record) -> bool:
+    return last.end != jr.IN_PROGRESS and wall_end(last) <= record.started_at
+
+
+def follows(last: Record, record: Record, count: int) -> bool:
+    """Whether `record`, sent with retry count `count`, is the SDK's retry of `last`."""
+    return retry_count(last) == count - 1 and ended_before(last, record)
+
+
+def retried(last: Record, record: Record) -> bool:
+    """Whether `record` may be a retry of `last`: that one failed, and ended before it began."""
+    return last.end in FAILURES and ended_before(last, record)
 
 
 @dataclass
@@ -175,13 +265,13 @@ class Evidence:
 
     records: list[Record]
     settings: Settings
-    script_of: Callable[[Record], Script | None]  # the script a record's answer played, when still known
+    script_of: ScriptOf
     time_scale: float  # the server's, which the scripts' pauses were played at
     now: float = field(default_factory=time.monotonic)  # the clock of Record's own times
     requests: list[Attempts] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.requests = group_attempts(self.records)
+        self.requests = group_attempts(self.records, self.settings, self.script_of)
 
     def retries(self) -> Iterator[tuple[Record, Record, float]]:
         for request in self.requests:
@@ -380,18 +470,11 @@ def non_retryable(record: Record) -> str | None:
     return None
 
 
-def told_to_retry(evidence: Evidence, record: Record) -> bool:
-    """Whether the answer carried `x-should-retry: true`, which the SDKs obey even on a 400."""
-    script = evidence.script_of(record)
-    headers = script.http_error.headers if script is not None and script.http_error is not None else ()
-    return any(name.lower() == "x-should-retry" and value.lower() == "true" for name, value in headers)
-
-
 @rule
 def retried_non_retryable(evidence: Evidence):
     for request in evidence.requests:
         resent = [(before, after, reason) for before, after, _ in request.retries()
-                  if (reason := non_retryable(before)) is not None and not told_to_retry(evidence, before)]
+                  if (reason := non_retryable(before)) is not None and not should_retry_header(before, evidence.script_of)]
         if resent:
             before, after, reason = resent[0]
             yield ERROR, concerned([(b, a) for b, a, _ in resent]), (
@@ -507,7 +590,7 @@ class Taken:
     records (which nobody changes while the rules read them), and what played them."""
 
     records: list[Record]
-    script_of: Callable[[Record], Script | None]
+    script_of: ScriptOf
     time_scale: float
     session: str | None
     now: float
@@ -535,7 +618,7 @@ def judge(taken: Taken, settings: Settings = Settings()) -> Verdict:
     return Verdict(findings, evidence.requests, settings, taken.session)
 
 
-def script_finder(library) -> Callable[[Record], Script | None]:
+def script_finder(library) -> ScriptOf:
     """The script each record's answer played, found again by its journal label in `library`
     (None when the scenario is gone or was replaced since)."""
     from .library import resolve

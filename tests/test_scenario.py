@@ -258,6 +258,15 @@ def test_a_match_header_that_no_request_could_send_is_refused_at_its_line():
     assert problem.startswith("t.yaml:4: match header: 'X Tenant' is not a header name")
 
 
+def test_a_retry_after_among_the_headers_in_any_case_is_the_retry_after():
+    error = parse("http_error:\n  status: 429\n  headers: {retry-after: 3, x-other: y}\n").entries[0].script.http_error
+    assert (error.retry_after, error.headers) == ("3", (("x-other", "y"),))
+    assert problems("http_error:\n  status: 429\n  retry_after: 2\n  headers:\n    RETRY-AFTER: 3\n") == [
+        "t.yaml:5: headers: RETRY-AFTER says again what retry_after says; give the wait once"]
+    assert problems("http_error:\n  status: 429\n  headers:\n    Retry-After: 1\n    retry-after: 2\n") == [
+        "t.yaml:5: headers: Retry-After is given twice (Retry-After, retry-after); give it once"]
+
+
 def test_keepalive_below_a_millisecond_is_refused():
     [problem] = problems("keepalive: 0.000001\nsteps: [{delay: 1h}, {text: a}]")
     assert problem == "t.yaml:1: keepalive: must be 0 (never) or at least 1ms, got 1e-06"

@@ -18,13 +18,14 @@ from fakehop import journal as jr
 from fakehop.control import with_lines
 from fakehop.scenario import parse_document
 from fakehop.testing import Fakehop, make_app
-from fakehop.verdicts import RULES, Settings
+from fakehop.verdicts import RETRY_COUNT_HEADER, RULES, Settings
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 MODEL = "gpt-5.6-sol"
 HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}]}  # some 30 MB of chunks
 BUSY_THEN_OK = {"name": "busy-then-ok", "sequence": [{"http_error": {"status": 429, "retry_after": 1}}, {"use": "hello"}]}
+DOWN_DO_NOT_RETRY = {"name": "down-do-not-retry", "http_error": {"status": 500, "headers": {"x-should-retry": "false"}}}
 ALWAYS_400_RETRY = {"name": "bad-but-retry", "http_error": {"status": 400, "headers": {"x-should-retry": "true"}}}
 
 
@@ -109,6 +110,51 @@ async def read_chat_stream(session: aiohttp.ClientSession, base_url: str, body: 
     return "".join(text), "cut"
 
 
+async def send_as_an_sdk(base_url: str, body: dict, name: str, attempts: list[tuple[float, int]]) -> list[int]:
+    """An httpx client that sends `body` as an SDK would, with its retry count: each
+    (seconds to wait first, count) one attempt; the statuses it got."""
+    statuses = []
+    async with httpx2.AsyncClient(base_url=base_url) as client:
+        for wait, count in attempts:
+            await asyncio.sleep(wait)
+            response = await client.post(CHAT, json=body, headers={**scenario(name), RETRY_COUNT_HEADER: str(count)})
+            statuses.append(response.status_code)
+    return statuses
+
+
+# ---------------------------------------------------------------- which attempts are one request's
+
+
+async def test_retries_whose_first_attempt_never_arrived_are_requests_of_their_own(base_url):
+    """Three callers of one request, two of whose first attempts never reached the server (a
+    connection the kernel dropped): their retries are not a storm of the third's."""
+    whole, lost = [(0.0, 0), (0.4, 1), (0.8, 2)], [(0.4, 1), (0.8, 2)]
+    sent = await asyncio.gather(*(send_as_an_sdk(base_url, chat_body("same"), "server-error", attempts) for attempts in (whole, lost, lost)))
+    assert sent == [[500] * 3, [500] * 2, [500] * 2]
+    answer = await verdict(base_url)
+    assert answer["findings"] == [] and answer["requests"] == 3
+    assert sorted(retried["attempts"] for retried in answer["retried"]) == [2, 2, 3]
+
+
+async def test_an_sdk_told_not_to_retry_a_500_sends_copies_at_once_not_retries(base_url, gateway):
+    add(gateway, DOWN_DO_NOT_RETRY)
+    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
+        copies = [client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("down-do-not-retry"))
+                  for _ in range(3)]
+        assert all(isinstance(error, openai.InternalServerError) for error in await asyncio.gather(*copies, return_exceptions=True))
+    answer = await verdict(base_url)
+    assert (answer["findings"], answer["requests"], answer["retried"]) == ([], 3, [])
+
+
+async def test_an_app_retrying_by_itself_with_its_sdk_retries_off_is_judged_as_one_request(base_url):
+    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+        for _ in range(3):
+            with pytest.raises(openai.InternalServerError):
+                await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error"))
+    answer = await verdict(base_url)
+    assert [(f["rule"], f["severity"], f["seqs"]) for f in answer["findings"]] == [("no_backoff", "warning", [1, 2, 3])]
+
+
 # ---------------------------------------------------------------- retry_after_ignored
 
 
@@ -120,6 +166,17 @@ async def test_a_client_that_retries_at_once_after_a_429_ignored_retry_after(bas
     assert finding["severity"] == "error" and finding["seqs"] == [1, 2, 3]
     assert "Retry-After asked for 2 s" in finding["message"]
     assert answer["retried"][0]["seqs"] == [1, 2, 3] and answer["retried"][0]["attempts"] == 3
+
+
+async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(base_url, gateway):
+    add(gateway, {"name": "busy-lower-case", "http_error": {"status": 429, "headers": {"retry-after": "1"}}})
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base_url + CHAT, json=chat_body("now"), headers=scenario("busy-lower-case")) as response:
+            assert (response.status, response.headers.getall("Retry-After")) == (429, ["1"])
+    assert await post_until_ok(base_url, chat_body("now"), "busy-lower-case", waits=[0]) == [429, 429]
+    assert [record.retry_after for record in gateway.journal.records] == ["1", "1", "1"]
+    [finding] = (await verdict(base_url))["findings"]
+    assert finding["rule"] == "retry_after_ignored" and "Retry-After asked for 1 s" in finding["message"]
 
 
 async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway):
