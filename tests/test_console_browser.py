@@ -291,12 +291,16 @@ def test_queue_next_in_the_scenario_list_queues_it_for_the_next_n_requests(open_
     assert console.errors == []
 
 
+def set_time_scale(page, value: str) -> None:
+    page.fill("#time-scale", value)
+    page.get_by_role("button", name="set", exact=True).click()
+    expect(page.locator("#message")).to_have_text(f"time scale: {value}")
+
+
 def test_the_time_scale_set_on_the_page_paces_the_next_answers(open_console):
     console = open_console()
     page = console.page
-    page.fill("#time-scale", "0.02")
-    page.get_by_role("button", name="set", exact=True).click()
-    expect(page.locator("#message")).to_have_text("time scale: 0.02")
+    set_time_scale(page, "0.02")
     assert console.control("GET", "health")["time_scale"] == 0.02
     began = time.monotonic()
     assert ask(console.client(), "slow-typing") == "The quick brown fox jumps over the lazy dog."
@@ -309,17 +313,15 @@ def test_the_time_scale_set_on_the_page_paces_the_next_answers(open_console):
 def test_reset_on_the_page_puts_the_server_back_as_it_started(open_console):
     console = open_console()
     page = console.page
+    for fault in ("500", "stall"):
+        page.get_by_role("button", name=fault, exact=True).click()
+    expect(page.locator("#queue")).to_have_text("server-error, stall (2)")
     page.fill("#editor", "name: added-here\nsteps:\n  - text: from the editor\n")
     expect(page.locator("#editor-state")).to_have_text("✓ added-here (steps)")
     page.click("#editor-add")
     page.locator('#scenarios li[data-name="added-here"] .make-default').click()
     expect(page.locator("#default")).to_have_text("added-here")
-    page.get_by_role("button", name="500", exact=True).click()
-    page.get_by_role("button", name="stall", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("server-error, stall (2)")
-    page.fill("#time-scale", "0.5")
-    page.get_by_role("button", name="set", exact=True).click()
-    expect(page.locator("#message")).to_have_text("time scale: 0.5")
+    set_time_scale(page, "0.5")
     with pytest.raises(openai.InternalServerError):
         ask(console.client())
     expect(console.rows()).to_have_count(1)
