@@ -72,7 +72,7 @@ function refusal() {
   return state.token ? "the server refused that token" : "";
 }
 
-// A call was refused for the token (the server's changed while the page was open).
+// A call refused for want of the token: the server restarted with another while the page was open.
 function refused() {
   stop();
   askForToken(refusal());
