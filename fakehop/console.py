@@ -3,7 +3,8 @@ every request arrive and makes the next answers fail with a click, fed by a serv
 the journal (GET /_fakehop/events, SSE).
 
 The page is static (fakehop/ui: HTML, CSS and JavaScript, no build step) and holds no data, so
-it loads without the admin token; every call it makes sends the token. The push costs the
+it loads without the admin token; it asks GET /ui/token, which needs none, whether to ask for
+the token, and every call it makes then sends it. The push costs the
 answering path nothing while no console is open: its journal listeners are added when the
 first console connects and removed when the last one goes. While consoles are open, a request
 costs an append to a deque as its record opens and as it closes; every FLUSH_INTERVAL the
@@ -281,6 +282,19 @@ async def page_file(request: web.Request) -> web.Response:
     return refused_host(request) or asset_response(name)
 
 
+async def token_state(request: web.Request) -> web.Response:
+    """`GET /ui/token`: whether this server needs the admin token, and whether the request sent
+    it. Answered without the token (a wrong one is told by a 401 to any call as well), so that
+    the page knows before its first call whether to ask for it, and no call of its is refused."""
+    from .control import gateway_of, refused_host, refused_origin, refused_without_token
+
+    refused = refused_host(request) or refused_origin(request)
+    if refused is not None:
+        return refused
+    state = {"admin_token": gateway_of(request).admin_token is not None, "accepted": refused_without_token(request) is None}
+    return web.json_response(state, headers={"Cache-Control": "no-store"})
+
+
 async def to_the_page(request: web.Request) -> web.Response:
     """`GET /`, which no protocol serves: to the console."""
     from .control import refused_host
@@ -295,5 +309,6 @@ def add_routes(control_app: web.Application) -> None:
     from .control import control_call
 
     control_app.router.add_get("/ui", page)
+    control_app.router.add_get("/ui/token", token_state)  # before the files' route, which would take it
     control_app.router.add_get("/ui/{name}", page_file)
     control_app.router.add_get("/events", control_call(events))

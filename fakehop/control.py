@@ -45,7 +45,7 @@ SESSION_PARAMETER = "session"
 ROUTES = (
     "GET /health", "GET /scenarios", "GET /scenarios/NAME", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
     "PUT /default", "PUT /strict", "PUT /time_scale", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict",
-    "POST /reset", "GET /sessions", "DELETE /sessions/ID", "GET /events", "GET /metrics", "GET /ui",
+    "POST /reset", "GET /sessions", "DELETE /sessions/ID", "GET /events", "GET /metrics", "GET /ui", "GET /ui/token",
 )
 
 

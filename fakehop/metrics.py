@@ -1,10 +1,10 @@
 """GET /_fakehop/metrics: what the server answered, in the Prometheus text format.
 
-The counting is a journal listener that keeps each closed record for the next batch, folded
-into plain counts a batch at a time (see Counts); the Prometheus families are built from those
-only when the endpoint is read, by a custom collector, so an answer costs one append and no
-call into prometheus_client. Every counter counts from the server's start: neither reset nor
-DELETE /requests takes it back.
+The counting is a journal listener that keeps each record as it opens, and counts the ones
+that have closed a batch at a time (see Counts); the Prometheus families are built from those
+counts only when the endpoint is read, by a custom collector, so an answer costs one append
+and no call into prometheus_client. Every counter counts from the server's start: neither
+reset nor DELETE /requests takes it back.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from bisect import bisect_left
 from collections import Counter
 from functools import partial
 from itertools import compress, groupby, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, eq, not_
 from typing import Iterator
 
 from aiohttp import web
 
-from .journal import Journal, Record
+from .journal import IN_PROGRESS, Journal, Record
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is counted as OTHER
@@ -38,37 +38,41 @@ class Stream:
 
 
 class Counts:
-    """The counts of every record closed since `first_seq` was the journal's next: requests
-    per (protocol, scenario, end, status), and what the streams of each protocol sent.
+    """The counts of every record opened since counting began: requests per (protocol,
+    scenario, end, status), and what the streams of each protocol sent, for those that have
+    closed; the rest are kept, `open`, to be counted once they have.
 
-    Answering a request costs one append (`add`, a journal listener): the closed records are
-    folded in FOLD_BATCH at a time, and whenever the metrics are read, with the work per
-    record done in C (attrgetter, Counter, sorted, sum, compress), not in Python.
+    Answering a request costs one append (`add`, a journal listener for records opening): the
+    kept records are looked over FOLD_BATCH openings at a time, and whenever the metrics are
+    read, with the work per record done in C (attrgetter, Counter, sorted, sum, compress),
+    not in Python. Keeping the records themselves, not their seqs, the gauges stay right when
+    the journal drops a record under way (reset, or more requests than it keeps).
     """
 
-    def __init__(self, journal: Journal):
-        self.journal = journal
-        self.first_seq = journal.next_seq
+    def __init__(self) -> None:
         self.requests: Counter[tuple] = Counter()  # by (protocol, scenario, end, status)
         self.streams: dict[str | None, Stream] = {}  # by protocol
-        self.closed = 0
-        self.unfolded: list[Record] = []
+        self.open: list[Record] = []  # the records under way at the last fold, then every one opened since
+        self.fold_at = FOLD_BATCH  # the length of `open` at which the next fold comes
 
     def add(self, record: Record) -> None:
-        """A journal listener: one closed record, to be counted with the next batch."""
-        unfolded = self.unfolded
-        unfolded.append(record)
-        if len(unfolded) >= FOLD_BATCH:
+        """A journal listener: one record opening, counted once it has closed."""
+        kept = self.open
+        kept.append(record)
+        if len(kept) >= self.fold_at:
             self.fold()
 
     def fold(self) -> None:
-        """Count the records closed since the last fold."""
-        records, self.unfolded = self.unfolded, []
-        self.closed += len(records)
-        self.requests.update(map(LABELS, records))
+        """Count the kept records that have closed, and keep the rest."""
+        records = self.open
+        under_way = list(map(eq, map(END, records), repeat(IN_PROGRESS)))
+        self.open = list(compress(records, under_way))
+        self.fold_at = len(self.open) + FOLD_BATCH
+        closed = list(compress(records, map(not_, under_way)))
+        self.requests.update(map(LABELS, closed))
         if len(self.requests) > MAX_SERIES:
             self.lump_scenarios()
-        for _, same in groupby(sorted(records, key=PATH), key=PATH):  # a path's records are one protocol's
+        for _, same in groupby(sorted(closed, key=PATH), key=PATH):  # a path's records are one protocol's
             same = list(same)
             self.add_streams(same[0].protocol, same)
 
@@ -104,17 +108,23 @@ class Counts:
         self.fold()
         return {(NONE if protocol is None else protocol,): self.streams[protocol] for protocol in sorted(self.streams, key=str)}
 
-    @property
     def in_progress(self) -> int:
         """Requests opened and not closed yet: every request opens a record, and closes it once."""
         self.fold()
-        return self.journal.next_seq - self.first_seq - self.closed
+        return len(self.open)
+
+    def open_streams(self) -> dict[tuple, int]:
+        """Streams going out now (a 200 whose SSE has begun and not ended), by protocol."""
+        self.fold()
+        streaming = Counter(map(PROTOCOL, compress(self.open, map(eq, map(STREAM_STATUS, self.open), repeat(STREAMED_200)))))
+        return {(NONE if protocol is None else protocol,): count for protocol, count in sorted(streaming.items(), key=str)}
 
 
 LABELS = attrgetter("protocol", "scenario", "end", "status")
-PATH, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(attrgetter, ("path", "sent_bytes", "events", "keepalives", "duration"))
+PATH, PROTOCOL, END, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(
+    attrgetter, ("path", "protocol", "end", "sent_bytes", "events", "keepalives", "duration"))
 STREAM_STATUS = attrgetter("stream", "status")
-STREAMED_200 = (True, 200)  # a stream that went out: its duration goes in the histogram
+STREAMED_200 = (True, 200)  # a stream that went out (or is going out): open while under way, in the histogram once ended
 BUCKET_OF = partial(bisect_left, DURATION_BUCKETS)
 FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
 
@@ -138,8 +148,13 @@ class Collector:
         for labels, total in counts.request_totals(3).items():
             statuses.add_metric(labels, total)
         yield statuses
-        yield GaugeMetricFamily("fakehop_requests_in_progress", "Requests being answered now: open streams, and answers still under way",
-                                value=counts.in_progress)
+        yield GaugeMetricFamily("fakehop_requests_in_progress", "Requests being answered now, of every kind: open streams, and answers still under way",
+                                value=counts.in_progress())
+        streams = GaugeMetricFamily("fakehop_open_streams", "SSE streams going out now: a 200 whose stream has begun and not ended",
+                                    labels=("protocol",))
+        for labels, count in counts.open_streams().items():
+            streams.add_metric(labels, count)
+        yield streams
         by_protocol = counts.stream_totals()
         for name, field, help_text in (("fakehop_stream_bytes", "bytes", "Bytes of SSE written to streams"),
                                        ("fakehop_stream_events", "events", "SSE events written to streams (keepalives not counted)"),
@@ -167,12 +182,12 @@ COUNTS_KEY: web.AppKey[Counts] = web.AppKey("metrics", Counts)
 
 
 def count_for(app: web.Application, journal: Journal) -> None:
-    """Count every record of `journal` that closes while `app` runs."""
-    counts = app[COUNTS_KEY] = Counts(journal)
-    journal.listeners.append(counts.add)
+    """Count every record of `journal` that opens while `app` runs, once it has closed."""
+    counts = app[COUNTS_KEY] = Counts()
+    journal.opened_listeners.append(counts.add)
 
     async def stop_counting(_app: web.Application) -> None:
-        journal.listeners.remove(counts.add)
+        journal.opened_listeners.remove(counts.add)
 
     app.on_cleanup.append(stop_counting)
 

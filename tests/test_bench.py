@@ -102,7 +102,7 @@ def test_the_bench_console_is_counted_by_the_server_while_it_watches(library):
     from fakehop.thread_server import ThreadServer
 
     with ThreadServer(Gateway(library)) as server:
-        listening = lambda: server.call(lambda: len(server.gateway.journal.opened_listeners))  # noqa: E731
+        listening = lambda: server.call(lambda: len(server.gateway.journal.listeners))  # noqa: E731
         with watching(server.url):
             assert listening() == 1
         deadline = time.monotonic() + 5

@@ -97,6 +97,23 @@ async def test_the_page_and_its_files_load_without_the_token_and_the_push_needs_
         pushes.response.close()
 
 
+async def test_the_page_learns_without_the_token_whether_it_needs_one_and_whether_its_own_is_it(serve, make_gateway):
+    guarded = await serve(make_gateway(admin_token="t0ken"))
+    unguarded = await serve(make_gateway())
+    async with aiohttp.ClientSession() as client:
+        for url, authorization, state in ((guarded, None, {"admin_token": True, "accepted": False}),
+                                          (guarded, "Bearer n0t-it", {"admin_token": True, "accepted": False}),
+                                          (guarded, "Bearer t0ken", {"admin_token": True, "accepted": True}),
+                                          (unguarded, None, {"admin_token": False, "accepted": True})):
+            headers = {"Authorization": authorization} if authorization else {}
+            async with client.get(url + "/_fakehop/ui/token", headers=headers) as answer:
+                assert (answer.status, await answer.json(), answer.headers["Cache-Control"]) == (200, state, "no-store")
+        async with client.get(guarded + "/_fakehop/ui/token", headers={"Host": "rebound.example"}) as refused:
+            assert refused.status == 403
+        async with client.get(guarded + "/_fakehop/ui/token", headers={"Origin": "https://elsewhere.example"}) as refused:
+            assert refused.status == 403
+
+
 async def test_the_root_leads_to_the_page_and_a_foreign_host_gets_neither(base_url):
     async with aiohttp.ClientSession() as client:
         async with client.get(base_url + "/", allow_redirects=False) as root:
@@ -139,11 +156,11 @@ async def test_the_push_costs_nothing_until_a_console_opens_and_after_it_closed(
     journal = gateway.journal
     listening = lambda: (len(journal.opened_listeners), len(journal.listeners))  # noqa: E731
     before = listening()
-    assert before == (0, 1)  # the metrics' count alone
+    assert before == (1, 0)  # the metrics' count alone
     async with aiohttp.ClientSession() as client:
         pushes = await open_console(client, base_url)
         await pushes.rows()
-        assert listening() == (1, 2)
+        assert listening() == (2, 1)
         pushes.response.close()
         deadline = time.monotonic() + 5
         while listening() != before and time.monotonic() < deadline:

@@ -9,10 +9,12 @@ downloads. Without it these tests are skipped, saying why, unless FAKEHOP_BROWSE
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import shutil
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import anthropic
@@ -71,6 +73,8 @@ class Console:
         self.errors: list[str] = []
         self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.refused: list[str] = []  # the page's calls answered 401
+        self.page.on("response", lambda response: self.refused.append(response.url) if response.status == 401 else None)
 
     def open(self, path: str = "/", wait_live: bool = True) -> None:
         from playwright.sync_api import expect
@@ -91,6 +95,24 @@ class Console:
     def cells(self, seq: int) -> dict[str, str]:
         headings = self.page.locator("#log thead th").all_inner_texts()
         return dict(zip(headings, self.row(seq).locator("td").all_inner_texts()))
+
+    def control(self, method: str, path: str, yaml: str | None = None) -> dict:
+        """A control call, as a test makes it (`yaml`: a body): the server's own answer, as JSON."""
+        token = self.server.gateway.admin_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if yaml is not None:
+            headers["Content-Type"] = "application/yaml"
+        call = urllib.request.Request(f"{self.url}/_fakehop/{path}", data=None if yaml is None else yaml.encode(), method=method,
+                                      headers=headers)
+        with urllib.request.urlopen(call, timeout=10) as response:  # raises for an error status
+            return json.load(response)
+
+    def frames(self) -> list[tuple[str, str, str]]:
+        """The detail's frames as shown: (offset, text, kind) each."""
+        rows = self.page.locator("#detail-frames tbody tr")
+        return [(cells[0], cells[1], kind.removeprefix("frame-"))
+                for cells, kind in zip((row.locator("td").all_inner_texts() for row in rows.all()),
+                                       (row.get_attribute("class") for row in rows.all()))]
 
     def close(self) -> None:
         self.page.close()
@@ -192,6 +214,133 @@ def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_co
     expect(console.row(3)).to_contain_text("max-tokens")
 
 
+def kept_frames(request: dict) -> list[tuple[str, str, str]]:
+    """The frames of a journal record's kept writes, as the detail should show them: each
+    event and each comment at its write's offset, the unended rest of a cut write last."""
+    frames = []
+    for offset, text in request["frames"]:
+        *ended, rest = text.split("\n\n")
+        at = f"{offset * 1000:.1f} ms"
+        frames += [(at, block, "comment" if block.startswith(":") else "event") for block in ended]
+        if rest:
+            frames.append((at, rest, "unended"))
+    return frames
+
+
+def test_a_requests_detail_shows_each_sse_event_as_a_frame_of_its_own_at_its_writes_offset(open_console):
+    console = open_console()
+    client = console.client()
+    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
+                                            extra_headers={"X-Fakehop-Scenario": "weather-tool"})
+    calls = [call.function.name for chunk in stream if chunk.choices for call in chunk.choices[0].delta.tool_calls or ()]
+    assert [name for name in calls if name] == ["get_weather"]
+    console.row(1).click()
+    request = console.control("GET", "requests/1")["request"]
+    expect(console.page.locator("#detail-frames tbody tr")).to_have_count(request["events"])
+    shown = console.frames()
+    assert shown == kept_frames(request)
+    assert [text for _, text, _ in shown][-1] == "data: [DONE]" and all(text.startswith("data: {") for _, text, _ in shown[:-1])
+    writes = len(request["frames"])
+    assert len({offset for offset, _, _ in shown}) == writes  # every frame at its write's offset
+    expect(console.page.locator("#detail-frames-note")).to_have_text(
+        f"({request['events']} frames in {writes} write{'s' if writes > 1 else ''}, {request['frame_bytes']} bytes)")
+    assert console.errors == []
+
+
+LONG_WAIT = """name: long-wait
+keepalive: 100ms
+steps:
+  - delay: 350ms
+  - text: "%s"
+    chunk: word
+"""
+
+
+def test_keepalives_are_frames_of_their_own_and_the_detail_shows_where_the_journal_cut_the_stream(open_console):
+    console = open_console()
+    console.control("POST", "scenarios", yaml=LONG_WAIT % ("word " * 600))
+    assert ask(console.client(), "long-wait") == "word " * 600
+    console.row(1).click()
+    request = console.control("GET", "requests/1")["request"]
+    assert request["frames_cut"] and request["keepalives"] >= 2 and request["sent_bytes"] > request["frame_bytes"] == 32 * 1024
+    expect(console.page.locator("#detail-frames tbody tr.frame-cut")).to_have_count(1)
+    *frames, (_, cut, kind) = console.frames()
+    assert frames == kept_frames(request)
+    assert [kind for _, _, kind in frames[:request["keepalives"]]] == ["comment"] * request["keepalives"]
+    assert frames[-1][2] == "unended" and {kind for _, _, kind in frames[request["keepalives"]:-1]} == {"event"}
+    assert kind == "cut" and cut == f"cut here: the journal keeps a stream's first 32768 bytes, and {request['sent_bytes']} were sent"
+    expect(console.page.locator("#detail-frames-note")).to_contain_text(f"{len(frames)} frames in {len(request['frames'])} writes")
+    expect(console.page.locator("#detail-frames-note")).to_contain_text("; cut)")
+    assert console.errors == []
+
+
+def test_queue_next_in_the_scenario_list_queues_it_for_the_next_n_requests(open_console):
+    console = open_console()
+    page = console.page
+    page.fill("#times", "2")
+    page.locator('#scenarios li[data-name="max-tokens"]').get_by_role("button", name="queue next").click()
+    expect(page.locator("#queue")).to_have_text("max-tokens ×2 (2)")
+    assert console.control("GET", "queue")["queue"] == ["max-tokens", "max-tokens"]
+    client = console.client()
+    for _ in range(2):
+        answer = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES)
+        assert answer.choices[0].finish_reason == "length"
+    assert ask(client) == "Hello! How can I help you today?"  # the queue held two
+    expect(page.locator("#queue")).to_have_text("empty")
+    assert [console.cells(seq)["scenario"] for seq in (1, 2)] == ["max-tokens", "max-tokens"]
+    assert console.errors == []
+
+
+def set_time_scale(page, value: str) -> None:
+    page.fill("#time-scale", value)
+    page.get_by_role("button", name="set", exact=True).click()
+    expect(page.locator("#message")).to_have_text(f"time scale: {value}")
+
+
+def test_the_time_scale_set_on_the_page_paces_the_next_answers(open_console):
+    console = open_console()
+    page = console.page
+    set_time_scale(page, "0.02")
+    assert console.control("GET", "health")["time_scale"] == 0.02
+    began = time.monotonic()
+    assert ask(console.client(), "slow-typing") == "The quick brown fox jumps over the lazy dog."
+    assert time.monotonic() - began < 1.0  # 44 characters 50 ms apart: 2.2 s at the time scale of 1 the server started with
+    page.reload()
+    expect(page.locator("#time-scale")).to_have_value("0.02")
+    assert console.errors == []
+
+
+def test_reset_on_the_page_puts_the_server_back_as_it_started(open_console):
+    console = open_console()
+    page = console.page
+    for fault in ("500", "stall"):
+        page.get_by_role("button", name=fault, exact=True).click()
+    expect(page.locator("#queue")).to_have_text("server-error, stall (2)")
+    page.fill("#editor", "name: added-here\nsteps:\n  - text: from the editor\n")
+    expect(page.locator("#editor-state")).to_have_text("✓ added-here (steps)")
+    page.click("#editor-add")
+    page.locator('#scenarios li[data-name="added-here"] .make-default').click()
+    expect(page.locator("#default")).to_have_text("added-here")
+    set_time_scale(page, "0.5")
+    with pytest.raises(openai.InternalServerError):
+        ask(console.client())
+    expect(console.rows()).to_have_count(1)
+
+    page.click("#reset")
+    expect(console.rows()).to_have_count(0)
+    expect(page.locator("#queue")).to_have_text("empty")
+    expect(page.locator("#default")).to_have_text("hello")
+    expect(page.locator('#scenarios li[data-name="added-here"]')).to_have_count(0)
+    expect(page.locator("#time-scale")).to_have_value("1")
+    health = console.control("GET", "health")
+    assert (health["default"], health["time_scale"]) == ("hello", 1.0)
+    assert console.control("GET", "queue")["queue"] == [] and console.control("GET", "requests")["requests"] == []
+    assert "added-here" not in {scenario["name"] for scenario in console.control("GET", "scenarios")["scenarios"]}
+    assert ask(console.client()) == "Hello! How can I help you today?"
+    expect(console.row(2)).to_contain_text("hello")
+    assert console.errors == []
+
+
 def test_the_editor_shows_a_typos_line_and_nearest_key_then_adds_and_queues_the_fix(open_console):
     console = open_console()
     page = console.page
@@ -230,6 +379,29 @@ def test_the_admin_token_is_asked_for_once_and_sent_with_every_call(open_console
     expect(console.row(1)).to_contain_text("hello")
     page.click("#forget-token")
     expect(page.locator("#token-dialog")).to_be_visible()
+    expect(page.locator("#connection")).to_have_text("token needed")
+    time.sleep(6)  # past the next reading of the sessions, every 5 s while the page is let in
+    assert console.errors == [] and console.refused == []  # no call of the page's was refused, so nothing was logged
+
+
+def test_a_token_the_server_no_longer_takes_is_asked_for_again_before_any_call(open_console):
+    console = open_console(wait_live=False, admin_token="console-t0ken")
+    page = console.page
+    page.evaluate("() => sessionStorage.setItem('fakehop-admin-token', 'yesterdays-t0ken')")
+    page.reload()
+    expect(page.locator("#token-error")).to_have_text("the server refused that token")
+    expect(page.locator("#scenarios li")).to_have_count(0)
+    page.fill("#token", "console-t0ken")
+    page.click("#token-form button")
+    expect(page.locator("#connection")).to_have_text("live")
+    expect(page.locator("#forget-token")).to_be_visible()
+    assert console.errors == [] and console.refused == []
+
+
+def test_without_an_admin_token_the_page_asks_for_none(open_console):
+    console = open_console()
+    expect(console.page.locator("#scenarios li").first).to_be_visible()
+    assert console.page.locator("#token-dialog").is_hidden() and console.page.locator("#forget-token").is_hidden()
 
 
 def test_the_session_selector_points_the_buttons_and_the_log_at_one_session(open_console):
@@ -349,6 +521,7 @@ def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
         expect(console.row(6)).to_contain_text("in_progress")
         console.row(2).click()
         expect(page.locator("#detail-frames tbody tr").first).to_be_visible()
+        page.locator("#detail-frames").scroll_into_view_if_needed()  # the frames, one row each, in the picture
         expect(page.locator("#queue")).to_have_text("empty")
         picture = tmp_path / "console.png"
         page.screenshot(path=str(picture))

@@ -99,6 +99,7 @@ async def test_the_counters_match_the_journal_after_a_mixed_run(base_url, gatewa
     assert by_labels(families["fakehop_responses"], "fakehop_responses_total", "status") == Counter(
         ("none" if r.status is None else str(r.status),) for r in records)
     assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 0}
+    assert by_labels(families["fakehop_open_streams"], "fakehop_open_streams", "protocol") == {}
 
     for family, field in (("fakehop_stream_bytes", "sent_bytes"), ("fakehop_stream_events", "events"), ("fakehop_keepalives", "keepalives")):
         expected = Counter()
@@ -137,6 +138,37 @@ async def test_a_stream_under_way_is_in_progress_and_reset_takes_no_count_back(b
         ("chat", "hang", "client_disconnected"): 1}
 
 
+async def gauges(base_url: str) -> tuple[float, dict]:
+    families = await scrape(base_url)
+    return (by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress")[()],
+            by_labels(families["fakehop_open_streams"], "fakehop_open_streams", "protocol"))
+
+
+async def test_open_streams_count_the_streams_going_out_and_in_progress_every_answer_under_way(base_url, gateway):
+    unstreamed = asyncio.create_task(raw(base_url, "hang", {**STREAM, "stream": False}))  # under way, no stream
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + CHAT, json=STREAM, headers={"X-Fakehop-Scenario": "hang"}) as response:
+            await response.content.readany()
+            for _ in range(100):
+                if len(gateway.journal.records) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert await gauges(base_url) == (2, {("chat",): 1})
+            async with client.post(base_url + "/_fakehop/reset") as reset:  # the journal forgets them; the gauges do not
+                assert reset.status == 200
+            assert await gauges(base_url) == (2, {("chat",): 1})
+        unstreamed.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await unstreamed
+        for _ in range(100):
+            if await gauges(base_url) == (0, {}):
+                break
+            await asyncio.sleep(0.05)
+    assert await gauges(base_url) == (0, {})
+    families = await scrape(base_url)
+    assert by_labels(families["fakehop_requests"], "fakehop_requests_total", "scenario", "end") == {("hang", "client_disconnected"): 2}
+
+
 async def test_the_metrics_need_the_admin_token(serve, make_gateway):
     url = await serve(make_gateway(admin_token="t0ken"))
     async with aiohttp.ClientSession() as client:
@@ -148,11 +180,36 @@ async def test_the_metrics_need_the_admin_token(serve, make_gateway):
 async def test_past_the_series_bound_new_scenarios_count_as_other(monkeypatch):
     monkeypatch.setattr(metrics, "MAX_SERIES", 3)
     journal = jr.Journal()
-    counts = metrics.Counts(journal)
+    counts = metrics.Counts()
+    journal.opened_listeners.append(counts.add)
     for name in ("a", "b", "c", "d", "e", "a"):
         record = journal.open("req", "POST", CHAT, {})
         record.protocol, record.scenario = "chat", name
         record.close(jr.COMPLETED, 200)
-        counts.add(record)
     assert counts.request_totals(1) == {("a",): 2, ("b",): 1, ("c",): 1, (metrics.OTHER,): 2}
-    assert counts.in_progress == 0
+    assert counts.in_progress() == 0
+
+
+def streaming(journal: jr.Journal, protocol: str) -> jr.Record:
+    """A record as a stream's is while its SSE goes out."""
+    record = journal.open("req", "POST", CHAT, {})
+    record.protocol, record.stream, record.status = protocol, True, 200
+    return record
+
+
+async def test_records_under_way_are_counted_once_they_close_however_many_batches_later():
+    journal = jr.Journal(capacity=10)  # it drops most of them while they are under way
+    counts = metrics.Counts()
+    journal.opened_listeners.append(counts.add)
+    under_way = [streaming(journal, "chat"), streaming(journal, "messages"), journal.open("req", "POST", CHAT, {})]
+    for _ in range(3 * metrics.FOLD_BATCH):
+        journal.open("req", "GET", "/v1/models", {}).close(jr.COMPLETED, 200)
+    journal.clear()  # as a reset does
+    assert counts.in_progress() == 3 and counts.open_streams() == {("chat",): 1, ("messages",): 1}
+    assert counts.request_totals(2) == {("completed",): 3 * metrics.FOLD_BATCH}
+    under_way[0].sent_bytes = 120
+    under_way[0].close(jr.COMPLETED)
+    under_way[2].close(jr.HTTP_ERROR, 429)
+    assert counts.in_progress() == 1 and counts.open_streams() == {("messages",): 1}
+    assert counts.request_totals(2) == {("completed",): 3 * metrics.FOLD_BATCH + 1, ("http_error",): 1}
+    assert counts.stream_totals()[("chat",)].bytes == 120

@@ -24,6 +24,7 @@ const state = {
   stateTimer: null,
   watching: null, // the AbortController of the push being read
   readingSessions: false,
+  admitted: false, // the server takes this tab's calls: it needs no token, or has the tab's
 };
 
 const $ = (id) => document.getElementById(id);
@@ -56,7 +57,7 @@ async function call(method, path, { json, yaml, params } = {}) {
   }
   const response = await fetch(apiUrl(path, params), init);
   if (response.status === 401) {
-    askForToken(refusal());
+    refused();
     throw new Unauthorized("the admin token is needed");
   }
   const answer = await response.json().catch(() => ({}));
@@ -69,6 +70,12 @@ async function call(method, path, { json, yaml, params } = {}) {
 
 function refusal() {
   return state.token ? "the server refused that token" : "";
+}
+
+// A call refused for want of the token: the server restarted with another while the page was open.
+function refused() {
+  stop();
+  askForToken(refusal());
 }
 
 function say(text, isError) {
@@ -90,8 +97,7 @@ async function watch() {
     try {
       const response = await fetch(apiUrl("events"), { headers: headers(), cache: "no-store", signal: controller.signal });
       if (response.status === 401) {
-        setConnection("token needed");
-        askForToken(refusal());
+        refused();
         return;
       }
       if (!response.ok) throw new Error("events: " + response.status);
@@ -259,22 +265,51 @@ function summaryOf(request) {
 }
 
 function showFrames(request) {
-  const tbody = $("detail-frames").tBodies[0];
-  tbody.replaceChildren(
-    ...request.frames.map(([offset, text]) => {
-      const tr = document.createElement("tr");
-      const at = document.createElement("td");
-      at.textContent = (offset * 1000).toFixed(1) + " ms";
-      const bytes = document.createElement("td");
-      bytes.textContent = text;
-      tr.append(at, bytes);
-      return tr;
-    })
-  );
+  const frames = request.frames.flatMap(([offset, text]) => framesOf(text).map((frame) => ({ offset, ...frame })));
+  const rows = frames.map(({ offset, text, kind }) => frameRow(formatOffset(offset), text, kind));
+  if (request.frames_cut) rows.push(frameRow("", `cut here: the journal keeps a stream's first ${request.frame_bytes} bytes, and ${request.sent_bytes} were sent`, "cut"));
+  $("detail-frames").tBodies[0].replaceChildren(...rows);
   const writes = request.frames.length;
-  let note = writes ? `${writes} write${writes > 1 ? "s" : ""}, ${request.frame_bytes} bytes` : "none";
-  if (request.frames_cut) note += `; cut here: the journal keeps a stream's first ${request.frame_bytes} bytes, and ${request.sent_bytes} were sent`;
-  $("detail-frames-note").textContent = `(${note})`;
+  const note = writes ? `${plural(frames.length, "frame")} in ${plural(writes, "write")}, ${request.frame_bytes} bytes` : "none";
+  $("detail-frames-note").textContent = `(${note}${request.frames_cut ? "; cut" : ""})`;
+}
+
+// A write's text as the SSE frames it holds, in order: each event (its lines up to the blank
+// line that ends it), each comment line (a keepalive) on its own, and what follows the last
+// blank line (the end of a write the journal cut), marked as unended.
+function framesOf(text) {
+  const blocks = text.split("\n\n");
+  const unended = blocks.pop();
+  const frames = [];
+  for (const block of blocks) {
+    const fields = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) frames.push({ text: line, kind: "comment" });
+      else fields.push(line);
+    }
+    if (fields.length) frames.push({ text: fields.join("\n"), kind: "event" });
+  }
+  if (unended) frames.push({ text: unended, kind: "unended" });
+  return frames;
+}
+
+function frameRow(offset, text, kind) {
+  const tr = document.createElement("tr");
+  tr.className = "frame-" + kind;
+  const at = document.createElement("td");
+  at.textContent = offset;
+  const bytes = document.createElement("td");
+  bytes.textContent = text;
+  tr.append(at, bytes);
+  return tr;
+}
+
+function formatOffset(seconds) {
+  return (seconds * 1000).toFixed(1) + " ms";
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 async function showScenario(label) {
@@ -403,6 +438,10 @@ async function setDefault(name) {
 }
 
 async function readSessions() {
+  if (!state.admitted) {
+    state.readingSessions = false; // until the next greeting
+    return;
+  }
   try {
     const { sessions } = await call("GET", "sessions");
     const select = $("session");
@@ -503,30 +542,62 @@ function askForToken(problem) {
   $("token").focus();
 }
 
+// Whether this server needs the admin token, and whether the tab's is it, asked of the one
+// call that needs none before any other: so the page asks for a token it needs, and sends no
+// call the server would refuse.
+async function connect() {
+  let access;
+  try {
+    const response = await fetch(new URL("ui/token", API), { cache: "no-store", headers: headers() });
+    if (!response.ok) throw new Error(`ui/token: ${response.status} ${response.statusText}`);
+    access = await response.json();
+  } catch (error) {
+    setConnection("unreachable");
+    say(error.message, true);
+    setTimeout(connect, 1000);
+    return;
+  }
+  if (!access.accepted) {
+    askForToken(refusal());
+    return;
+  }
+  $("token-dialog").hidden = true;
+  $("forget-token").hidden = !access.admin_token;
+  start();
+}
+
 function useToken(event) {
   event.preventDefault();
   state.token = $("token").value;
   sessionStorage.setItem(TOKEN_KEY, state.token);
-  $("token-dialog").hidden = true;
-  $("forget-token").hidden = false;
-  start();
+  connect();
 }
 
 function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
   state.token = null;
   $("forget-token").hidden = true;
-  if (state.watching) state.watching.abort();
+  stop();
   askForToken("");
 }
 
 // ------------------------------------------------------------------ wiring
 
 function start() {
+  state.admitted = true;
   watch();
   readScenarios();
   readState();
   checkEditor();
+}
+
+// No more calls until the token is given again.
+function stop() {
+  state.admitted = false;
+  if (state.watching) state.watching.abort();
+  clearTimeout(state.stateTimer);
+  state.stateTimer = null;
+  setConnection("token needed");
 }
 
 function wire() {
@@ -583,9 +654,8 @@ function wire() {
   $("editor-queue").addEventListener("click", queueEdited);
   $("token-form").addEventListener("submit", useToken);
   $("forget-token").addEventListener("click", forgetToken);
-  $("forget-token").hidden = !state.token;
   showLineNumbers([]);
 }
 
 wire();
-start();
+connect();
