@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 
 from . import __version__
 from .journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
-from .library import DEFAULT_SCENARIO, Library, UnknownScenario
+from .library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration
+from .scenario import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration, scenario_files
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
@@ -356,6 +356,8 @@ def announced(gateway, url: str, ready_file: Path | None):
         strict = "strict, " if gateway.strict else ""
         print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
               f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+        for line in gateway.library.replacements():
+            print(f"  {line}", flush=True)
         yield
 
 
@@ -448,17 +450,17 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    """The paths loaded as `serve` loads its directories, over the bundled scenarios, so that
+    a `use` passes here exactly when it would there."""
+    directories = [path for path in args.paths if path.is_dir()]
+    files = [path for path in args.paths if not path.is_dir()]
     problems = []
-    count = 0
-    for path in args.paths:
-        try:
-            if path.is_dir():
-                count += len(Library.load([path], bundled=False).names())
-            else:
-                load_file(path)
-                count += 1
-        except ScenarioError as exc:
-            problems.extend(exc.problems)
+    try:
+        for line in Library.load(directories, files=files).replacements():
+            print(line)
+    except ScenarioError as exc:
+        problems = exc.problems
+    count = len(files) + sum(len(scenario_files(directory)) for directory in directories)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
@@ -511,9 +513,10 @@ def run_play(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     library = Library.load(args.scenarios)
-    width = max(len(name) for name in library.names())
-    for name in library.names():
-        print(f"{name:<{width}}  {library[name].description}")
+    origins = {name: origin(library[name]) for name in library.names()}
+    width, origin_width = max(map(len, origins)), max(map(len, origins.values()))
+    for name, where in origins.items():
+        print(f"{name:<{width}}  {where:<{origin_width}}  {library[name].description}")
     return 0
 
 

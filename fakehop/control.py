@@ -19,7 +19,7 @@ from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
 from .intake import bearer_token, loads, read_body, request_id_for, stamp_request_id
-from .library import UnknownScenario, bundled_directory
+from .library import UnknownScenario, is_bundled
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from .protocols.common import BadRequest
 from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text, scenario_json
@@ -301,8 +301,7 @@ def origin_of(session: Session, scenario: Scenario) -> str:
     """Where a scenario came from: "bundled", the directory of its file, or "api" when added by a call."""
     if session.start.library.scenarios.get(scenario.name) is not scenario:
         return "api"
-    directory = Path(scenario.source).parent
-    return "bundled" if directory == bundled_directory() else str(directory)
+    return "bundled" if is_bundled(scenario) else str(Path(scenario.source).parent)
 
 
 def kind_of(scenario: Scenario) -> str:

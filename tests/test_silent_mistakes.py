@@ -1,8 +1,15 @@
-"""Mistakes that used to pass unnoticed, now said through the parts a user meets: the
-`fakehop` command, a real server on a real socket, the control API and the fixture."""
+"""Mistakes that used to pass unnoticed: steps after the stream has ended, a `use` that
+`validate` and `serve` judged apart, and a user file that takes a bundled scenario's name.
+Each is now said, through the parts a user meets: the `fakehop` command, a real server on a
+real socket, the control API and the fixture."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -11,6 +18,9 @@ import pytest
 from fakehop.cli import main
 from fakehop.library import Library, bundled_directory
 from fakehop.scenario import ScenarioError
+
+MESSAGES = [{"role": "user", "content": "Hello"}]
+HELLO = "Hello! How can I help you today?"
 
 # ---------------------------------------------------------------- steps after an ending
 
@@ -100,3 +110,111 @@ def test_the_fixture_refuses_an_inline_scenario_with_steps_after_an_ending(fakeh
 
 def test_every_bundled_scenario_loads_under_the_rule():
     assert len(Library.load().names()) == len(list(bundled_directory().glob("*.yaml")))
+
+
+# ---------------------------------------------------------------- validate judges `use` as serve does
+
+BAD_USE = "sequence:\n  - http_error: {status: 500}\n  - use: helo\n"
+BUNDLED_USE = "sequence:\n  - http_error: {status: 500}\n  - use: hello\n"
+
+
+def serve_and_ask(directory: Path, scenario: str, requests: int) -> tuple[list[int | str], str]:
+    """`fakehop serve --scenarios directory` as a subprocess: what `requests` chat requests for
+    `scenario` get (a status, or the answer's text), and everything it printed."""
+    server = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--scenarios", str(directory)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers: list[int | str] = []
+    try:
+        first = server.stdout.readline()
+        url = first.split(" listening on ")[1].strip()
+        body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
+        for _ in range(requests):
+            request = urllib.request.Request(url + "/v1/chat/completions", data=body, method="POST",
+                                             headers={"Content-Type": "application/json", "X-Fakehop-Scenario": scenario})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    answers.append(json.load(response)["choices"][0]["message"]["content"])
+            except urllib.error.HTTPError as exc:
+                answers.append(exc.code)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=10)
+    with server.stdout, server.stderr:
+        assert server.returncode == 0 and "Traceback" not in server.stderr.read()
+        return answers, first + server.stdout.read()  # from the buffer `first` came from, which may hold the next lines
+
+
+def test_a_bad_use_gets_the_same_problem_from_validate_file_validate_dir_and_serve(tmp_path: Path, capsys):
+    path = tmp_path / "retry.yaml"
+    path.write_text(BAD_USE)
+    problem = f"{path}:3: use: no scenario named 'helo'"
+    assert main(["serve", "--port", "0", "--scenarios", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == problem
+    for given in (path, tmp_path):
+        assert main(["validate", str(given)]) == 1
+        assert capsys.readouterr().err.splitlines() == [problem, "1 problem found"]
+
+
+def test_a_use_of_a_bundled_scenario_passes_validate_as_it_plays_in_serve(tmp_path: Path, capsys):
+    (tmp_path / "retry.yaml").write_text(BUNDLED_USE)
+    for given in (tmp_path / "retry.yaml", tmp_path):
+        assert main(["validate", str(given)]) == 0
+        assert capsys.readouterr().out == "ok: 1 scenario\n"
+    answers, _ = serve_and_ask(tmp_path, "retry", 2)
+    assert answers == [500, HELLO]
+
+
+def test_validate_takes_the_bundled_scenarios_and_every_path_given_together(tmp_path: Path, capsys):
+    (tmp_path / "outer.yaml").write_text("sequence: [{use: inner}]\n")
+    (tmp_path / "inner.yaml").write_text("steps: [{text: inside}]\n")
+    assert main(["validate", str(tmp_path / "outer.yaml")]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == f"{tmp_path / 'outer.yaml'}:1: use: no scenario named 'inner'"
+    assert main(["validate", str(tmp_path / "outer.yaml"), str(tmp_path / "inner.yaml")]) == 0
+    assert capsys.readouterr().out == "ok: 2 scenarios\n"
+    assert main(["validate", str(tmp_path), str(bundled_directory())]) == 0  # the bundled ones given again: read once
+    assert capsys.readouterr().out == f"ok: {2 + len(Library.load().names())} scenarios\n"
+
+
+# ---------------------------------------------------------------- a user file with a bundled scenario's name
+
+
+@pytest.fixture
+def replacing(tmp_path: Path) -> Path:
+    """A directory whose `greeting.yaml` takes the bundled `hello`'s name, beside a scenario of its own."""
+    (tmp_path / "greeting.yaml").write_text("name: hello\ndescription: Our own greeting.\nsteps: [{text: ours}]\n")
+    (tmp_path / "mine.yaml").write_text("description: Mine.\nsteps: [{text: mine}]\n")
+    return tmp_path
+
+
+def test_serve_says_which_file_replaces_which_bundled_scenario(replacing: Path):
+    answers, printed = serve_and_ask(replacing, "hello", 1)
+    assert answers == ["ours"]
+    assert printed.splitlines()[2:] == [f"  {replacing / 'greeting.yaml'} replaces the bundled scenario 'hello'"]
+
+
+def test_serve_says_nothing_of_replacing_when_nothing_is_replaced(tmp_path: Path):
+    (tmp_path / "mine.yaml").write_text("steps: [{text: mine}]\n")
+    answers, printed = serve_and_ask(tmp_path, "mine", 1)
+    assert answers == ["mine"] and len(printed.splitlines()) == 2
+
+
+def test_a_later_directory_replacing_an_earlier_ones_scenario_is_said_too(replacing: Path, tmp_path_factory, capsys):
+    later = tmp_path_factory.mktemp("later")
+    (later / "mine.yaml").write_text("steps: [{text: later}]\n")
+    assert main(["validate", str(replacing), str(later)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{replacing / 'greeting.yaml'} replaces the bundled scenario 'hello'",
+        f"{later / 'mine.yaml'} replaces {replacing / 'mine.yaml'} (scenario 'mine')",
+        "ok: 3 scenarios",
+    ]
+
+
+def test_list_shows_each_scenarios_origin(replacing: Path, capsys):
+    assert main(["list", "--scenarios", str(replacing)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split(None, 2) for line in lines}
+    assert [line.split()[0] for line in lines] == Library.load([replacing]).names()
+    assert rows["hello"] == ["hello", str(replacing / "greeting.yaml"), "Our own greeting."]
+    assert rows["mine"] == ["mine", str(replacing / "mine.yaml"), "Mine."]
+    assert rows["weather-tool"][1] == "bundled" and "get_weather" in rows["weather-tool"][2]
+    assert len({line.index(" bundled ") for line in lines if " bundled " in line}) == 1  # one column
