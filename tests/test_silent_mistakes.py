@@ -1,7 +1,7 @@
 """Mistakes that used to pass unnoticed: steps after the stream has ended, a `use` that
-`validate` and `serve` judged apart, and a user file that takes a bundled scenario's name.
-Each is now said, through the parts a user meets: the `fakehop` command, a real server on a
-real socket, the control API and the fixture."""
+`validate` and `serve` judged apart, a user file that takes a bundled scenario's name, and a
+misspelled X-Fakehop-* header. Each is now said, through the parts a user meets: the
+`fakehop` command, a real server on a real socket, the control API and the official SDKs."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+import anthropic
+import openai
 import pytest
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from fakehop.cli import main
+from fakehop.intake import MAX_FINE_NAMES, unknown_fakehop_header
 from fakehop.library import Library, bundled_directory
 from fakehop.scenario import ScenarioError
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
+KNOWN = "X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session"
 HELLO = "Hello! How can I help you today?"
 
 # ---------------------------------------------------------------- steps after an ending
@@ -218,3 +223,69 @@ def test_list_shows_each_scenarios_origin(replacing: Path, capsys):
     assert rows["mine"] == ["mine", str(replacing / "mine.yaml"), "Mine."]
     assert rows["weather-tool"][1] == "bundled" and "get_weather" in rows["weather-tool"][2]
     assert len({line.index(" bundled ") for line in lines if " bundled " in line}) == 1  # one column
+
+
+# ---------------------------------------------------------------- X-Fakehop-* headers fakehop does not read
+
+
+async def test_a_misspelled_header_is_a_400_in_openai_shape_naming_the_known_ones(openai_client):
+    with pytest.raises(openai.BadRequestError) as chat:
+        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Senario": "stall"})
+    with pytest.raises(openai.BadRequestError) as responses:
+        await openai_client.responses.create(model="gpt-5.6-sol", input="Hi", extra_headers={"x-fakehop-time-scale": "0.1"})
+    error = chat.value.body
+    sent = error["param"]  # the name as it came (the SDK sends names in lower case)
+    assert (sent.lower(), error["type"], chat.value.status_code) == ("x-fakehop-senario", "invalid_request_error", 400)
+    assert error["message"] == (f"Unknown header {sent}: fakehop reads only {KNOWN}, and refuses every other "
+                                "X-Fakehop-* header; did you mean X-Fakehop-Scenario?")
+    assert responses.value.body["message"].startswith(f"Unknown header x-fakehop-time-scale: fakehop reads only {KNOWN}")
+
+
+async def test_a_misspelled_header_is_a_400_in_anthropic_shape(anthropic_client):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await anthropic_client.messages.create(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
+                                               extra_headers={"X-Fakehop-Sesion": "checkout"})
+    assert caught.value.body["type"] == "error"
+    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert caught.value.body["error"]["message"].endswith("X-Fakehop-* header; did you mean X-Fakehop-Session?")
+
+
+async def test_the_known_headers_pass_in_any_case_and_a_bad_one_beside_them_is_still_refused(openai_client, base_url):
+    known = {"x-fakehop-scenario": "weather-tool", "X-FAKEHOP-SEED": "7", "X-Fakehop-Session": "tidy"}
+    for _ in range(2):  # the second time, with every name seen before
+        completion = await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers=known)
+        assert completion.choices[0].message.tool_calls[0].function.name == "get_weather"
+    with pytest.raises(openai.BadRequestError, match="(?i)Unknown header X-Fakehop-Scenarios"):
+        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES,
+                                                    extra_headers={**known, "X-Fakehop-Scenarios": "hello"})
+    async with aiohttp.ClientSession() as client:
+        async with client.get(base_url + "/_fakehop/requests") as response:  # refused before its session is looked at
+            last = (await response.json())["requests"][-1]
+    assert (last["end"], last["status"], last["scenario"]) == ("rejected", 400, None)
+    assert last["error"].lower().startswith("unknown header x-fakehop-scenarios")
+
+
+async def test_models_and_control_calls_refuse_an_unknown_header_and_take_the_session_one(base_url):
+    async with aiohttp.ClientSession() as client:
+        async with client.get(base_url + "/v1/models", headers={"X-Fakehop-Model": "m"}) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["message"].startswith("Unknown header X-Fakehop-Model")
+        async with client.get(base_url + "/_fakehop/health", headers={"X-Fakehop-Sesion": "one"}) as response:
+            assert response.status == 400
+            assert await response.json() == {
+                "error": f"Unknown header X-Fakehop-Sesion: fakehop reads only {KNOWN}, and refuses every other X-Fakehop-* header; "
+                         "did you mean X-Fakehop-Session?",
+                "known": ["X-Fakehop-Scenario", "X-Fakehop-Seed", "X-Fakehop-Session"]}
+        async with client.get(base_url + "/_fakehop/health", headers={"X-Fakehop-Session": "one"}) as response:
+            assert response.status == 200 and (await response.json())["session"] == "one"
+
+
+def test_made_up_names_past_the_kept_ones_are_still_judged_right():
+    """Names found fine are kept to pass the next request fast; past MAX_FINE_NAMES they start over."""
+    def headers(*names: str) -> CIMultiDictProxy:
+        return CIMultiDictProxy(CIMultiDict((name, "1") for name in ("Host", *names)))
+
+    for number in range(MAX_FINE_NAMES + 10):
+        assert unknown_fakehop_header(headers(f"X-Made-Up-{number}", "X-Fakehop-Seed")) is None
+    assert unknown_fakehop_header(headers("X-Made-Up-3", "X-Fakehop-Seeds")) == "X-Fakehop-Seeds"
+    assert unknown_fakehop_header(headers("X-Made-Up-3")) is None
