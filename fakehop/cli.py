@@ -20,10 +20,10 @@ from urllib.parse import quote, urlsplit
 
 from . import __version__
 from .journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
-from .library import DEFAULT_SCENARIO, Library, UnknownScenario
+from .library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
-from .scenario import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_file, parse_duration
+from .scenario import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_file, parse_duration, scenario_files
 from .origins import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
@@ -373,6 +373,8 @@ def announced(gateway, url: str, ready_file: Path | None):
         strict = "strict, " if gateway.strict else ""
         print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
               f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+        for line in gateway.library.replacements():
+            print(f"  {line}", flush=True)
         yield
 
 
@@ -464,17 +466,17 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    """The paths loaded as `serve` loads its directories, over the bundled scenarios, so that
+    a `use` passes here exactly when it would there."""
+    directories = [path for path in args.paths if path.is_dir()]
+    files = [path for path in args.paths if not path.is_dir()]
     problems = []
-    count = 0
-    for path in args.paths:
-        try:
-            if path.is_dir():
-                count += len(Library.load([path], bundled=False).names())
-            else:
-                load_file(path)
-                count += 1
-        except ScenarioError as exc:
-            problems.extend(exc.problems)
+    try:
+        for line in Library.load(directories, files=files).replacements():
+            print(line)
+    except ScenarioError as exc:
+        problems = exc.problems
+    count = len(files) + sum(len(scenario_files(directory)) for directory in directories)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
@@ -541,21 +543,27 @@ def run_list(args: argparse.Namespace) -> int:
         if args.session is not None:
             return fail("--session: a session belongs to a running server; give its --url too")
         library = Library.load(args.scenarios)
-        print_scenarios([(name, library[name].description) for name in library.names()])
+        print_scenarios([(name, origin(library[name]), library[name].description) for name in library.names()])
         return 0
     if args.scenarios:
         return fail("--scenarios: with --url the server's own scenarios are listed; give one or the other")
     listed = client_of(args).call("GET", "/scenarios")["scenarios"]
-    print_scenarios([(scenario["name"], scenario["description"]) for scenario in listed])
+    print_scenarios([(scenario["name"], listed_origin(scenario), scenario["description"]) for scenario in listed])
     return 0
 
 
-def print_scenarios(rows: list[tuple[str, str]]) -> None:
-    """One line a scenario: its name, then its description."""
+def listed_origin(summary: dict) -> str:
+    """A running server's scenario's origin as `list` shows it: bundled, api (added by a call), or its file."""
+    return summary["origin"] if summary["origin"] in ("bundled", "api") else summary["source"]
+
+
+def print_scenarios(rows: list[tuple[str, str, str]]) -> None:
+    """One line a scenario: its name, where it came from, then its description."""
     tint = tinter(sys.stdout)
-    width = max((len(name) for name, _ in rows), default=0)
-    for name, description in rows:
-        print(f"{tint(f'{name:<{width}}', 'strong')}  {description}".rstrip())
+    width = max((len(name) for name, _, _ in rows), default=0)
+    origin_width = max((len(where) for _, where, _ in rows), default=0)
+    for name, where, description in rows:
+        print(f"{tint(f'{name:<{width}}', 'strong')}  {where:<{origin_width}}  {description}".rstrip())
 
 
 def run_schema(args: argparse.Namespace) -> int:

@@ -18,8 +18,8 @@ from typing import Any
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
-from .intake import bearer_token, loads, read_body, request_id_for, stamp_request_id
-from .library import UnknownScenario, bundled_directory
+from .intake import FAKEHOP_HEADERS, bearer_token, loads, read_body, request_id_for, stamp_request_id, unknown_fakehop_header, unknown_header_message
+from .library import UnknownScenario, is_bundled
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from .protocols.common import BadRequest
 from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text, scenario_json
@@ -117,9 +117,10 @@ def control_call(handler):
 
 def refused_call(request: web.Request) -> web.Response | None:
     """The answer to a control call that may not be carried out, or None: a Host that is not
-    this server's, an Origin of a page elsewhere, a missing admin token, a body of a type a
-    web page could send unasked."""
-    return refused_host(request) or refused_origin(request) or refused_without_token(request) or refused_body_type(request)
+    this server's, an Origin of a page elsewhere, a missing admin token, an X-Fakehop-* header
+    fakehop does not read, a body of a type a web page could send unasked."""
+    return (refused_host(request) or refused_origin(request) or refused_without_token(request) or refused_header(request)
+            or refused_body_type(request))
 
 
 def refused_host(request: web.Request) -> web.Response | None:
@@ -148,6 +149,14 @@ def refused_without_token(request: web.Request) -> web.Response | None:
         return None
     return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
                              status=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def refused_header(request: web.Request) -> web.Response | None:
+    """The 400 for an X-Fakehop-* header fakehop does not read (of those it does, a control call reads X-Fakehop-Session)."""
+    unknown = unknown_fakehop_header(request.headers)
+    if unknown is None:
+        return None
+    return error_response(400, unknown_header_message(unknown), known=list(FAKEHOP_HEADERS))
 
 
 def refused_body_type(request: web.Request) -> web.Response | None:
@@ -301,8 +310,7 @@ def origin_of(session: Session, scenario: Scenario) -> str:
     """Where a scenario came from: "bundled", the directory of its file, or "api" when added by a call."""
     if session.start.library.scenarios.get(scenario.name) is not scenario:
         return "api"
-    directory = Path(scenario.source).parent
-    return "bundled" if directory == bundled_directory() else str(directory)
+    return "bundled" if is_bundled(scenario) else str(Path(scenario.source).parent)
 
 
 def kind_of(scenario: Scenario) -> str:

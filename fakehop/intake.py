@@ -10,6 +10,7 @@ refused here.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import logging
 import re
@@ -20,6 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from .protocols.common import FRESH, BadRequest, dumps
 from .render import seeded_request_id
+from .sessions import SCENARIO_HEADER, SESSION_HEADER
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
@@ -32,6 +34,12 @@ INFLATED_PIECE = 1024 * 1024  # a compressed body is inflated this much at a tim
 # Content-Encoding values fakehop inflates, with zlib's wbits for each (deflate: zlib's wrapper or raw, found by its first byte).
 INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 SEED_HEADER = "X-Fakehop-Seed"
+# The request headers of fakehop's own that it reads; any other X-Fakehop-* header is a mistake, refused.
+FAKEHOP_HEADERS = (SCENARIO_HEADER, SEED_HEADER, SESSION_HEADER)
+_OWN_PREFIX = "x-fakehop-"
+_KNOWN_NAMES = frozenset(name.lower() for name in FAKEHOP_HEADERS)
+MAX_FINE_NAMES = 4096  # header names kept as fine (see unknown_fakehop_header)
+_FINE_NAMES: set[str] = set()
 _SEED = re.compile(r"^\s*-?\d{1,20}\s*$")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -217,6 +225,33 @@ def stamp_request_id(response: web.StreamResponse, request_id: str) -> None:
     """The request id in the headers both SDKs read it from, for answers that belong to no protocol."""
     response.headers["x-request-id"] = request_id
     response.headers["request-id"] = request_id
+
+
+def unknown_fakehop_header(headers) -> str | None:
+    """The first X-Fakehop-* header in `headers` (a request's) that fakehop does not read, such
+    as a misspelled one, which would otherwise be ignored; None when there is none.
+
+    This runs for every request. A client sends the same header names request after request,
+    so the names found fine are kept, and a request whose names all were is passed with one
+    set look-up a name, in C (`keys() <= set`); only a request with a name not seen before has
+    its names looked at one by one."""
+    if headers.keys() <= _FINE_NAMES:
+        return None
+    for name in headers:
+        lowered = name.lower()
+        if lowered.startswith(_OWN_PREFIX) and lowered not in _KNOWN_NAMES:
+            return name
+    if len(_FINE_NAMES) >= MAX_FINE_NAMES:  # many names, made up: start over with the ones in use
+        _FINE_NAMES.clear()
+    _FINE_NAMES.update(headers)
+    return None
+
+
+def unknown_header_message(name: str) -> str:
+    close = difflib.get_close_matches(name.title(), FAKEHOP_HEADERS, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return (f"Unknown header {name[:80]}: fakehop reads only {', '.join(FAKEHOP_HEADERS[:-1])} and {FAKEHOP_HEADERS[-1]}, "
+            f"and refuses every other X-Fakehop-* header{hint}")
 
 
 def seed_of(request: web.Request) -> int | None:

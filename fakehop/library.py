@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from . import quoting
 from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
@@ -38,43 +38,79 @@ def bundled_directory() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "scenarios"
 
 
+def is_bundled(scenario: Scenario) -> bool:
+    return Path(scenario.source).parent == bundled_directory()
+
+
+def origin(scenario: Scenario) -> str:
+    """Where a scenario came from, as `fakehop list` shows it: "bundled", or the file it was read from."""
+    return "bundled" if is_bundled(scenario) else scenario.source
+
+
+def _files_in(directory: Path, problems: list[Problem]) -> list[Path]:
+    """The scenario files of `directory`; none, and a problem, when it is not a directory."""
+    if not directory.is_dir():
+        problems.append(Problem(str(directory), 0, "is not a directory"))
+        return []
+    return scenario_files(directory)
+
+
+def _read_once(paths: list[Path], read: set[Path], problems: list[Problem]) -> Iterator[Scenario]:
+    """The scenario of each of `paths` not in `read` (which gains them), their problems added to `problems`."""
+    for path in paths:
+        resolved = path.resolve()
+        if resolved in read:
+            continue
+        read.add(resolved)
+        try:
+            yield load_file(path)
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+
+
 @dataclass(frozen=True)
 class Library:
     """Scenarios by name. Immutable: adding one makes a new Library."""
 
     scenarios: Mapping[str, Scenario]
+    # As it was loaded: each scenario that took the name of one loaded before it, with that one.
+    replaced: tuple[tuple[Scenario, Scenario], ...] = field(default=(), repr=False, compare=False)
     # What every request for a scenario that plays alike for every request (not a sequence or
     # a conversation, and quoting nothing) plays, by name, filled in as asked: the library
     # never changes, so it is worked out once.
     _plays_alike: dict[str, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def load(cls, directories: Iterable[Path] = (), *, bundled: bool = True) -> "Library":
-        """Bundled scenarios, then each directory in order; a later name wins. Raises ScenarioError."""
+    def load(cls, directories: Iterable[Path] = (), *, files: Iterable[Path] = (), bundled: bool = True) -> "Library":
+        """Bundled scenarios, then each directory in order, then each file: the one rule of
+        `serve`, `validate`, `play`, `list` and the fixture. A later name wins (`replaced` says
+        over what); a file already read (the bundled directory given again) is not read twice;
+        every `use` must name a scenario of the whole. Raises ScenarioError listing every problem."""
         found: dict[str, Scenario] = {}
+        replaced: list[tuple[Scenario, Scenario]] = []
         problems: list[Problem] = []
-        roots = ([bundled_directory()] if bundled else []) + [Path(d) for d in directories]
-        for root in roots:
-            if not root.is_dir():
-                problems.append(Problem(str(root), 0, "is not a directory"))
-                continue
+        read: set[Path] = set()
+        directories = ([bundled_directory()] if bundled else []) + [Path(d) for d in directories]
+        for paths in [_files_in(directory, problems) for directory in directories] + [[Path(f)] for f in files]:
             names_here: dict[str, str] = {}
-            for path in scenario_files(root):
-                try:
-                    scenario = load_file(path)
-                except ScenarioError as exc:
-                    problems.extend(exc.problems)
-                    continue
+            for scenario in _read_once(paths, read, problems):
                 if scenario.name in names_here:
-                    problems.append(Problem(str(path), scenario.line, f"name {scenario.name!r} is also used by {names_here[scenario.name]}"))
+                    problems.append(Problem(scenario.source, scenario.line, f"name {scenario.name!r} is also used by {names_here[scenario.name]}"))
                     continue
-                names_here[scenario.name] = str(path)
+                names_here[scenario.name] = scenario.source
+                if scenario.name in found:
+                    replaced.append((scenario, found[scenario.name]))
                 found[scenario.name] = scenario
-        library = cls(found)
+        library = cls(found, tuple(replaced))
         problems.extend(library.reference_problems())
         if problems:
             raise ScenarioError(problems)
         return library
+
+    def replacements(self) -> list[str]:
+        """A line for each scenario that replaced another of its name as the library loaded."""
+        return [f"{new.source} replaces the bundled scenario {old.name!r}" if is_bundled(old)
+                else f"{new.source} replaces {old.source} (scenario {old.name!r})" for new, old in self.replaced]
 
     def with_scenario(self, scenario: Scenario) -> "Library":
         """A new library with `scenario` added or replaced; raises ScenarioError if its `use` breaks."""

@@ -426,6 +426,7 @@ def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> i
 ACTION_KEYS = ("text", "reasoning", "refusal", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
 BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect(),
               "redacted_thinking": RedactedThinking(None)}
+ENDING_STEPS = {Fail: "a fail", Disconnect: "a disconnect", Hang: "a hang"}  # and a Stall without resume: see _ending_of
 CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
 STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
@@ -788,12 +789,29 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step,
     if not raw_steps:
         check.add(line, "steps: is empty; give at least one step, such as - text: Hello")
         return ()
-    steps = []
-    for index, raw in enumerate(raw_steps):
-        step = _step(check, raw, _line_of(raw_steps, index, line), chunk_interval)
-        if step is not None:
-            steps.append(step)
-    return tuple(steps)
+    lines = [_line_of(raw_steps, index, line) for index in range(len(raw_steps))]
+    steps = [_step(check, raw, step_line, chunk_interval) for raw, step_line in zip(raw_steps, lines)]
+    _check_ending(check, steps, lines)
+    return tuple(step for step in steps if step is not None)
+
+
+def _ending_of(step: Step | None) -> str | None:
+    """How `step` ends the stream, written as a problem names it; None for a step the stream goes on after."""
+    kind = type(step)
+    if kind is Stall:
+        return None if step.resume else "a stall without continue"
+    return ENDING_STEPS.get(kind)
+
+
+def _check_ending(check: _Checker, steps: list[Step | None], lines: list[int]) -> None:
+    """Steps after one that ends the stream would never play: a problem at the first of them."""
+    for index, step in enumerate(steps[:-1]):
+        ending = _ending_of(step)
+        if ending is not None:
+            hint = "; or write stall: continue to go on after the stall" if type(step) is Stall else ""
+            check.add(lines[index + 1], f"steps after {ending} never play: it ends the stream (line {lines[index]}); "
+                                        f"remove them, or move them before it{hint}")
+            return
 
 
 # ---------------------------------------------------------------- scripts and scenarios

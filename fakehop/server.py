@@ -14,7 +14,7 @@ from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
 from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
-                     request_id_for, seed_of)
+                     request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
@@ -126,12 +126,16 @@ def authorized(request: web.Request, api_key: str | None) -> bool:
 
 
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
-    """Why a request may not be answered at all: a Host that is not this server's, or a wrong API key."""
+    """Why a request may not be answered at all: a Host that is not this server's, a wrong API
+    key, or an X-Fakehop-* header fakehop does not read."""
     host = request.headers.get("Host")
     if hosts.refuses(host):
         return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
     if not authorized(request, api_key):
         return BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+    unknown = unknown_fakehop_header(request.headers)
+    if unknown is not None:
+        return BadRequest(unknown_header_message(unknown), param=unknown)
     return None
 
 

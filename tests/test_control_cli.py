@@ -214,7 +214,7 @@ def test_list_url_lists_a_running_servers_scenarios_with_the_added_ones(url):
     assert listed.returncode == 0, listed.stderr
     assert names == [scenario["name"] for scenario in ControlClient(url).call("GET", "/scenarios")["scenarios"]]
     assert "posted" in names and "only-here" not in names
-    assert any(line.split(None, 1) == ["posted", "Added by a call."] for line in listed.stdout.splitlines())
+    assert any(line.split(None, 2) == ["posted", "api", "Added by a call."] for line in listed.stdout.splitlines())
     assert "only-here" in in_session.stdout.split() and "posted" not in in_session.stdout.split()
     assert local.stdout.splitlines() == [line for line in listed.stdout.splitlines() if line.split()[0] != "posted"]
 

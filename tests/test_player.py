@@ -6,6 +6,7 @@ import asyncio
 import textwrap
 
 from fakehop import player as p
+from fakehop import scenario as sc
 from fakehop.scenario import parse_text
 
 
@@ -51,7 +52,7 @@ def test_time_scale_multiplies_every_duration():
 
 
 def test_stall_keeps_alive_then_fails_with_its_duration():
-    events = laid_out("keepalive: 10s\nstall_timeout: 30s\nsteps: [{text: a}, stall, {text: never}]")
+    events = laid_out("keepalive: 10s\nstall_timeout: 30s\nsteps: [{text: a}, stall]")
     assert [at for at, h in events if h is p.KEEPALIVE] == [10.0, 20.0]
     assert events[-1] == (30.0, p.Failure("server_error", "Stream stalled: no output for 30s"))
 
@@ -79,8 +80,12 @@ def test_blocks_open_and_close_by_kind():
 
 
 def test_endings_stop_the_script():
-    for step, ending in [("fail: rate_limit", p.Failure), ("disconnect", p.Disconnect), ("hang", p.Hang)]:
-        events = laid_out(f"steps: [{{text: a}}, {step}, {{text: never}}]")
+    """A file cannot hold steps after an ending (see test_scenario); a script made in Python can,
+    and the player stops at the ending all the same."""
+    text, never = sc.Output("text", ("a",), 0.0), sc.Output("text", ("never",), 0.0)
+    for step, ending in [(sc.Fail("rate_limit", None), p.Failure), (sc.Disconnect(), p.Disconnect), (sc.Hang(), p.Hang),
+                         (sc.Stall(resume=False), p.Failure)]:
+        events = list(p.timeline(sc.Script(steps=(text, step, never))))
         assert type(events[-1][1]) is ending
         assert p.Delta("never") not in [h for _, h in events]
 

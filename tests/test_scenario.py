@@ -37,34 +37,35 @@ def test_every_step_kind_parses():
         chunk_interval: 10ms
         usage: {input_tokens: 3, output_tokens: 4}
         finish: stop
-        steps:
-          - text: "Let me check."
-            chunk: word
-            interval: 30ms
-          - delay: 250ms
-          - reasoning: "Hmm."
-          - tool_call: {name: f, arguments: {city: Paris}, id: call_1}
-            chunk: 8
-          - keepalive
-          - stall
-          - stall: continue
-          - hang
-          - fail: rate_limit
-          - fail: {kind: server_error, message: "gone"}
-          - disconnect
-          - raw: "data: {not json\\n\\n"
+        sequence:  # a step that ends the stream ends its entry
+          - steps:
+              - text: "Let me check."
+                chunk: word
+                interval: 30ms
+              - delay: 250ms
+              - reasoning: "Hmm."
+              - tool_call: {name: f, arguments: {city: Paris}, id: call_1}
+                chunk: 8
+              - keepalive
+              - stall: continue
+              - raw: "data: {not json\\n\\n"
+              - stall
+          - steps: [hang]
+          - steps: [{fail: rate_limit}]
+          - steps: [{fail: {kind: server_error, message: "gone"}}]
+          - steps: [disconnect]
     """)
     script = scenario.entries[0].script
     assert scenario.name == "t" and scenario.description == "all steps"
     assert (script.model, script.keepalive, script.stall_timeout, script.finish) == ("gpt-x", 2.0, 90.0, "stop")
     assert (script.usage.input_tokens, script.usage.output_tokens) == (3, 4)
-    assert script.steps == (
+    assert tuple(step for entry in scenario.entries for step in entry.script.steps) == (
         Output("text", ("Let", " me", " check."), 0.03),
         Delay(0.25),
         Output("reasoning", ("Hmm.",), 0.01),
         ToolCall("f", '{"city":"Paris"}', "call_1", ('{"city":', '"Paris"}'), 0.01),
-        KeepaliveNow(), Stall(False), Stall(True), Hang(), Fail("rate_limit", None), Fail("server_error", "gone"),
-        Disconnect(), Raw("data: {not json\n\n"),
+        KeepaliveNow(), Stall(True), Raw("data: {not json\n\n"), Stall(False),
+        Hang(), Fail("rate_limit", None), Fail("server_error", "gone"), Disconnect(),
     )
 
 
