@@ -191,3 +191,42 @@ async def test_messages_without_v1_and_other_paths(base_url, gateway):
     assert nothing["error"]["message"] == "Unknown path /v1/nothing"
     journaled = [record.error for record in gateway.journal.since()]
     assert journaled == [messages["error"]["message"], "Unknown path /v1/nothing"]
+
+
+# ---------------------------------------------------------------- YAML syntax: line, column and the tab
+
+
+def test_validate_names_the_tab_with_its_line_and_column(tmp_path: Path):
+    (tmp_path / "tabbed.yaml").write_text(TABBED)
+    (tmp_path / "inside.yaml").write_text(TABBED_INSIDE)
+    (tmp_path / "unclosed.yaml").write_text("steps:\n  - text: [unclosed\n")
+    result = fakehop("validate", str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    problems = result.stderr.splitlines()
+    assert f"{tmp_path / 'tabbed.yaml'}:4: {TAB.format(1)}" in problems
+    assert f"{tmp_path / 'inside.yaml'}:3: {TAB.format(5)}" in problems
+    [unclosed] = [line for line in problems if "unclosed.yaml" in line]
+    assert unclosed.startswith(f"{tmp_path / 'unclosed.yaml'}:3: not valid YAML at column 1: ") and "a tab," not in unclosed
+
+
+def test_a_character_yaml_refuses_has_its_line_and_column(tmp_path: Path):
+    path = tmp_path / "control.yaml"
+    path.write_text("steps:\n  - text: a\x0cb\n")
+    result = fakehop("validate", str(path))
+    assert result.returncode == 1
+    assert one_line(result.stderr.split("1 problem found")[0]).startswith(f"{path}:2: not valid YAML at column 12: character U+000C: ")
+
+
+def test_serve_refuses_to_start_on_a_tab_naming_it(tmp_path: Path):
+    (tmp_path / "tabbed.yaml").write_text(TABBED)
+    result = fakehop("serve", "--port", "0", "--scenarios", str(tmp_path))
+    assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0] == f"{tmp_path / 'tabbed.yaml'}:4: {TAB.format(1)}"
+
+
+async def test_the_control_api_names_the_tab_in_a_posted_scenario(base_url):
+    yaml_type = {"Content-Type": "application/yaml"}
+    status, added = await control(base_url, "POST", "/scenarios?name=tabbed", data=TABBED_INSIDE, headers=yaml_type)
+    assert (status, added["problems"]) == (400, [f"<POST /_fakehop/scenarios>:3: {TAB.format(5)}"])
+    status, checked = await control(base_url, "POST", "/scenarios?name=tabbed&check=true", data=TABBED, headers=yaml_type)
+    assert (status, checked["problems"]) == (200, [{"line": 4, "message": TAB.format(1)}])
