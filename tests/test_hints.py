@@ -5,6 +5,7 @@ control API in its JSON, on the command line as one line."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -230,3 +231,24 @@ async def test_the_control_api_names_the_tab_in_a_posted_scenario(base_url):
     assert (status, added["problems"]) == (400, [f"<POST /_fakehop/scenarios>:3: {TAB.format(5)}"])
     status, checked = await control(base_url, "POST", "/scenarios?name=tabbed&check=true", data=TABBED, headers=yaml_type)
     assert (status, checked["problems"]) == (200, [{"line": 4, "message": TAB.format(1)}])
+
+
+# ---------------------------------------------------------------- a port in use
+
+
+@pytest.fixture
+def taken_port():
+    """A port that a socket of this process listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["record", "--upstream", "http://127.0.0.1:9", "--out", "recorded"]])
+def test_a_port_in_use_is_one_line_suggesting_port_0(taken_port, command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = fakehop(*command, "--port", str(taken_port))
+    assert result.returncode == 2 and result.stdout == ""
+    assert one_line(result.stderr) == (f"fakehop: port {taken_port} on 127.0.0.1 is already in use: give another --port, "
+                                       "or --port 0 for a free one (the URL is printed once it listens)")
