@@ -456,6 +456,9 @@ async def start_app(app: web.Application, host: str, port: int, *, shutdown_time
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     await site.start()
+    if not site._server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
+        await runner.cleanup()
+        raise OSError(f"no socket could be opened to listen on {host} port {port}")
     bound_port = site._server.sockets[0].getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     return runner, f"http://{shown_host}:{bound_port}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import aiohttp
@@ -252,3 +253,13 @@ def test_a_port_in_use_is_one_line_suggesting_port_0(taken_port, command, tmp_pa
     assert result.returncode == 2 and result.stdout == ""
     assert one_line(result.stderr) == (f"fakehop: port {taken_port} on 127.0.0.1 is already in use: give another --port, "
                                        "or --port 0 for a free one (the URL is printed once it listens)")
+
+
+def test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames(taken_port):
+    server = ThreadServer(Gateway(Library.load()), port=taken_port)
+    with pytest.raises(OSError, match="address already in use") as caught:
+        server.start()
+    frames = [(frame.filename, frame.name) for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert frames == [(__file__, "test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames"),
+                      (sys.modules[ThreadServer.__module__].__file__, "start")]  # none of the server's thread
+    assert server.url is None
