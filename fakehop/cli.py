@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import functools
 import gc
 import itertools
@@ -311,10 +312,23 @@ def run_serve(args: argparse.Namespace) -> int:
     for warning in exposure_warnings(args):
         warn(warning)
     try:
-        asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file))
+        with port_in_use_said(args):
+            asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+@contextmanager
+def port_in_use_said(args: argparse.Namespace):
+    """A port that another server holds, as one line saying what to do about it."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise OSError(f"port {args.port} on {args.host} is already in use: give another --port, "
+                      "or --port 0 for a free one (the URL is printed once it listens)") from None
 
 
 def exposure_warnings(args: argparse.Namespace) -> list[str]:
@@ -439,7 +453,8 @@ def run_record(args: argparse.Namespace) -> int:
         await run_until_stopped(runner)
 
     try:
-        asyncio.run(go())
+        with port_in_use_said(args):
+            asyncio.run(go())
     except KeyboardInterrupt:
         pass
     return 0

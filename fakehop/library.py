@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from . import quoting
+from .hints import did_you_mean
 from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
 
 
@@ -15,8 +16,10 @@ DEFAULT_SCENARIO = "hello"
 
 
 class UnknownScenario(LookupError):
+    """A name no scenario has: the message says the nearest one, if any is near, and lists them all."""
+
     def __init__(self, name: str, known: list[str]):
-        super().__init__(f"Unknown scenario {name!r}. Known scenarios: {', '.join(known)}")
+        super().__init__(f"Unknown scenario {name!r}{did_you_mean(name, known) or '.'} Known scenarios: {', '.join(known)}")
         self.name = name
         self.known = known
 
@@ -137,7 +140,7 @@ class Library:
                 if entry.use is None:
                     continue
                 if entry.use not in self.scenarios:
-                    problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}"))
+                    problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}{did_you_mean(entry.use, self.scenarios)}"))
                 elif self._loops(entry.use, {scenario.name}):
                     problems.append(Problem(scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"))
         return problems

@@ -19,7 +19,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -120,7 +120,7 @@ def fakehop_server(pytestconfig: pytest.Config):
     try:
         library = Library.load(settings.scenario_dirs)
     except ScenarioError as exc:
-        pytest.fail(f"fakehop could not load its scenarios:\n{exc}", pytrace=False)
+        fail(f"fakehop could not load its scenarios:\n{exc}")
     if settings.url is not None:
         yield running_server(settings.url, library)
         return
@@ -129,7 +129,10 @@ def fakehop_server(pytestconfig: pytest.Config):
 
     server = ThreadServer(Gateway(library, time_scale=settings.time_scale or 1.0, strict=bool(settings.strict),
                                   lenient_conversations=settings.lenient_conversations))
-    server.start()
+    try:
+        server.start()
+    except OSError as exc:
+        fail(f"fakehop: its server could not start: {exc}")
     yield server
     server.stop()
 
@@ -144,12 +147,18 @@ def running_server(url: str, library) -> Any:
     try:
         names = {s["name"] for s in ControlClient(server.url, server.admin_token).call("GET", "/scenarios")["scenarios"]}
     except ControlFailed as exc:
-        pytest.fail(f"fakehop: the server given by --fakehop-url, fakehop_url or $FAKEHOP_URL: {exc}", pytrace=False)
+        fail(f"fakehop: the server given by --fakehop-url, fakehop_url or $FAKEHOP_URL: {exc}")
     missing = sorted(set(library.names()) - names)
     if missing:
-        pytest.fail(f"fakehop: the server at {url} does not have the scenarios {', '.join(missing)}; "
-                    "start it with the same --scenarios directories as fakehop_scenarios", pytrace=False)
+        fail(f"fakehop: the server at {url} does not have the scenarios {', '.join(missing)}; "
+             "start it with the same --scenarios directories as fakehop_scenarios")
     return server
+
+
+def fail(message: str) -> NoReturn:
+    """Fail the test with `message` alone: no traceback, and, raised while another error is
+    handled, not that error again above it ("During handling of the above exception ...")."""
+    raise pytest.fail.Exception(message, pytrace=False) from None
 
 
 def session_name(node: pytest.Item) -> str:
@@ -181,7 +190,7 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
             handle.use(options["scenario"])
         except (UnknownScenario, ScenarioError, TypeError) as exc:
             handle.close()
-            pytest.fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}", pytrace=False)
+            fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}")
     request.node.stash[HANDLE] = handle
     yield handle
     level = options.get("verdicts", settings.verdicts)
@@ -198,7 +207,7 @@ def fail_on_unmatched(handle) -> None:
     """Fail the test (at teardown) when it made a request no scenario was set up for (strict mode)."""
     unmatched = [str(recorded) for recorded in handle.requests if recorded.end == "unmatched"]
     if unmatched:
-        pytest.fail("fakehop: no scenario was set up for these requests (strict mode):\n" + "\n".join(unmatched), pytrace=False)
+        fail("fakehop: no scenario was set up for these requests (strict mode):\n" + "\n".join(unmatched))
 
 
 def fail_on_findings(handle, level: str) -> None:
@@ -211,7 +220,7 @@ def fail_on_findings(handle, level: str) -> None:
         pass  # still open: judged as they are (no_read_timeout and abandoned_stream look at those)
     findings = [finding for finding in handle.verdict() if level == "warning" or finding.severity == "error"]
     if findings:
-        pytest.fail(findings_report(findings), pytrace=False)
+        fail(findings_report(findings))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -234,18 +243,18 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for mark in reversed(list(node.iter_markers(MARKER))):
         if mark.args:
-            pytest.fail(f"@pytest.mark.{MARKER} takes keywords only ({', '.join(MARKER_OPTIONS)}), got {mark.args!r}", pytrace=False)
+            fail(f"@pytest.mark.{MARKER} takes keywords only ({', '.join(MARKER_OPTIONS)}), got {mark.args!r}")
         unknown = sorted(set(mark.kwargs) - set(MARKER_OPTIONS))
         if unknown:
-            pytest.fail(f"@pytest.mark.{MARKER}: unknown option {', '.join(unknown)}; it takes {', '.join(MARKER_OPTIONS)}", pytrace=False)
+            fail(f"@pytest.mark.{MARKER}: unknown option {', '.join(unknown)}; it takes {', '.join(MARKER_OPTIONS)}")
         options.update(mark.kwargs)
     if "time_scale" in options:
         try:
             options["time_scale"] = positive_float(options["time_scale"])
         except ValueError as exc:
-            pytest.fail(f"@pytest.mark.{MARKER}(time_scale=...): {exc}", pytrace=False)
+            fail(f"@pytest.mark.{MARKER}(time_scale=...): {exc}")
     if not isinstance(options.get("strict", False), bool):
-        pytest.fail(f"@pytest.mark.{MARKER}(strict=...): expected True or False, got {options['strict']!r}", pytrace=False)
+        fail(f"@pytest.mark.{MARKER}(strict=...): expected True or False, got {options['strict']!r}")
     if options.get("verdicts", "off") not in VERDICT_LEVELS:
-        pytest.fail(f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}", pytrace=False)
+        fail(f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}")
     return options

@@ -7,7 +7,6 @@ surfaces in the middle of somebody's test run.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import math
@@ -19,6 +18,7 @@ from typing import Any, Iterable, Union
 import re2
 
 from . import textgen, yamlsource
+from .hints import did_you_mean
 from .yamlsource import LineDict, LineList
 
 MAX_FILE_BYTES = 1_000_000
@@ -337,8 +337,7 @@ class _Checker:
 
 
 def _suggest(key: Any, valid: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(valid))}"
+    return did_you_mean(key, valid) or f"; valid keys: {', '.join(sorted(valid))}"
 
 
 def _check_keys(check: _Checker, mapping: LineDict, valid: Iterable[str], where: str) -> None:

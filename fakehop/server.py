@@ -15,6 +15,7 @@ from . import journal as jr
 from . import player, prerender
 from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
                      request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
+from .hints import base_url_hint
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
@@ -27,6 +28,7 @@ from .stored import StoredResponses
 log = logging.getLogger("fakehop")
 
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
+MODELS_PATH = "/v1/models"
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
 STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -344,8 +346,16 @@ def protocol_for_request(request: web.Request):
     """The protocol whose error shape suits a request to no known route."""
     if request.path in BY_PATH:
         return BY_PATH[request.path]
-    anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
-    return PROTOCOLS.get("messages") if anthropic and "messages" in PROTOCOLS else PROTOCOLS["chat"]
+    return PROTOCOLS.get("messages") if is_anthropic_client(request) and "messages" in PROTOCOLS else PROTOCOLS["chat"]
+
+
+def is_anthropic_client(request: web.Request) -> bool:
+    return "anthropic-version" in request.headers or "x-api-key" in request.headers
+
+
+def wrong_base_url(request: web.Request) -> str:
+    """What a 404's path says of the client's base URL (see hints.base_url_hint)."""
+    return base_url_hint(request.path, f"{request.scheme}://{request.host}", (*BY_PATH, MODELS_PATH), is_anthropic_client(request))
 
 
 def allowed_methods(app: web.Application, path: str) -> list[str]:
@@ -366,7 +376,7 @@ async def unrouted(request: web.Request) -> web.Response:
     elif allowed:
         status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
     else:
-        status, message, headers = 404, f"Unknown path {request.path}", None
+        status, message, headers = 404, f"Unknown path {request.path}{wrong_base_url(request)}", None
     gateway = request.app[GATEWAY_KEY]
     journal = gateway.journal
     record = journal.open(request_id, request.method, request.path, request.headers)
@@ -428,7 +438,7 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
     for protocol in PROTOCOLS.values():
         app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
-    app.router.add_get("/v1/models", list_models)
+    app.router.add_get(MODELS_PATH, list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
     app.router.add_get("/", console.to_the_page)
@@ -453,6 +463,9 @@ async def start_app(app: web.Application, host: str, port: int, *, shutdown_time
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     await site.start()
+    if not site._server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
+        await runner.cleanup()
+        raise OSError(f"no socket could be opened to listen on {host} port {port}")
     bound_port = site._server.sockets[0].getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     return runner, f"http://{shown_host}:{bound_port}"

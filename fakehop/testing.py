@@ -305,6 +305,7 @@ class Fakehop:
 
     def use(self, scenario: ScenarioSpec) -> str:
         """Make `scenario` (a name, or a mapping in the v1 format) the default; returns its name."""
+        __tracebackhide__ = True  # a mistake in `scenario` shows at the test's own line
         name = self._known_name(scenario)
         self._driver.set_default(name)
         return name
@@ -312,17 +313,24 @@ class Fakehop:
     def queue(self, *scenarios: ScenarioSpec) -> list[str]:
         """The next requests that name no scenario get these, in order (a sequence its whole
         run, entry by entry); returns their names."""
-        names = [self._known_name(scenario) for scenario in scenarios]
+        __tracebackhide__ = True
+        names = list(map(self._known_name, scenarios))  # no frame of its own, as a comprehension has
         self._driver.extend_queue(names)
         return names
 
     def _known_name(self, scenario: ScenarioSpec) -> str:
-        """A name the server knows (UnknownScenario otherwise); a mapping is added first."""
-        if isinstance(scenario, str):
-            self._driver.check_name(scenario)
-            return scenario
-        if isinstance(scenario, Mapping):
-            return self._driver.add(scenario)
+        """A name the server knows (UnknownScenario otherwise); a mapping is added first.
+        Either mistake is raised with no frames of fakehop's, which would only hide its message
+        (in process, behind those of the server's thread)."""
+        __tracebackhide__ = True
+        try:
+            if isinstance(scenario, str):
+                self._driver.check_name(scenario)
+                return scenario
+            if isinstance(scenario, Mapping):
+                return self._driver.add(scenario)
+        except (UnknownScenario, ScenarioError) as exc:
+            raise exc.with_traceback(None)
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
 
     @property

@@ -39,14 +39,23 @@ class ThreadServer:
         self._thread.start()
         try:
             self.url = started.result()
-        except BaseException:
+        except BaseException as exc:
             self._thread.join()
             self._thread = self._loop = None
+            if isinstance(exc, OSError):  # it could not listen (port in use, no file descriptors left, ...)
+                raise exc.with_traceback(None)  # the thread's frames say no more than the message
             raise
         return self.url
 
     def _serve(self, started: concurrent.futures.Future) -> None:
-        asyncio.run(self._main(started))
+        main = self._main(started)
+        try:
+            asyncio.run(main)
+        except BaseException as exc:
+            if started.done():
+                raise
+            main.close()  # never begun: no event loop to run it on (no file descriptors left, ...)
+            started.set_exception(exc)
 
     async def _main(self, started: concurrent.futures.Future) -> None:
         self._loop = asyncio.get_running_loop()

@@ -140,10 +140,32 @@ def load(text: str):
     except YamlProblem:
         raise
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 0
-        raise YamlProblem(f"not valid YAML: {exc.problem or exc.context}", line) from None
+        raise syntax_problem(text, exc) from None
+    except yaml.reader.ReaderError as exc:
+        raise character_problem(text, exc) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(f"not valid YAML: {exc}") from None
     except RecursionError:
         raise YamlProblem("not valid YAML: nested too deeply") from None
+
+
+TAB = "a tab, which YAML does not take for indentation: indent with spaces"
+
+
+def syntax_problem(text: str, exc: yaml.MarkedYAMLError) -> YamlProblem:
+    """Where the YAML broke, line and column, and the tab when a tab broke it: the C parser
+    never names the character it stopped at, and a tab in the indentation is the usual cause."""
+    mark = exc.problem_mark or exc.context_mark
+    if mark is None:
+        return YamlProblem(f"not valid YAML: {exc.problem or exc.context}")
+    lines = text.splitlines()  # the line breaks YAML knows: any other that splitlines takes is refused before parsing
+    at_tab = mark.line < len(lines) and lines[mark.line][mark.column:mark.column + 1] == "\t"
+    return YamlProblem(f"not valid YAML at column {mark.column + 1}: {TAB if at_tab else exc.problem or exc.context}", mark.line + 1)
+
+
+def character_problem(text: str, exc: yaml.reader.ReaderError) -> YamlProblem:
+    """A character YAML does not take, with its line and column (the reader gives only its offset)."""
+    before = text[:exc.position]
+    column = len(before) - before.rfind("\n")
+    code = exc.character if isinstance(exc.character, int) else ord(exc.character)  # the C reader gives a number
+    return YamlProblem(f"not valid YAML at column {column}: character U+{code:04X}: {exc.reason}", before.count("\n") + 1)

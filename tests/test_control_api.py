@@ -219,7 +219,7 @@ async def test_unknown_name_is_a_400_naming_the_known_ones(control, library):
     status, body = await control.call("POST", "/queue", json={"scenario": "stal"})
 
     assert status == 400
-    assert body["error"].startswith("Unknown scenario 'stal'. Known scenarios: ")
+    assert body["error"].startswith("Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ")
     assert body["known"] == library.names()
     assert (await control.ok("GET", "/queue"))["queue"] == []
 

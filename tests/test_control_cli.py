@@ -168,7 +168,7 @@ def test_queue_an_unknown_name_is_one_clear_line(url):
 
     assert result.returncode == 2  # as for every command given an unknown scenario
     assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith("fakehop: HTTP 400: Unknown scenario 'stal'. Known scenarios: ")
+    assert result.stderr.startswith("fakehop: HTTP 400: Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ")
     assert " stall," in result.stderr
 
 

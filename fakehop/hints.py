@@ -1,0 +1,42 @@
+"""What to tell a user who is stuck: the nearest of the names they could have meant, and the
+base URL that a request to a path no route serves was meant to have.
+
+Both are worked out only once something has gone wrong: nothing here runs on the answering path.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+CLOSE_ENOUGH = 0.6  # difflib's ratio from which a name counts as a near miss
+MESSAGES_PATH = "/messages"  # what the Anthropic SDK adds, after /v1, to its base URL
+
+
+def did_you_mean(word: object, names: Iterable[str]) -> str:
+    """`; did you mean 'NAME'?` for the name nearest to `word`, or "" when none is near."""
+    close = difflib.get_close_matches(str(word), list(names), n=1, cutoff=CLOSE_ENOUGH)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def base_url_hint(path: str, root: str, served: Iterable[str], anthropic_client: bool) -> str:
+    """Why a request to `path` on the server at `root` found no route, when the path shows that
+    the client's base URL lacks the `/v1` of a `served` path or has one too many; else "".
+    `anthropic_client`: the request came from an Anthropic client (it sent `anthropic-version`)."""
+    served = tuple(served)
+    if path.startswith("/v1/v1/") and is_served(path[3:], served):
+        if anthropic_client or path.startswith("/v1/v1" + MESSAGES_PATH):
+            return (f"; one /v1 too many: Anthropic's base URL is the server's root, {root}, with no /v1 "
+                    f"(the Anthropic SDK adds /v1{MESSAGES_PATH} itself)")
+        return f"; one /v1 too many: the OpenAI base URL has it once, {root}/v1"
+    if is_served("/v1" + path, served):
+        if path.startswith(MESSAGES_PATH):
+            return (f"; Messages is served at /v1{MESSAGES_PATH}: a client that adds {MESSAGES_PATH} to its base URL needs "
+                    f"one ending in /v1, {root}/v1 (the Anthropic SDK adds /v1 itself: its base URL is the server's root, {root})")
+        return f"; the OpenAI base URL ends in /v1: {root}/v1"
+    return ""
+
+
+def is_served(path: str, served: tuple[str, ...]) -> bool:
+    """Whether `path` is one of the `served` paths, or under one (`/v1/responses/resp_1`)."""
+    return any(path == known or path.startswith(known + "/") for known in served)
