@@ -152,7 +152,7 @@ def serve_and_ask(directory: Path, scenario: str, requests: int) -> tuple[list[i
 def test_a_bad_use_gets_the_same_problem_from_validate_file_validate_dir_and_serve(tmp_path: Path, capsys):
     path = tmp_path / "retry.yaml"
     path.write_text(BAD_USE)
-    problem = f"{path}:3: use: no scenario named 'helo'"
+    problem = f"{path}:3: use: no scenario named 'helo'; did you mean 'hello'?"
     assert main(["serve", "--port", "0", "--scenarios", str(tmp_path)]) == 1
     assert capsys.readouterr().err.splitlines()[0] == problem
     for given in (path, tmp_path):
