@@ -110,27 +110,22 @@ async def read_chat_stream(session: aiohttp.ClientSession, base_url: str, body: 
     return "".join(text), "cut"
 
 
-async def send_as_an_sdk(base_url: str, body: dict, name: str, attempts: list[tuple[float, int]]) -> list[int]:
-    """An httpx client that sends `body` as an SDK would, with its retry count: each
-    (seconds to wait first, count) one attempt; the statuses it got."""
-    statuses = []
-    async with httpx2.AsyncClient(base_url=base_url) as client:
-        for wait, count in attempts:
-            await asyncio.sleep(wait)
-            response = await client.post(CHAT, json=body, headers={**scenario(name), RETRY_COUNT_HEADER: str(count)})
-            statuses.append(response.status_code)
-    return statuses
-
-
 # ---------------------------------------------------------------- which attempts are one request's
 
 
 async def test_retries_whose_first_attempt_never_arrived_are_requests_of_their_own(base_url):
     """Three callers of one request, two of whose first attempts never reached the server (a
-    connection the kernel dropped): their retries are not a storm of the third's."""
-    whole, lost = [(0.0, 0), (0.4, 1), (0.8, 2)], [(0.4, 1), (0.8, 2)]
-    sent = await asyncio.gather(*(send_as_an_sdk(base_url, chat_body("same"), "server-error", attempts) for attempts in (whole, lost, lost)))
-    assert sent == [[500] * 3, [500] * 2, [500] * 2]
+    connection the kernel dropped): sent as the SDKs send them, with their retry counts, their
+    retries are not a storm of the third's."""
+    async with httpx2.AsyncClient(base_url=base_url) as client:
+        async def attempt(count: int) -> int:
+            headers = {**scenario("server-error"), RETRY_COUNT_HEADER: str(count)}
+            return (await client.post(CHAT, json=chat_body("same"), headers=headers)).status_code
+
+        assert await attempt(0) == 500
+        for wait, count in ((0.4, 1), (0.8, 2)):
+            await asyncio.sleep(wait)
+            assert await asyncio.gather(*(attempt(count) for _ in range(3))) == [500] * 3
     answer = await verdict(base_url)
     assert answer["findings"] == [] and answer["requests"] == 3
     assert sorted(retried["attempts"] for retried in answer["retried"]) == [2, 2, 3]

@@ -26,6 +26,9 @@ CALLER = "X-Test-Caller"  # which call sent an attempt: the verdict never reads 
 # Calls under way at once: more connections than the listen backlog of the test server (128)
 # would have the kernel drop some, and a first attempt then never reaches the server.
 CONNECTIONS = 120
+# How far apart copies sent together may arrive: the server shares its loop with all these
+# clients, and on a loaded machine takes one copy up that much after the one before ended.
+SPREAD = 2.0
 
 
 async def openai_chat(client: openai.AsyncOpenAI, headers: dict, prompt: str, stream: bool) -> None:
@@ -108,7 +111,7 @@ async def test_identical_calls_at_once_are_each_a_request_of_their_own(base_url,
                     copies = [call(client, {**scenario(name), CALLER: f"{sent} {copy}"}, prompt, stream) for copy in range(AT_ONCE)]
                     together.append(all_at_once(room, copies))
         await asyncio.gather(*together)
-    answer = await verdict(base_url)
+    answer = await verdict(base_url, together_within=SPREAD)
     assert answer["findings"] == [], answer["findings"]
     assert answer["requests"] == len(together) * AT_ONCE
     records = {record.seq: record for record in gateway.journal.records}
