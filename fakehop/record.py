@@ -24,7 +24,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, names_event_stream, read_request
+from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, Requests, names_event_stream
 from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
@@ -51,6 +51,7 @@ class Recorder:
     redact: tuple[str, ...] = ()  # header names, any case
     min_gap: float = DEFAULT_MIN_GAP
     listeners: list[Callable[[str], None]] = field(default_factory=list)  # told a line for each answer
+    requests: Requests = field(default_factory=Requests)  # the requests so far, and the Responses answers they continue
 
     def __post_init__(self) -> None:
         self.upstream = gateway_root(self.upstream)
@@ -143,7 +144,7 @@ class Exchange:
         self.body = body
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
-        self.facts, self.asked_to_stream = read_request(protocol, readable(body, request.headers.get("Content-Encoding")))
+        self.asked = self.recorder.requests.read(protocol, readable(body, request.headers.get("Content-Encoding")))
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
@@ -171,7 +172,7 @@ class Exchange:
 
     def unanswered(self) -> AnswerReader:
         """A reader for an answer that never came."""
-        return AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked_to_stream)
+        return AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked.stream)
 
     async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         self.reader = self.reader_for(upstream)
@@ -199,7 +200,7 @@ class Exchange:
     def reader_for(self, upstream: aiohttp.ClientResponse) -> AnswerReader | None:
         try:
             sse = names_event_stream(upstream.headers.get("content-type", ""))
-            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked_to_stream if sse is None else sse,
+            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked.stream if sse is None else sse,
                                 dropped=self.recorder.redact)
         except CaptureError as exc:
             self.not_recorded(str(exc))
@@ -230,9 +231,10 @@ class Exchange:
         recorder = self.recorder
         origin = Origin(f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when)
         secrets = secrets_of(self.request.headers, recorder.redact) + ([recorder.upstream_key] if recorder.upstream_key else [])
-        text = scenario_text(captured, self.facts, origin, recorder.min_gap, secrets)
+        recorder.requests.answered(self.asked, captured)
+        text = scenario_text(captured, self.asked.request, origin, recorder.min_gap, secrets)
         try:
-            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.facts.prompt), text)
+            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.asked.request.prompt), text)
         except OSError as exc:
             self.not_recorded(str(exc))
             return
