@@ -31,6 +31,7 @@ from .timing import timed_frames
 LIBRARY = Library.load()
 UPSTREAM = with_fidelity(LIBRARY)  # the bundled scenarios and those of every fidelity step and setting
 CASES = [(name, protocol, stream) for name in UPSTREAM.names() for protocol in PROTOCOLS for stream in (True, False)]
+QUICK = FAST / 10  # a time scale for what does not hang on pauses: the bytes, and what the SDKs make of them (a stall takes 0.12 s)
 WAIT_FOR_FILES = 15.0
 
 
@@ -49,9 +50,9 @@ async def proxy(aiohttp_server, tmp_path):
 
 @pytest.fixture
 async def recording(serve, proxy):
-    """A proxy in front of a fakehop serving the UPSTREAM scenarios at the tests' time scale:
+    """A proxy in front of a fakehop serving the UPSTREAM scenarios at the QUICK time scale:
     (the upstream's gateway, its URL, the proxy's URL, the directory)."""
-    gateway = Gateway(UPSTREAM, time_scale=FAST)
+    gateway = Gateway(UPSTREAM, time_scale=QUICK)
     upstream_url = await serve(gateway)
     proxy_url, out = await proxy(upstream_url)
     return gateway, upstream_url, proxy_url, out
@@ -116,7 +117,7 @@ async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, 
     original = await final_result(proxy_url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED}, timeout_for(name))
     [path] = await recorded(out)
     assert cli.main(["validate", str(path)]) == 0
-    replay_gateway, replay_url = await replay(serve, out, FAST)
+    replay_gateway, replay_url = await replay(serve, out, QUICK)
     assert await final_result(replay_url, protocol, stream, SEED, timeout_for(name)) == original, path.read_text()
     [request] = replay_gateway.journal.since()
     assert request.scenario == path.stem  # picked by its match, with no header naming it

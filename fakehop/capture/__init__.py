@@ -155,7 +155,8 @@ class Requests:
             return
         output = [{"type": "function_call", "call_id": block.call_id, "name": block.name} if block.kind == "tool_call" else {"type": block.kind}
                   for block in captured.blocks()]
-        self.answers.keep(parsed, {"id": captured.answer_id, "output": output}, len(captured.answer_id) + 64 * len(output))
+        kept = {"id": captured.answer_id, "output": output}
+        self.answers.keep(parsed, kept, len(repr(kept)))
 
 
 # ---------------------------------------------------------------- which protocol a capture speaks
