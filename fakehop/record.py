@@ -144,7 +144,8 @@ class Exchange:
         self.body = body
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
-        self.asked = self.recorder.requests.read(protocol, readable(body, request.headers.get("Content-Encoding")))
+        self.json_body = readable(body, request.headers.get("Content-Encoding"))
+        self.asked = self.recorder.requests.read(protocol, self.json_body)
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
@@ -231,6 +232,8 @@ class Exchange:
         recorder = self.recorder
         origin = Origin(f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when)
         secrets = secrets_of(self.request.headers, recorder.redact) + ([recorder.upstream_key] if recorder.upstream_key else [])
+        if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
+            self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
         text = scenario_text(captured, self.asked.request, origin, recorder.min_gap, secrets)
         try:
