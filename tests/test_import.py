@@ -377,6 +377,30 @@ def test_response_failed_alone_is_written_as_it_came(tmp_path):
     assert text.endswith('  - fail: {kind: rate_limit, message: "Pay", code: insufficient_quota, error_event: false}\n')  # a quota error comes with a 429
 
 
+@pytest.mark.parametrize(("protocol", "error", "written"), [
+    ("chat", {"message": "Too long", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"},
+     '{kind: invalid_prompt, message: "Too long", code: context_length_exceeded, param: messages}'),
+    ("chat", {"message": "Slow down", "type": "tokens", "param": None, "code": "rate_limit_exceeded"}, '{kind: rate_limit, message: "Slow down", type: tokens}'),
+    ("chat", {"message": "Overloaded", "type": "server_error", "param": None, "code": "server_error"}, "overloaded"),
+    ("responses", {"type": "invalid_request_error", "code": "context_length_exceeded", "message": "Too long", "param": "input"},
+     '{kind: invalid_prompt, message: "Too long", code: context_length_exceeded, param: input}'),
+    ("messages", {"type": "permission_error", "message": "Not yours"}, '{kind: invalid_prompt, message: "Not yours", type: permission_error}'),
+    ("messages", {"type": "timeout_error", "message": "Too slow"}, '{kind: server_error, message: "Too slow", type: timeout_error}'),
+    ("messages", {"type": "overloaded_error", "message": "Overloaded"}, "overloaded"),
+])
+def test_an_errors_kind_is_read_from_its_code_else_its_type(tmp_path, protocol, error, written):
+    """A code or type of the kind's own, or one that comes with the kind's status; what is not the kind's is kept."""
+    streams = {
+        "chat": lambda: chat_chunk({"role": "assistant", "content": "", "refusal": None}) + data({"error": error}),
+        "responses": lambda: responses_events({"type": "response.created", "response": response("in_progress", [])}, {"type": "error", "error": error}),
+        "messages": lambda: messages_events(ending=[{"type": "error", "error": error}]),
+    }
+    capture = tmp_path / "error.sse"
+    capture.write_text(streams[protocol]())
+    [answer] = read_file(capture)
+    assert scenario_text(answer.captured, answer.request, answer.origin).endswith(f"  - fail: {written}\n")
+
+
 # ---------------------------------------------------------------- HAR files
 
 
