@@ -74,11 +74,12 @@ async def curl(url: str, protocol: str, stream: bool, name: str, path: Path) -> 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-async def test_curl_captures_replay_to_the_same_sdk_result(serve, library, tmp_path, protocol, stream):
-    """The bundled scenarios of CURLED and every fidelity one, captured at once (none is a
+@pytest.mark.parametrize("names", [CURLED, list(FIDELITY)], ids=["bundled", "fidelity"])
+async def test_curl_captures_replay_to_the_same_sdk_result(serve, library, tmp_path, names, protocol, stream):
+    """The bundled scenarios of CURLED, or every fidelity one, captured at once (none is a
     sequence, whose answer would hang on the order), imported into files that validate."""
     url = await serve(Gateway(with_fidelity(library), time_scale=FAST))
-    names = [name for name in CURLED + list(FIDELITY) if stream or name != "disconnect"]  # a whole answer cut off leaves nothing to capture
+    names = [name for name in names if stream or name != "disconnect"]  # a whole answer cut off leaves nothing to capture
     captures = {name: tmp_path / f"{name}.capture" for name in names}
     await asyncio.gather(*(curl(url, protocol, stream, name, path) for name, path in captures.items()))
     written = await fakehop_import(*captures.values(), out=tmp_path / "imported")

@@ -66,7 +66,7 @@ class ResponsesReader(OpenAIReader):
 
     def __init__(self, streamed: bool = True):
         super().__init__(streamed)
-        self.phases: dict[Any, str] = {}  # the phase of each message item that has one, by output index
+        self.phases: dict[Any, str | None] = {}  # the phase of each message item seen, by output index
 
     def lifecycle(self, at: float | None, event: dict) -> None:
         response = event.get("response")
@@ -93,10 +93,12 @@ class ResponsesReader(OpenAIReader):
         return self.piece(index, kind, "", at, **facts)
 
     def message_phase(self, index: Any, item: dict) -> None:
+        """Note a message item's phase (None for none, or one fakehop has no step for), once."""
         phase = item.get("phase")
-        if phase in PHASES:
-            self.phases[index] = phase
-        elif phase is not None:
+        if index in self.phases:
+            return
+        self.phases[index] = phase if phase in PHASES else None
+        if phase is not None and phase not in PHASES:
             self.captured.left_out[f"message phase {phase!r}"] += 1
 
     def part_added(self, at: float | None, event: dict) -> None:
@@ -157,7 +159,7 @@ class ResponsesReader(OpenAIReader):
     def response(self, at: float | None, response: dict) -> None:
         """A terminal event's response, or a whole answer: its items if none streamed, usage, how it ended."""
         self.about(response)
-        if not self.open and not self.phases:
+        if not self.open:
             for index, item in enumerate(response.get("output") or []):
                 if isinstance(item, dict):
                     self.item_done(at, {"output_index": index, "item": item})
