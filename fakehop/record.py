@@ -6,6 +6,8 @@ byte as it arrives: an event stream, a whole answer or an HTTP error, keepalives
 mid-stream included; an upstream that breaks the connection has the client's broken too.
 While the bytes pass, a capture.AnswerReader notes each event and when it came; when the
 answer ends (or breaks, or the client goes away) writer.py turns that into a scenario file.
+The requests are read for their `match` by one capture.Requests, which keeps the Responses
+answers relayed, so that a request continuing one (previous_response_id) has its turn.
 No request header reaches the file, and the values of the secret ones (keys, cookies, the
 headers named in `redact`) are scrubbed from whatever else the file holds.
 """
