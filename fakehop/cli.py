@@ -461,14 +461,17 @@ def run_record(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Every file is read before any is written: a file that holds no answer writes nothing."""
+    """Every file is read before any is written: a file that holds no answer writes nothing.
+    The HAR files' requests are read in order, each after the answers before it, in this file or the ones before."""
+    from .capture import Requests
     from .importer import NotImportable, read_file
     from .writer import file_stem, scenario_text, write_new
 
     answers = []
+    requests = Requests()
     for path in args.files:
         try:
-            answers.extend((path, answer) for answer in read_file(path, tuple(args.redact)))
+            answers.extend((path, answer) for answer in read_file(path, tuple(args.redact), requests))
         except NotImportable as exc:
             return fail(f"{path}: {exc}")
     out = output_directory(args.out)

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .capture import (
-    CUT, FINISHED, AnswerReader, Captured, CaptureError, Request, detect, json_object, names_event_stream, payload_protocol, read_request,
+    CUT, FINISHED, AnswerReader, Captured, CaptureError, Request, Requests, detect, json_object, names_event_stream, payload_protocol,
 )
 from .capture.sse import FrameReader
 from .protocols import BY_PATH, PROTOCOLS
@@ -42,8 +42,9 @@ class Imported:
     secrets: tuple[str, ...] = ()
 
 
-def read_file(path: Path, redact: tuple[str, ...] = ()) -> list[Imported]:
-    """Every answer in the file at `path`; NotImportable when it holds none."""
+def read_file(path: Path, redact: tuple[str, ...] = (), requests: Requests | None = None) -> list[Imported]:
+    """Every answer in the file at `path`; NotImportable when it holds none. `requests` reads
+    a HAR file's requests, each in the conversation of the answers read by it before."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise NotImportable(f"larger than the limit of {MAX_FILE_BYTES:,} bytes")
@@ -52,7 +53,7 @@ def read_file(path: Path, redact: tuple[str, ...] = ()) -> list[Imported]:
         raise NotImportable(f"cannot be read: {exc.strerror or exc}") from None
     har = as_har(data)
     try:
-        return har_answers(har, path, redact) if har is not None else [raw_answer(data, path)]
+        return har_answers(har, path, redact, requests or Requests()) if har is not None else [raw_answer(data, path)]
     except CaptureError as exc:
         raise NotImportable(str(exc)) from None
 
@@ -107,8 +108,9 @@ def split_head(data: bytes) -> tuple[bytes, bytes]:
     return data[:at], data[at + length :]
 
 
-# The status an OpenAI error body stands for, by its code or type (as fakehop writes them).
-OPENAI_STATUSES = {"rate_limit_exceeded": 429, "requests": 429, "invalid_api_key": 401, "invalid_request_error": 400, "server_error": 500}
+# The status an OpenAI error body stands for, by its code or type (as fakehop and the real API write them).
+OPENAI_STATUSES = {"rate_limit_exceeded": 429, "requests": 429, "tokens": 429, "insufficient_quota": 429, "invalid_api_key": 401,
+                   "context_length_exceeded": 400, "invalid_request_error": 400, "server_error": 500}
 ANTHROPIC_STATUSES = {error_type: status for status, error_type in ANTHROPIC_ERROR_TYPES.items()}
 
 
@@ -148,10 +150,10 @@ def read_answer(protocol: str, status: int, headers: dict[str, str], body: bytes
 # ---------------------------------------------------------------- HAR files
 
 
-def har_answers(har: dict, path: Path, redact: tuple[str, ...]) -> list[Imported]:
+def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Requests) -> list[Imported]:
     found = []
     for number, entry in enumerate(har["log"]["entries"], 1):
-        answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact)
+        answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact, requests)
         if answer is not None:
             found.append(answer)
     if not found:
@@ -159,7 +161,7 @@ def har_answers(har: dict, path: Path, redact: tuple[str, ...]) -> list[Imported
     return found
 
 
-def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...]) -> Imported | None:
+def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], requests: Requests) -> Imported | None:
     request, response = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("request", "response"))
     headers = har_headers(response)
     body = har_body(response.get("content"))
@@ -169,13 +171,14 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...]) -> 
     if protocol is None:
         return None
     status = response.get("status") if isinstance(response.get("status"), int) else 0
-    captured = read_answer(protocol, status, headers, body, sse)
     post = request.get("postData") if isinstance(request.get("postData"), dict) else {}
-    facts, _ = read_request(PROTOCOLS[protocol], str(post.get("text", "")).encode())
+    asked = requests.read(PROTOCOLS[protocol], str(post.get("text", "")).encode())
+    captured = read_answer(protocol, status, headers, body, sse)
+    requests.answered(asked, captured)
     where = f"{request.get('method', 'POST')} {url_path}"
     origin = Origin(f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False)
     secrets = tuple(secrets_of(har_headers(request), redact))
-    return Imported(captured, facts, origin, facts.prompt or f"{path.stem} {number}", secrets)
+    return Imported(captured, asked.request, origin, asked.request.prompt or f"{path.stem} {number}", secrets)
 
 
 def har_headers(part: dict) -> dict[str, str]:

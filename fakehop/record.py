@@ -6,6 +6,8 @@ byte as it arrives: an event stream, a whole answer or an HTTP error, keepalives
 mid-stream included; an upstream that breaks the connection has the client's broken too.
 While the bytes pass, a capture.AnswerReader notes each event and when it came; when the
 answer ends (or breaks, or the client goes away) writer.py turns that into a scenario file.
+The requests are read for their `match` by one capture.Requests, which keeps the Responses
+answers relayed, so that a request continuing one (previous_response_id) has its turn.
 No request header reaches the file, and the values of the secret ones (keys, cookies, the
 headers named in `redact`) are scrubbed from whatever else the file holds.
 """
@@ -24,7 +26,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, names_event_stream, read_request
+from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, Requests, names_event_stream
 from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
@@ -51,6 +53,7 @@ class Recorder:
     redact: tuple[str, ...] = ()  # header names, any case
     min_gap: float = DEFAULT_MIN_GAP
     listeners: list[Callable[[str], None]] = field(default_factory=list)  # told a line for each answer
+    requests: Requests = field(default_factory=Requests)  # the requests so far, and the Responses answers they continue
 
     def __post_init__(self) -> None:
         self.upstream = gateway_root(self.upstream)
@@ -143,7 +146,8 @@ class Exchange:
         self.body = body
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
-        self.facts, self.asked_to_stream = read_request(protocol, readable(body, request.headers.get("Content-Encoding")))
+        self.json_body = readable(body, request.headers.get("Content-Encoding"))
+        self.asked = self.recorder.requests.read(protocol, self.json_body)
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
         self.reader: AnswerReader | None = None
@@ -171,7 +175,7 @@ class Exchange:
 
     def unanswered(self) -> AnswerReader:
         """A reader for an answer that never came."""
-        return AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked_to_stream)
+        return AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked.stream)
 
     async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         self.reader = self.reader_for(upstream)
@@ -199,7 +203,7 @@ class Exchange:
     def reader_for(self, upstream: aiohttp.ClientResponse) -> AnswerReader | None:
         try:
             sse = names_event_stream(upstream.headers.get("content-type", ""))
-            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked_to_stream if sse is None else sse,
+            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked.stream if sse is None else sse,
                                 dropped=self.recorder.redact)
         except CaptureError as exc:
             self.not_recorded(str(exc))
@@ -230,9 +234,12 @@ class Exchange:
         recorder = self.recorder
         origin = Origin(f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when)
         secrets = secrets_of(self.request.headers, recorder.redact) + ([recorder.upstream_key] if recorder.upstream_key else [])
-        text = scenario_text(captured, self.facts, origin, recorder.min_gap, secrets)
+        if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
+            self.asked = recorder.requests.read(self.protocol, self.json_body)
+        recorder.requests.answered(self.asked, captured)
+        text = scenario_text(captured, self.asked.request, origin, recorder.min_gap, secrets)
         try:
-            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.facts.prompt), text)
+            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.asked.request.prompt), text)
         except OSError as exc:
             self.not_recorded(str(exc))
             return

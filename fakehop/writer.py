@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, Piece, RawFrame, Request
+from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, ErrorDetails, Piece, RawFrame, Request
 from .player import FAIL_MESSAGES, estimate_tokens
-from .scenario import DEFAULT_KEEPALIVE, MIN_KEEPALIVE, SCENARIO_SUFFIXES, split_deltas
+from .scenario import DEFAULT_KEEPALIVE, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
@@ -35,6 +35,7 @@ _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _WORDS = re.compile(r"[a-z0-9]+")
 _REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
 _YAML_WORDS = ("true", "false", "yes", "no", "y", "n", "on", "off", "null")
+MESSAGES_USAGE_NAMES = {name: alias for alias, name in USAGE_ALIASES.items()}  # Anthropic's names for the usage counts
 
 
 @dataclass(frozen=True)
@@ -77,21 +78,24 @@ class Yaml:
 
     def scrub_block(self, block: Block) -> Block:
         """`block` with a secret that spans pieces taken out too: the pieces it touches become
-        one, at the time of the first."""
+        one, at the time of the first (and a part that began inside it begins with that one)."""
         joined = block.text()
         spans = [(found.start(), found.end()) for secret in self.secrets for found in re.finditer(re.escape(secret), joined)]
         if not spans:
             return block
         pieces: list[Piece] = []
+        part_starts: list[int] = []
         offset = 0
-        for piece in block.pieces:
+        for number, piece in enumerate(block.pieces):
             inside_a_secret = any(start < offset < end for start, end in spans)
             if inside_a_secret and pieces:
                 pieces[-1] = Piece(pieces[-1].at, pieces[-1].text + piece.text)
             else:
                 pieces.append(piece)
+                if number in block.part_starts:
+                    part_starts.append(len(pieces) - 1)
             offset += len(piece.text)
-        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces])
+        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces], part_starts=part_starts)
 
     def string(self, text: str) -> str:
         """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
@@ -102,7 +106,7 @@ class Yaml:
         return _YAML_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(text, ensure_ascii=False))
 
     def name(self, text: str) -> str:
-        """A model or tool name: plain when it reads as one, else quoted."""
+        """A model, tool or error name: plain when it reads as one, else quoted."""
         text = self.scrub(text)
         return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else self.string(text)
 
@@ -137,10 +141,12 @@ def duration(seconds: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """Pieces of one block played as one step, `interval` apart."""
+    """Pieces of one block played as one step, `interval` apart; `first` is the block's index
+    of the first of them."""
 
     pieces: list[str]
     interval: float
+    first: int = 0
 
 
 class Steps:
@@ -186,6 +192,10 @@ class Steps:
             self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
         elif part.kind == "tool_call":
             self.tool_call(part)
+        elif part.kind == "redacted_thinking":
+            self.wait_until(part.at)
+            data = f": {self.yaml.string(part.data)}" if part.data else "  # reasoning that showed no text"
+            self.lines.append(f"  - redacted_thinking{data}")
         else:
             for number, run in enumerate(self.runs(part)):
                 self.output(part, run, signed=number == 0)
@@ -198,9 +208,12 @@ class Steps:
 
     def runs(self, block: Block) -> Iterator[Run]:
         """The block's pieces in runs, each as long as its pieces keep to one interval; the
-        delay before each run after the first is laid out once the one before it is."""
+        delay before each run after the first is laid out once the one before it is. A run
+        that begins inside a summary part ends where the next part begins: only a run that
+        begins a part can begin more of them."""
         texts = [piece.text for piece in block.pieces] or [""]
         targets = self.targets(block)
+        starts = {0, *block.part_starts}
         start = 0
         while start < len(texts):
             if start:
@@ -209,19 +222,41 @@ class Steps:
             interval = max(0.0, rounded(targets[start + 1] - base)) if start + 1 < len(texts) else 0.0
             slack = max(self.min_gap, interval / 4)
             end = start + 1
-            while end < len(texts) and abs(targets[end] - base - (end - start) * interval) <= slack:
+            while (end < len(texts) and abs(targets[end] - base - (end - start) * interval) <= slack
+                   and (start in starts or end not in starts)):
                 end += 1
             if end - start == 2 and end < len(texts):  # a lone gap before others: a delay reads better
                 end, interval = start + 1, 0.0
             self.played += (end - start - 1) * interval
-            yield Run(texts[start:end], interval)
+            yield Run(texts[start:end], interval, start)
             start = end
 
     def output(self, block: Block, run: Run, signed: bool) -> None:
-        self.lines.append(f"  - {block.kind}: " + self.text(run.pieces, indent=4, chunk_indent=4))
-        self.interval(run)
+        parts = [start - run.first for start in block.part_starts if run.first <= start < run.first + len(run.pieces)]
+        if parts:  # the run begins a summary part after the first, or holds the start of one
+            self.parts(run, ([0] if parts[0] else []) + parts)
+        else:
+            self.lines.append(f"  - {block.kind}: " + self.text(run.pieces, indent=4, chunk_indent=4))
+            self.interval(run)
+        if block.phase:
+            self.lines.append(f"    phase: {block.phase}")
         if signed and block.signature:
             self.lines.append(f"    signature: {self.yaml.string(block.signature)}")
+
+    def parts(self, run: Run, starts: list[int]) -> None:
+        """A reasoning step of summary parts: each a string, split by one `chunk` for all, or a list of pieces.
+        The first part begins a part of its own, unless it is the block's first."""
+        parts = [run.pieces[start:end] for start, end in zip(starts, starts[1:] + [len(run.pieces)])]
+        chunks = {chunk_of(part) for part in parts}
+        chunk = chunks.pop() if len(chunks) == 1 else None
+        self.lines.append("  - reasoning:")
+        self.lines.append("      parts:")
+        for part in parts:
+            joined = self.yaml.string("".join(part))
+            self.lines.append("        - " + (joined if chunk is not None or len(part) == 1 else self.yaml.pieces(part, indent=8)))
+        if chunk:
+            self.lines.append(f"    chunk: {chunk}")
+        self.interval(run)
 
     def text(self, pieces: list[str], indent: int, chunk_indent: int, json_only: bool = False) -> str:
         """The pieces as one string with the `chunk` that splits it so, or as a list of them."""
@@ -265,17 +300,22 @@ class Steps:
             self.wait_until(captured.ended_at)
 
     def fail(self, captured: Captured) -> str:
-        """The `fail` that gives the captured error again: its kind, and its message, code (on
-        Messages its type) and Responses' `error_event: false` where they are not the kind's."""
+        """The `fail` that gives the captured error again: its kind, and its message, type, code
+        and param and Responses' `error_event: false` where they are not the kind's."""
         failure = captured.failure
         fields = [f"kind: {failure.kind}"]
         if failure.message != FAIL_MESSAGES[failure.kind]:
             fields.append(f"message: {self.yaml.string(failure.message)}")
-        if failure.code is not None:
-            fields.append(f"{'type' if captured.protocol == 'messages' else 'code'}: {self.yaml.string(failure.code)}")
+        fields.extend(f"{name}: {self.yaml.name(value)}" for name, value in detail_fields(failure.details))
         if not failure.error_event:
             fields.append("error_event: false")
         return failure.kind if len(fields) == 1 else "{" + ", ".join(fields) + "}"
+
+
+def detail_fields(details: ErrorDetails) -> list[tuple[str, str]]:
+    """An error's own type, code and param, by their scenario keys."""
+    given = (("type", details.error_type), ("code", details.code), ("param", details.param))
+    return [(name, value) for name, value in given if value is not None]
 
 
 def chunk_of(pieces: list[str]) -> str | int | None:
@@ -335,11 +375,14 @@ def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> li
 
 def usage_details(captured: Captured) -> list[tuple[str, int]]:
     """The usage detail counts a replay would not give again unless the file says them: the
-    reasoning tokens it would estimate from the reasoning text otherwise, and the others, 0."""
+    reasoning tokens it would estimate from the reasoning text otherwise (0 when the answer
+    gave none), and the others, 0. On Messages they go by Anthropic's names."""
     output_tokens = captured.usage.output_tokens if captured.usage and captured.usage.output_tokens is not None else 0
     reasoning_chars = sum(len(block.text()) for block in captured.blocks() if block.kind == "reasoning")
     replayed = {"reasoning_tokens": min(output_tokens, estimate_tokens(reasoning_chars))}
-    return [(name, count) for name, count in captured.usage_details.items() if count != replayed.get(name, 0)]
+    given = {**{name: 0 for name in replayed}, **captured.usage_details}  # a count the answer did not give was none to its client
+    names = MESSAGES_USAGE_NAMES if captured.protocol == "messages" else {}
+    return [(names.get(name, name), count) for name, count in given.items() if count != replayed.get(name, 0)]
 
 
 def description(captured: Captured, request: Request | None) -> str:
@@ -352,11 +395,16 @@ def description(captured: Captured, request: Request | None) -> str:
 def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]:
     if request is None:
         return ["match:  # the capture holds no request: this answers any request of its protocol", f"  protocol: {protocol}"]
-    lines = ["match:", f"  protocol: {protocol}"]
+    unknown = f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known" if request.unknown_chain else ""
+    lines = ["match:" + unknown, f"  protocol: {protocol}"]
     if request.model is not None:
         lines.append(f"  model: {yaml.name(glob_escape(request.model))}")
     if request.prompt is not None:
         lines.append(f"  prompt: {yaml.string('/^' + regex_escape(yaml.scrub(request.prompt)) + '$/')}  # the last user message, exactly")
+    if request.turn is not None:
+        lines.append(f"  turn: {request.turn}")
+        if request.turn > 1 and request.tool_result is not None:
+            lines.append(f"  tool_result: {'true' if request.tool_result else 'false'}")
     return lines
 
 
@@ -375,6 +423,7 @@ def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
     lines = ["http_error:", f"  status: {error.status}"]
     if error.message is not None:
         lines.append(f"  message: {yaml.string(error.message)}")
+    lines.extend(f"  {name}: {yaml.name(value)}" for name, value in detail_fields(error.details))
     if error.retry_after is not None:
         lines.append(f"  retry_after: {yaml.string(error.retry_after)}")
     if error.headers:
@@ -396,12 +445,20 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
         counts = [f"{name}: {value}" for name, value in given if value is not None]
         if counts:
             lines.append(f"usage: {{{', '.join(counts)}}}")
-    if any(block.kind == "reasoning" and block.text() for block in captured.blocks()):
+    if any((block.kind == "reasoning" and block.text()) or block.kind == "redacted_thinking" for block in captured.blocks()):
         lines.append("force_reasoning: true  # the reasoning shows as it was captured, whatever a request asks")
-    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
-    if captured.finish is not None and captured.finish != inferred:
-        lines.append(f"finish: {captured.finish}")
+    lines.extend(finish_lines(captured, yaml))
     return lines
+
+
+def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
+    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
+    if captured.finish is None or captured.finish == inferred:
+        return []
+    if captured.finish == "stop_sequence":  # a reader gives it only with its sequence
+        return ["finish: stop_sequence", f"stop_sequence: {yaml.string(captured.stop_sequence)}"]
+    return [f"finish: {captured.finish}"]
 
 
 def keepalive_line(captured: Captured) -> str | None:

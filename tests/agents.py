@@ -148,6 +148,16 @@ async def loop(agent, results: dict[str, str]) -> tuple[Turn, Turn]:
     return first, await agent.ask()
 
 
+async def sdk_loop(url: str, protocol: str, results: dict[str, str], **options: Any) -> tuple[Turn, Turn]:
+    """A whole loop of the `protocol` agent (with `options`), its official SDK client pointed at the fakehop at `url`."""
+    import anthropic
+    import openai
+
+    async with (openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as openai_client,
+                anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0) as anthropic_client):
+        return await loop(agent_for(protocol, openai_client, anthropic_client, **options), results)
+
+
 async def agent_weather_loop(agent, journal) -> None:
     """The whole loop of the bundled `agent-weather`, checked: a call of get_weather, then an
     answer that quotes its result, the journal showing turns 1 and 2."""

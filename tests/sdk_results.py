@@ -2,9 +2,10 @@
 
 `final_result` asks as an application would (the SDKs' stream helpers where they build the
 final object, the raw stream on Responses, whose helper keeps nothing of a failed response)
-and gives the final text, tool calls, reasoning, usage and finish; or the exception's type
-and message. The ids each answer draws afresh (message, response and item ids, timestamps)
-are left out; tool-call ids and thinking signatures are kept.
+and gives the final text, refusal, tool calls, reasoning (redacted thinking's data too),
+every usage count, the finish and stop sequence; or the exception's type, message, status
+and the error's type, code and param. The ids each answer draws afresh (message, response and
+item ids, timestamps) are left out; tool-call ids and thinking signatures are kept.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from fakehop.protocols import PROTOCOLS
 
 QUESTION = "Hello"
 MODELS = {"chat": "gpt-5.6-sol", "responses": "gpt-5.6-sol", "messages": "claude-sonnet-5"}
-USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "input_tokens", "output_tokens")
 TIMEOUT = 30.0  # seconds: long enough for a loaded machine
 HANG_TIMEOUT = 1.0  # a `hang` ends in the client's read timeout
 SEED = {"X-Fakehop-Seed": "0"}  # the same ids, signatures and request ids in the original and the replay
@@ -36,13 +36,32 @@ async def final_result(url: str, protocol: str, stream: bool, headers: dict[str,
     try:
         return await RESULTS[protocol](url, stream, headers or {}, timeout)
     except Exception as error:  # noqa: BLE001 - the exception is the result to compare
-        return {"error": type(error).__name__, "message": str(error)}
+        return error_result(error)
+
+
+def error_result(error: Exception) -> dict:
+    """An exception as the SDKs raise it: its class and message, the HTTP status where it has
+    one (200 for Anthropic's error event), and what it read of the error: type, code, param."""
+    found = {"error": type(error).__name__, "message": str(error)}
+    for name in ("status_code", "type", "code", "param"):
+        if getattr(error, name, None) is not None:
+            found[name] = getattr(error, name)
+    return found
 
 
 def usage_of(usage: Any) -> dict | None:
-    """The token counts. The detail counts are left out: an answer that gives none (a stream
-    written by hand) replays with fakehop's own, 0 or estimated."""
-    return None if usage is None else {key: value for key, value in usage.model_dump().items() if key in USAGE_KEPT}
+    """Every count of the usage, the details' too, by its path ("prompt_tokens_details.cached_tokens").
+    A count of 0 is left out: an answer that gives no details (a stream written by hand)
+    replays with 0 for each."""
+    return None if usage is None else dict(counts(usage.model_dump()))
+
+
+def counts(values: dict, path: str = ""):
+    for key, value in values.items():
+        if isinstance(value, dict):
+            yield from counts(value, f"{path}{key}.")
+        elif isinstance(value, int) and not isinstance(value, bool) and value:
+            yield f"{path}{key}", value
 
 
 async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
@@ -57,12 +76,13 @@ async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
             completion = await client.chat.completions.create(**request)
     choice = completion.choices[0]
     calls = [(call.id, call.function.name, call.function.arguments) for call in choice.message.tool_calls or []]
-    return {"model": completion.model, "text": choice.message.content, "tool_calls": calls, "finish": choice.finish_reason, "usage": usage_of(completion.usage)}
+    return {"model": completion.model, "text": choice.message.content, "refusal": choice.message.refusal, "tool_calls": calls,
+            "finish": choice.finish_reason, "usage": usage_of(completion.usage)}
 
 
 def responses_item(item: Any) -> tuple:
     if item.type == "message":
-        return ("message", item.status, [part.text for part in item.content])
+        return ("message", item.status, getattr(item, "phase", None), [(part.type, getattr(part, part.type.removeprefix("output_"))) for part in item.content])
     if item.type == "reasoning":
         return ("reasoning", [part.text for part in item.summary])
     return ("function_call", item.status, item.call_id, item.name, item.arguments)
@@ -92,6 +112,8 @@ def messages_block(block: Any) -> tuple:
         return ("text", block.text)
     if block.type == "thinking":
         return ("thinking", block.thinking, block.signature)
+    if block.type == "redacted_thinking":
+        return ("redacted_thinking", block.data)
     return ("tool_use", block.id, block.name, block.input)
 
 
@@ -107,7 +129,7 @@ async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dic
         else:
             message = await client.messages.create(**request)
     return {"model": message.model, "content": [messages_block(block) for block in message.content], "stop": message.stop_reason,
-            "usage": usage_of(message.usage)}
+            "stop_sequence": message.stop_sequence, "usage": usage_of(message.usage)}
 
 
 RESULTS = {"chat": chat, "responses": responses, "messages": messages}

@@ -15,15 +15,20 @@ import shutil
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 
+from fakehop import cli
 from fakehop.importer import read_file
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway
 from fakehop.writer import scenario_text
 
+from .agents import QUESTION, RESPONSES_TOOLS, Call, Turn, sdk_loop
+from .conftest import FAST
+from .fidelity_scenarios import FIDELITY, with_fidelity
 from .sdk_results import SEED, final_result, request_body
 
 CURLED = ["hello", "weather-tool", "two-tools", "think-then-tool", "stall-recovers", "fail-rate-limit", "fail-invalid-prompt",
@@ -56,29 +61,31 @@ async def replay_server(serve, directory: Path) -> str:
 
 
 async def curl(url: str, protocol: str, stream: bool, name: str, path: Path) -> None:
-    """`curl -N` for a stream (the events alone, as a client printed them), `curl -i` for a
-    whole answer (status line and headers first)."""
+    """`curl -N` for a stream of a bundled scenario (the events alone, as a client printed them),
+    `curl -N -i` for a fidelity one's, `curl -i` for a whole answer (status line and headers
+    first): an error answer saved without its status line has it read from its body, where a
+    type or code of its own cannot tell it."""
     body = json.dumps(request_body(protocol, stream))
-    await run("curl", "-s", "-N" if stream else "-i", url + PROTOCOLS[protocol].PATH, "-H", f"X-Fakehop-Scenario: {name}",
+    options = (["-N"] + (["-i"] if name in FIDELITY else [])) if stream else ["-i"]
+    await run("curl", "-s", *options, url + PROTOCOLS[protocol].PATH, "-H", f"X-Fakehop-Scenario: {name}",
               "-H", "X-Fakehop-Seed: 0", "-H", "Content-Type: application/json", "-d", body, "-o", str(path))
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-async def test_curl_captures_replay_to_the_same_sdk_result(serve, gateway, tmp_path, protocol, stream):
-    url = await serve(gateway)
-    captures = {}
-    for name in CURLED:
-        if name == "disconnect" and not stream:
-            continue  # a whole answer cut off leaves nothing to capture
-        captures[name] = tmp_path / f"{name}.capture"
-        gateway.global_session.reset()
-        await curl(url, protocol, stream, name, captures[name])
+@pytest.mark.parametrize("names", [CURLED, list(FIDELITY)], ids=["bundled", "fidelity"])
+async def test_curl_captures_replay_to_the_same_sdk_result(serve, library, tmp_path, names, protocol, stream):
+    """The bundled scenarios of CURLED, or every fidelity one, captured at once (none is a
+    sequence, whose answer would hang on the order), imported into files that validate."""
+    url = await serve(Gateway(with_fidelity(library), time_scale=FAST))
+    names = [name for name in names if stream or name != "disconnect"]  # a whole answer cut off leaves nothing to capture
+    captures = {name: tmp_path / f"{name}.capture" for name in names}
+    await asyncio.gather(*(curl(url, protocol, stream, name, path) for name, path in captures.items()))
     written = await fakehop_import(*captures.values(), out=tmp_path / "imported")
+    assert cli.main(["validate", str(tmp_path / "imported")]) == 0
     replay_url = await replay_server(serve, tmp_path / "imported")
     for name, path in captures.items():
-        gateway.global_session.reset()
         original = await final_result(url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED})
         replayed = await final_result(replay_url, protocol, stream, {"X-Fakehop-Scenario": written[str(path)], **SEED})
         assert replayed == original, f"{name}:\n{(tmp_path / 'imported' / (written[str(path)] + '.yaml')).read_text()}"
@@ -188,9 +195,10 @@ def messages_block(index: int, start: dict, deltas: list[dict]) -> list[dict]:
             + [{"type": "content_block_stop", "index": index}])
 
 
-def messages_events(*blocks: list[dict], ending: list[dict]) -> str:
+def messages_events(*blocks: list[dict], ending: list[dict], usage: dict | None = None) -> str:
+    """A message_start (with `usage`, as the input's counts are known by then), the blocks with a ping after the first one's start, `ending`."""
     start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-x",
-                                                  "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 25, "output_tokens": 1}}}
+                                                  "stop_reason": None, "stop_sequence": None, "usage": usage or {"input_tokens": 25, "output_tokens": 1}}}
     first, *rest = blocks or [[]]
     return "".join(event(value) for value in [start, *first[:1], {"type": "ping"}, *first[1:], *(e for block in rest for e in block), *ending])
 
@@ -215,7 +223,78 @@ def messages_error() -> str:
     return messages_events(text, ending=[{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}])
 
 
+CHAT_REFUSAL = "".join([  # a refusal, and usage with every detail the real API counts
+    chat_chunk({"role": "assistant", "content": None, "refusal": ""}), chat_chunk({"refusal": "I can't"}), chat_chunk({"refusal": " do that."}),
+    chat_chunk({}, "stop"),
+    data({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-4o", "choices": [],
+          "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42,
+                    "prompt_tokens_details": {"cached_tokens": 16, "audio_tokens": 4},
+                    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 3, "accepted_prediction_tokens": 2, "rejected_prediction_tokens": 1}}}),
+    "data: [DONE]\n\n",
+])
+
+
+def responses_phases() -> str:
+    """Two message items in a row, commentary then the final answer, each with its phase."""
+    commentary, first = message_item(0, ["Checking", " now."])
+    answer, second = message_item(1, ["It is", " sunny."])
+    commentary[0]["item"]["phase"] = first["phase"] = "commentary"
+    answer[0]["item"]["phase"] = second["phase"] = "final_answer"
+    usage = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 5}, "output_tokens": 6,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+    return responses_events({"type": "response.created", "response": response("in_progress", [])}, *commentary, *answer,
+                            {"type": "response.completed", "response": response("completed", [first, second], usage=usage)})
+
+
+def responses_summary_parts() -> str:
+    """A reasoning item whose summary came in two parts, then a refusal."""
+    where = {"item_id": "rs_0", "output_index": 0}
+    parts = ["**Plan** Look.", "**Then** Answer."]
+    done = {"id": "rs_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": text} for text in parts]}
+    events = [{"type": "response.output_item.added", "output_index": 0, "item": {**done, "summary": []}}]
+    for number, text in enumerate(parts):
+        part = {**where, "summary_index": number}
+        events += [{"type": "response.reasoning_summary_part.added", **part, "part": {"type": "summary_text", "text": ""}},
+                   *({"type": "response.reasoning_summary_text.delta", **part, "delta": piece} for piece in (text[:8], text[8:])),  # "**Plan**", " Look."
+                   {"type": "response.reasoning_summary_text.done", **part, "text": text}]
+    refusal = {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    at = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
+    events += [{"type": "response.output_item.done", "output_index": 0, "item": done},
+               {"type": "response.output_item.added", "output_index": 1, "item": {**refusal, "status": "in_progress", "content": []}},
+               {"type": "response.content_part.added", **at, "part": {"type": "refusal", "refusal": ""}},
+               {"type": "response.refusal.delta", **at, "delta": "No."}, {"type": "response.refusal.done", **at, "refusal": "No."},
+               {"type": "response.output_item.done", "output_index": 1, "item": refusal}]
+    usage = {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 6},
+             "total_tokens": 13}
+    return responses_events({"type": "response.created", "response": response("in_progress", [])}, *events,
+                            {"type": "response.completed", "response": response("completed", [done, refusal], usage=usage)})
+
+
+def messages_refusal() -> str:
+    """Text cut short by a refusal stop, a redacted thinking block before it, and Anthropic's usage with its cache counts
+    (message_start's, as the input's are known by then, and message_delta's again)."""
+    redacted = messages_block(0, {"type": "redacted_thinking", "data": "RURBVEFEQVRB"}, [])
+    text = messages_block(1, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "I won't"}, {"type": "text_delta", "text": " go on."}])
+    cache = {"input_tokens": 25, "cache_creation_input_tokens": 7, "cache_read_input_tokens": 9}
+    start = {**cache, "cache_creation": {"ephemeral_5m_input_tokens": 7, "ephemeral_1h_input_tokens": 0}, "output_tokens": 1}
+    usage = {**cache, "output_tokens": 11, "output_tokens_details": {"thinking_tokens": 4}}
+    ending = [{"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None}, "usage": usage}, {"type": "message_stop"}]
+    return messages_events(redacted, text, ending=ending, usage=start)
+
+
+def messages_stop_sequence() -> str:
+    text = messages_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "1, 2, 3"}])
+    ending = [{"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "###"}, "usage": {"output_tokens": 5}},
+              {"type": "message_stop"}]
+    return messages_events(text, ending=ending)
+
+
 HAND_MADE = {
+    ("chat", "refusal"): CHAT_REFUSAL,
+    ("responses", "phases"): responses_phases(),
+    ("responses", "summary-parts"): responses_summary_parts(),
+    ("messages", "refusal"): messages_refusal(),
+    ("messages", "stop-sequence"): messages_stop_sequence(),
     ("chat", "parallel-calls"): CHAT_PARALLEL_CALLS,
     ("chat", "error"): CHAT_ERROR,
     ("responses", "parallel-calls"): responses_parallel_calls(),
@@ -248,9 +327,18 @@ async def test_hand_made_streams_replay_to_the_same_sdk_result(bare, serve, tmp_
     capture.write_bytes(stream)
     written = await fakehop_import(capture, out=tmp_path / "imported")
     original = await final_result(await bare(stream), protocol, True)
-    assert "error" in original if name != "parallel-calls" else len(original.get("tool_calls") or original.get("output") or original.get("content")) >= 2
+    assert HAND_MADE_SHOWS.get(name, lambda result: "error" in result)(original), original
     replayed = await final_result(await replay_server(serve, tmp_path / "imported"), protocol, True)
     assert replayed == original, (tmp_path / "imported" / f"{written[str(capture)]}.yaml").read_text()
+
+
+HAND_MADE_SHOWS = {  # what the SDKs got from each hand-made stream, that its replay must give again; for the rest, an error
+    "parallel-calls": lambda result: len(result.get("tool_calls") or result.get("output") or result.get("content")) >= 2,
+    "refusal": lambda result: result.get("refusal") == "I can't do that." or result.get("stop") == "refusal",
+    "phases": lambda result: [item[2] for item in result["output"]] == ["commentary", "final_answer"],
+    "summary-parts": lambda result: result["output"][0] == ("reasoning", ["**Plan** Look.", "**Then** Answer."]),
+    "stop-sequence": lambda result: result["stop_sequence"] == "###",
+}
 
 
 async def test_a_parallel_call_keeps_its_own_fragments_though_they_interleave(tmp_path):
@@ -287,7 +375,31 @@ def test_response_failed_alone_is_written_as_it_came(tmp_path):
                                         {"type": "response.failed", "response": response("failed", [], error={"code": "insufficient_quota", "message": "Pay"})}))
     [answer] = read_file(capture)
     text = scenario_text(answer.captured, answer.request, answer.origin)
-    assert text.endswith('  - fail: {kind: server_error, message: "Pay", code: "insufficient_quota", error_event: false}\n')
+    assert text.endswith('  - fail: {kind: rate_limit, message: "Pay", code: insufficient_quota, error_event: false}\n')  # a quota error comes with a 429
+
+
+@pytest.mark.parametrize(("protocol", "error", "written"), [
+    ("chat", {"message": "Too long", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"},
+     '{kind: invalid_prompt, message: "Too long", code: context_length_exceeded, param: messages}'),
+    ("chat", {"message": "Slow down", "type": "tokens", "param": None, "code": "rate_limit_exceeded"}, '{kind: rate_limit, message: "Slow down", type: tokens}'),
+    ("chat", {"message": "Overloaded", "type": "server_error", "param": None, "code": "server_error"}, "overloaded"),
+    ("responses", {"type": "invalid_request_error", "code": "context_length_exceeded", "message": "Too long", "param": "input"},
+     '{kind: invalid_prompt, message: "Too long", code: context_length_exceeded, param: input}'),
+    ("messages", {"type": "permission_error", "message": "Not yours"}, '{kind: invalid_prompt, message: "Not yours", type: permission_error}'),
+    ("messages", {"type": "timeout_error", "message": "Too slow"}, '{kind: server_error, message: "Too slow", type: timeout_error}'),
+    ("messages", {"type": "overloaded_error", "message": "Overloaded"}, "overloaded"),
+])
+def test_an_errors_kind_is_read_from_its_code_else_its_type(tmp_path, protocol, error, written):
+    """A code or type of the kind's own, or one that comes with the kind's status; what is not the kind's is kept."""
+    streams = {
+        "chat": lambda: chat_chunk({"role": "assistant", "content": "", "refusal": None}) + data({"error": error}),
+        "responses": lambda: responses_events({"type": "response.created", "response": response("in_progress", [])}, {"type": "error", "error": error}),
+        "messages": lambda: messages_events(ending=[{"type": "error", "error": error}]),
+    }
+    capture = tmp_path / "error.sse"
+    capture.write_text(streams[protocol]())
+    [answer] = read_file(capture)
+    assert scenario_text(answer.captured, answer.request, answer.origin).endswith(f"  - fail: {written}\n")
 
 
 # ---------------------------------------------------------------- HAR files
@@ -347,6 +459,55 @@ async def test_a_har_file_imports_each_answer_with_its_request(bare, serve, tmp_
         if "error" in original:  # the key in the message was redacted, as it must be
             original["message"] = original["message"].replace(KEY, "[redacted]")
         assert replayed == original, protocol
+
+
+async def posted(session: aiohttp.ClientSession, url: str, body: dict) -> dict:
+    async with session.post(url + PROTOCOLS["responses"].PATH, json=body) as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+def har_of(exchanges: list[tuple[dict, dict]]) -> dict:
+    """A HAR file of Responses requests and the whole answers they got, in order."""
+    entries = [{"request": {"method": "POST", "url": "https://gateway.example/v1/responses", "postData": {"text": json.dumps(body)}},
+                "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "application/json"}], "content": {"text": json.dumps(answer)}}}
+               for body, answer in exchanges]
+    return {"log": {"entries": entries}}
+
+
+async def test_a_chained_har_entry_is_read_in_the_answer_it_continues(serve, library, tmp_path):
+    """agent-weather's two turns as a Responses agent chains them: the second entry sends only
+    the tool's output and the first answer's id, and imports with turn 2 (and the question as
+    its prompt); the same chained loop replays both turns."""
+    url = await serve(Gateway(library, default="agent-weather", time_scale=FAST))
+    asked = {"model": "gpt-5.6-sol", "input": [{"role": "user", "content": QUESTION}], "tools": RESPONSES_TOOLS}
+    async with aiohttp.ClientSession() as session:
+        first = await posted(session, url, asked)
+        [call] = [item for item in first["output"] if item["type"] == "function_call"]
+        output = {"type": "function_call_output", "call_id": call["call_id"], "output": "Rain, 12 °C"}
+        chained = {"model": "gpt-5.6-sol", "input": [output], "previous_response_id": first["id"], "tools": RESPONSES_TOOLS}
+        second = await posted(session, url, chained)
+    har = tmp_path / "agent.har"
+    har.write_text(json.dumps(har_of([(asked, first), (chained, second)])))
+    await fakehop_import(har, out=tmp_path / "imported")
+    turn_1, turn_2 = sorted((tmp_path / "imported").glob("*.yaml"), key=lambda path: len(path.stem))  # the second answer's name has -2
+    assert "  turn: 1\n" in turn_1.read_text() and "  turn: 2\n  tool_result: true\n" in turn_2.read_text()
+    replay = Gateway(Library.load([tmp_path / "imported"]), time_scale=FAST)
+    replayed = await sdk_loop(await serve(replay), "responses", {"get_weather": "Rain, 12 °C"}, chain=True)
+    assert replayed == (Turn("Let me check the weather in Paris.", [Call(call["call_id"], "get_weather", {"city": "Paris"})]),
+                        Turn("The weather in Paris: Rain, 12 °C.", []))
+    assert [(request.turn, request.scenario) for request in replay.journal.since()] == [(1, turn_1.stem), (2, turn_2.stem)]
+
+
+def test_an_error_field_a_fail_cannot_write_is_said_in_the_header(tmp_path):
+    """A null code has no scenario form (a fail without one writes its kind's): the file says so."""
+    capture = tmp_path / "null.sse"
+    capture.write_text(chat_chunk({"role": "assistant", "content": "", "refusal": None})
+                       + data({"error": {"message": "The server had an error", "type": "server_error", "param": None, "code": None}}))
+    [answer] = read_file(capture)
+    text = scenario_text(answer.captured, answer.request, answer.origin)
+    assert "# Not kept: 1 null error code (replayed as the server_error kind's).\n" in text
+    assert text.endswith('  - fail: {kind: server_error, message: "The server had an error"}\n')
 
 
 # ---------------------------------------------------------------- what cannot be imported

@@ -16,18 +16,22 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fakehop import record
+from fakehop import cli, record
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.scenario import load_file, parse_text
-from fakehop.server import Gateway, create_app
+from fakehop.server import Gateway
 
+from .agents import Turn, sdk_loop
 from .conftest import FAST
+from .fidelity_scenarios import with_fidelity
 from .sdk_results import HANG_TIMEOUT, SEED, TIMEOUT, final_result, request_body
 from .timing import timed_frames
 
 LIBRARY = Library.load()
-CASES = [(name, protocol, stream) for name in LIBRARY.names() for protocol in PROTOCOLS for stream in (True, False)]
+UPSTREAM = with_fidelity(LIBRARY)  # the bundled scenarios and those of every fidelity step and setting
+CASES = [(name, protocol, stream) for name in UPSTREAM.names() for protocol in PROTOCOLS for stream in (True, False)]
+QUICK = FAST / 10  # a time scale for what does not hang on pauses: the bytes, and what the SDKs make of them (a stall takes 0.12 s)
 WAIT_FOR_FILES = 15.0
 
 
@@ -46,9 +50,9 @@ async def proxy(aiohttp_server, tmp_path):
 
 @pytest.fixture
 async def recording(serve, proxy):
-    """A proxy in front of a fakehop serving the bundled scenarios at the tests' time scale:
+    """A proxy in front of a fakehop serving the UPSTREAM scenarios at the QUICK time scale:
     (the upstream's gateway, its URL, the proxy's URL, the directory)."""
-    gateway = Gateway(LIBRARY, time_scale=FAST)
+    gateway = Gateway(UPSTREAM, time_scale=QUICK)
     upstream_url = await serve(gateway)
     proxy_url, out = await proxy(upstream_url)
     return gateway, upstream_url, proxy_url, out
@@ -108,14 +112,40 @@ async def test_the_client_gets_the_upstreams_bytes(recording, name, protocol, st
 
 @pytest.mark.parametrize(("name", "protocol", "stream"), CASES)
 async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, protocol, stream):
+    """Replayed at the upstream's time scale: what the SDKs make of an answer does not hang on its pauses."""
     _, _, proxy_url, out = recording
     original = await final_result(proxy_url, protocol, stream, {"X-Fakehop-Scenario": name, **SEED}, timeout_for(name))
     [path] = await recorded(out)
-    load_file(path)
-    replay_gateway, replay_url = await replay(serve, out)
-    assert await final_result(replay_url, protocol, stream, SEED, timeout_for(name)) == original
+    assert cli.main(["validate", str(path)]) == 0
+    replay_gateway, replay_url = await replay(serve, out, QUICK)
+    assert await final_result(replay_url, protocol, stream, SEED, timeout_for(name)) == original, path.read_text()
     [request] = replay_gateway.journal.since()
     assert request.scenario == path.stem  # picked by its match, with no header naming it
+
+
+AGENT_LOOPS = {"chat": ("chat", {}), "responses": ("responses", {}), "responses-chained": ("responses", {"chain": True}), "messages": ("messages", {})}
+
+
+async def agent_loop(url: str, loop_name: str, stream: bool) -> tuple[Turn, Turn]:
+    """The agent of AGENT_LOOPS[loop_name] asks, answers the tool calls and asks again."""
+    protocol, options = AGENT_LOOPS[loop_name]
+    return await sdk_loop(url, protocol, {"get_weather": "Rain, 12 °C"}, stream=stream, **options)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("loop_name", list(AGENT_LOOPS))
+async def test_a_recorded_agent_loop_replays_turn_by_turn(serve, proxy, loop_name, stream):
+    """Both turns of agent-weather recorded, each with its turn in its match (a chained
+    Responses request's read in the answer it continues): the same loop replayed gets turn 1's
+    tool call, then turn 2's answer, not turn 1's again."""
+    proxy_url, out = await proxy(await serve(Gateway(LIBRARY, default="agent-weather", time_scale=FAST)))
+    original = await agent_loop(proxy_url, loop_name, stream)
+    first, second = sorted(await recorded(out, 2), key=lambda path: len(path.stem))
+    assert "  turn: 1\n" in first.read_text() and "  turn: 2\n  tool_result: true\n" in second.read_text()
+    replay_gateway, replay_url = await replay(serve, out, FAST)
+    replayed = await agent_loop(replay_url, loop_name, stream)
+    assert replayed == original and replayed[1] == Turn("The weather in Paris: Rain, 12 °C.", [])
+    assert [(request.turn, request.scenario) for request in replay_gateway.journal.since()] == [(1, first.stem), (2, second.stem)]
 
 
 # ---------------------------------------------------------------- time

@@ -5,6 +5,8 @@ read back and written out play again as the same facts; pauses, runs of pieces, 
 from __future__ import annotations
 
 import asyncio
+import itertools
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,7 +24,9 @@ from fakehop.render import render
 from fakehop.scenario import parse_text
 from fakehop.writer import Origin, Yaml, file_stem, scenario_text, write_new
 
-LIBRARY = Library.load()
+from .fidelity_scenarios import with_fidelity
+
+LIBRARY = with_fidelity(Library.load())
 UNTIMED = Origin("Imported in a test", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), timed=False)
 TIMED = Origin("Recorded in a test", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
 
@@ -39,10 +43,12 @@ def captured_from(library: Library, name: str, protocol: str, stream: bool) -> C
 
 
 def facts(captured: Captured) -> tuple:
-    """What a replay must give again: blocks, raw frames, usage, finish and how it ended."""
-    parts = [(p.kind, [piece.text for piece in p.pieces], p.name, p.call_id, p.signature) if isinstance(p, Block) else p.text
-             for p in captured.parts]
-    return parts, captured.usage, captured.finish, captured.ending, captured.failure, captured.http_error, captured.model
+    """What a replay must give again: blocks (and their summary parts), raw frames, usage with
+    its details, finish and how it ended."""
+    parts = [(p.kind, [piece.text for piece in p.pieces], p.name, p.call_id, p.signature, p.data, p.phase, p.part_starts)
+             if isinstance(p, Block) else p.text for p in captured.parts]
+    return (parts, captured.usage, captured.usage_details, captured.finish, captured.stop_sequence, captured.ending, captured.failure,
+            captured.http_error, captured.model)
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -108,12 +114,41 @@ def test_every_piece_plays_near_when_it_came_less_the_dropped_gaps(gaps):
     min_gap, times = 0.005, []
     for gap in gaps:
         times.append((times[-1] if times else 0.0) + gap)
-    targets = [times[0] if times[0] >= min_gap else 0.0]
-    for earlier, later in zip(times, times[1:]):
-        targets.append(targets[-1] + (later - earlier if later - earlier >= min_gap else 0.0))
+    targets = targets_of(times, min_gap)
     slack = max(min_gap, max(gaps) / 4) + 0.001  # and half a millisecond of rounding, twice
     for played, target in zip(timeline_offsets(text_answer(times), min_gap), targets, strict=True):
         assert abs(played - target) <= slack
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.one_of(st.floats(0, 0.004), st.floats(0.005, 3)), min_size=1, max_size=40), starts=st.sets(st.integers(1, 39)))
+def test_summary_parts_play_as_they_came_however_the_pauses_fall(gaps, starts):
+    """A reasoning block of several summary parts, its pieces in runs wherever the pauses cut
+    them: the replay gives each part its own pieces, each piece near when it came."""
+    times = list(itertools.accumulate(gaps))
+    part_starts = sorted(start for start in starts if start < len(times))
+    answer = text_answer(times)
+    block = replace(answer.parts[0], kind="reasoning", part_starts=part_starts)
+    answer = replace(answer, protocol="responses", parts=[block])
+    scenario = parse_text(scenario_text(answer, None, TIMED), "<t>", "t")
+    parts, offsets = [[]], []
+    for at, happening in player.timeline(scenario.entries[0].script, player.PlayRequest(reasoning="shown")):
+        if isinstance(happening, player.NextPart):
+            parts.append([])
+        elif isinstance(happening, player.Delta):
+            parts[-1].append(happening.text)
+            offsets.append(at)
+    bounds = [0, *part_starts, len(times)]
+    assert parts == [[piece.text for piece in block.pieces[start:end]] for start, end in zip(bounds, bounds[1:])]
+    assert all(abs(played - target) <= max(0.005, max(gaps) / 4) + 0.001 for played, target in zip(offsets, targets_of(times, 0.005)))
+
+
+def targets_of(times: list[float], min_gap: float) -> list[float]:
+    """When each piece should play: at its time in the capture, with the gaps under min_gap taken out."""
+    targets = [times[0] if times[0] >= min_gap else 0.0]
+    for earlier, later in zip(times, times[1:]):
+        targets.append(targets[-1] + (later - earlier if later - earlier >= min_gap else 0.0))
+    return targets
 
 
 def test_keepalives_are_written_as_the_spacing_they_came_at():

@@ -2,17 +2,20 @@
 
 `AnswerReader` reads one answer as its bytes arrive, with the time each came: an HTTP
 error's body, a whole JSON answer, or an SSE stream, whose frames go one by one to the
-reader of the answer's protocol (chat.py, responses.py, messages.py). `detect` names the
-protocol of a capture that does not say, from its events.
+reader of the answer's protocol (chat.py, responses.py, messages.py). `Requests` reads the
+requests they answered, for their `match`. `detect` names the protocol of a capture that
+does not say, from its events.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
-from ..protocols.common import BadRequest
+from ..protocols import PROTOCOLS
+from ..protocols.common import BadRequest, ParsedRequest
+from ..stored import StoredResponses
 from .chat import ChatReader
-from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, json_object
+from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, error_details, json_object
 from .messages import MessagesReader
 from .responses import ResponsesReader
 from .sse import Frame, FrameReader
@@ -22,8 +25,8 @@ RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
 RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
 MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
 
-__all__ = ["AnswerReader", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request", "detect",
-           "json_object", "names_event_stream", "payload_protocol", "read_request"]
+__all__ = ["AnswerReader", "Asked", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request",
+           "Requests", "detect", "json_object", "names_event_stream", "payload_protocol"]
 
 
 class CaptureError(Exception):
@@ -78,7 +81,11 @@ class AnswerReader:
         headers = {name.lower(): value for name, value in self.headers.items()}
         kept = tuple((name, clean(value)) for name, value in headers.items() if keeps(name) and name not in self.dropped)
         retry_after = None if "retry-after" in self.dropped else headers.get("retry-after")
-        return HttpError(self.status, error_message(bytes(self.body)), retry_after, kept)
+        message, error = error_object(bytes(self.body))
+        written = PROTOCOLS[self.protocol].error_body(self.status, "")
+        defaults = {name: value for name, value in written.get("error", {}).items() if name != "message"}
+        details = error_details(error, defaults, f"HTTP {self.status}'s", self.reader.captured.left_out)
+        return HttpError(self.status, message, retry_after, kept, details)
 
 
 def names_event_stream(content_type: str) -> bool | None:
@@ -91,28 +98,65 @@ def keeps(header: str) -> bool:
     return header.startswith(RATE_LIMIT_PREFIXES) or header in RETRY_HEADERS
 
 
-def error_message(body: bytes) -> str | None:
-    """An error body's message: `error.message` in either protocol's shape, or the text itself."""
+def error_object(body: bytes) -> tuple[str | None, dict]:
+    """An error body's message and its error object ({} for none), in either protocol's
+    shape; a body that is not one has its text as the message."""
     value = json_object(body)
     error = value.get("error") if value is not None else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return clean(error["message"])
+        return clean(error["message"]), error
     text = body.decode("utf-8", "replace").strip()
-    return clean(text[:MAX_MESSAGE]) or None
+    return clean(text[:MAX_MESSAGE]) or None, error if isinstance(error, dict) else {}
 
 
-def read_request(protocol, body: bytes) -> tuple[Request, bool]:
-    """What the recording's `match` picks by, and whether the request asked for a stream;
-    from the protocol's own parse, or as far as a body fakehop would refuse allows."""
-    value = json_object(body)
-    if value is None:
-        return Request(protocol.NAME), False
-    try:
-        parsed = protocol.parse(value)
-    except BadRequest:
-        model = value.get("model")
-        return Request(protocol.NAME, model if isinstance(model, str) else None), value.get("stream") is True
-    return Request(protocol.NAME, parsed.model, parsed.prompt), parsed.stream
+class Asked(NamedTuple):
+    """A request as Requests read it: its `match` facts, whether it asked for a stream, and
+    the protocol's parse of it (None for a body the protocol refuses)."""
+
+    request: Request
+    stream: bool
+    parsed: ParsedRequest | None = None
+
+
+class Requests:
+    """The requests of one recording, or of one import, read for their `match`: by the
+    protocol's own parse, or as far as a body fakehop would refuse allows. A Responses request
+    that continues an earlier answer (previous_response_id) is read in that answer's
+    conversation, as the server reads it, when the answer was one of those read here: they
+    are kept as the server keeps its own."""
+
+    def __init__(self) -> None:
+        self.answers = StoredResponses()
+
+    def read(self, protocol, body: bytes) -> Asked:
+        value = json_object(body)
+        if value is None:
+            return Asked(Request(protocol.NAME), False)
+        try:
+            parsed = protocol.parse(value)
+        except BadRequest:
+            model = value.get("model")
+            return Asked(Request(protocol.NAME, model if isinstance(model, str) else None), value.get("stream") is True)
+        unknown = parsed.conversation.continues
+        if unknown is not None:
+            try:
+                parsed, unknown = self.answers.continued(parsed), None
+            except BadRequest:  # an answer given before these: what it said is not known
+                return Asked(Request(protocol.NAME, parsed.model, parsed.prompt or None, unknown_chain=unknown), parsed.stream, parsed)
+        conversation = parsed.conversation
+        return Asked(Request(protocol.NAME, parsed.model, parsed.prompt, conversation.turn, bool(conversation.tool_results)), parsed.stream, parsed)
+
+    def answered(self, asked: Asked, captured: Captured) -> None:
+        """Keep a Responses answer, as the server would, for the requests that continue it:
+        its id, and its output as far as the conversation reads it (which items, and each
+        function call's id and name)."""
+        parsed = asked.parsed
+        if parsed is None or captured.answer_id is None or not parsed.conversation.keep:
+            return
+        output = [{"type": "function_call", "call_id": block.call_id, "name": block.name} if block.kind == "tool_call" else {"type": block.kind}
+                  for block in captured.blocks()]
+        kept = {"id": captured.answer_id, "output": output}
+        self.answers.keep(parsed, kept, len(repr(kept)))
 
 
 # ---------------------------------------------------------------- which protocol a capture speaks

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocols.common import OPENAI_FAIL
-from .facts import FINISHED, Reader, clean, detail
+from .facts import FINISHED, OpenAIReader, clean, detail
 
-CODES = {kind: code for kind, (code, _) in OPENAI_FAIL.items()}
+# Where each usage count of the scenario format is in Chat's usage: (details object, count).
+USAGE_DETAILS = {
+    "cached_tokens": ("prompt_tokens_details", "cached_tokens"),
+    "input_audio_tokens": ("prompt_tokens_details", "audio_tokens"),
+    "reasoning_tokens": ("completion_tokens_details", "reasoning_tokens"),
+    "output_audio_tokens": ("completion_tokens_details", "audio_tokens"),
+    "accepted_prediction_tokens": ("completion_tokens_details", "accepted_prediction_tokens"),
+    "rejected_prediction_tokens": ("completion_tokens_details", "rejected_prediction_tokens"),
+}
 
 
-class ChatReader(Reader):
+class ChatReader(OpenAIReader):
     NAME = "chat"
     TERMINATOR = "[DONE]"
-    FINISHES = {**Reader.FINISHES, "function_call": "tool_calls"}
+    FINISHES = {**OpenAIReader.FINISHES, "function_call": "tool_calls"}
 
     def __init__(self, streamed: bool = True):
         super().__init__(streamed)
@@ -30,8 +37,7 @@ class ChatReader(Reader):
             self.captured.left_out[f"{payload.get('object') or 'untyped'} events"] += 1
 
     def error(self, at: float | None, error: Any) -> None:
-        error = error if isinstance(error, dict) else {"message": str(error)}
-        self.fail(at, CODES, error.get("code"), error.get("message"))
+        self.fail(at, error if isinstance(error, dict) else {"message": str(error)})
 
     def chunk(self, at: float | None, chunk: dict) -> None:
         self.model(chunk.get("model"))
@@ -49,15 +55,13 @@ class ChatReader(Reader):
     def chat_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-            self.details(cached_tokens=detail(usage, "prompt_tokens_details", "cached_tokens"),
-                         reasoning_tokens=detail(usage, "completion_tokens_details", "reasoning_tokens"))
+            self.details(**{name: detail(usage, part, count) for name, (part, count) in USAGE_DETAILS.items()})
 
     def output(self, at: float | None, message: dict) -> None:
-        """A delta's content and tool calls, or a whole message's (whose calls are whole)."""
-        if message.get("content"):
-            self.piece(("text", self.tool_calls), "text", message["content"], at)
-        if message.get("refusal"):
-            self.captured.left_out["refusal text"] += 1
+        """A delta's content, refusal and tool calls, or a whole message's (whose calls are whole)."""
+        for kind, key in (("text", "content"), ("refusal", "refusal")):
+            if message.get(key):
+                self.piece((kind, self.tool_calls), kind, message[key], at)
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict):
                 self.tool_call(at, call)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..player import FAIL_MESSAGES
+from ..protocols.common import OPENAI_FAIL
 from ..scenario import FINISH_REASONS, Usage
 from .sse import Frame
 
@@ -30,12 +31,17 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass(frozen=True)
 class Request:
-    """What a scenario's `match` picks an answer again by: the request's protocol, its model
-    and the text of its last user message (None for what is not known)."""
+    """What a scenario's `match` picks an answer again by: the request's protocol, its model,
+    the text of its last user message, its turn in its conversation and whether it ends with
+    tool results (None for what is not known). `unknown_chain` names the stored response a
+    Responses request continues when no answer read before it was that one."""
 
     protocol: str
     model: str | None = None
     prompt: str | None = None
+    turn: int | None = None
+    tool_result: bool | None = None
+    unknown_chain: str | None = None
 
 
 @dataclass(slots=True)
@@ -46,14 +52,20 @@ class Piece:
 
 @dataclass(slots=True)
 class Block:
-    """One output block: text, reasoning or one tool call, with its pieces as they streamed."""
+    """One output block: text, a refusal, reasoning, redacted thinking or one tool call, with
+    its pieces as they streamed. Reasoning that came in several summary parts says where each
+    part after the first begins, as the index of its first piece."""
 
-    kind: str  # "text" | "reasoning" | "tool_call"
+    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call"
     at: float | None  # when it opened
     pieces: list[Piece] = field(default_factory=list)
     name: str | None = None
     call_id: str | None = None
     signature: str | None = None
+    data: str | None = None  # redacted thinking's opaque data
+    phase: str | None = None  # text: Responses' message phase
+    part_starts: list[int] = field(default_factory=list)
+    part: Any = None  # the protocol's key of the part the last piece went to
 
     def text(self) -> str:
         return "".join(piece.text for piece in self.pieces)
@@ -68,10 +80,20 @@ class RawFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class ErrorDetails:
+    """An error's own `type`, `code` and `param` where they are not what fakehop writes for its
+    kind or status (None: the same, or not given)."""
+
+    error_type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     kind: str  # a scenario fail kind
     message: str
-    code: str | None = None  # the protocol's own code (Anthropic's error type) when it is not the kind's
+    details: ErrorDetails = ErrorDetails()
     error_event: bool = True  # Responses: an `error` event came before `response.failed`
 
 
@@ -81,6 +103,7 @@ class HttpError:
     message: str | None
     retry_after: str | None
     headers: tuple[tuple[str, str], ...]
+    details: ErrorDetails = ErrorDetails()
 
 
 @dataclass
@@ -90,8 +113,10 @@ class Captured:
     model: str | None = None
     parts: list[Block | RawFrame] = field(default_factory=list)
     usage: Usage | None = None
-    usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, … as the answer gave them
+    usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
     finish: str | None = None  # a scenario finish reason, when the answer said one
+    stop_sequence: str | None = None  # the sequence a stop_sequence finish names
+    answer_id: str | None = None  # Responses: the response's id, which a later request's previous_response_id names
     ending: str | None = None  # FINISHED, FAILED, CUT, LEFT or HTTP_ERROR; None until the answer ends
     ended_at: float | None = None
     failure: Failure | None = None
@@ -120,15 +145,39 @@ def clean(text: Any) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
-def fail_kind(codes: dict[str, str], code: Any, message: str) -> str:
-    """The fail kind a protocol's error code reads as. `codes` maps each kind to the code the
-    protocol writes for it; of the kinds that share a code (server_error, overloaded and
-    interrupted on the OpenAI protocols), the one whose own message this is, else the first."""
-    kinds = [kind for kind, written in codes.items() if written == code]
+def kind_of(kinds: list[str], message: str) -> str:
+    """Of the fail kinds an error reads as, the one whose own message this is, else the first;
+    server_error when it reads as none."""
     for kind in kinds:
         if FAIL_MESSAGES[kind] == message:
             return kind
     return kinds[0] if kinds else "server_error"
+
+
+def kind_for_status(status: int | None) -> str:
+    """The fail kind of an error that comes with this HTTP status (None: not known)."""
+    if status == 429:
+        return "rate_limit"
+    if status in (503, 529):
+        return "overloaded"
+    return "invalid_prompt" if status is not None and 400 <= status < 500 else "server_error"
+
+
+def error_details(error: dict, defaults: dict[str, Any], instead: str, left_out: Counter) -> ErrorDetails:
+    """The `type`, `code` and `param` of an error object that are not their `defaults` (what
+    fakehop writes for its kind or status, by those names). A field the error holds as null
+    where fakehop writes one has no scenario form: it is counted in `left_out`, as replayed
+    `instead`."""
+    own = {}
+    for name, default in defaults.items():
+        value = error.get(name, default)
+        if value == default:
+            continue
+        if value is None:
+            left_out[f"null error {name} (replayed as {instead})"] += 1
+        else:
+            own[name] = clean(value if isinstance(value, str) else str(value))
+    return ErrorDetails(own.get("type"), own.get("code"), own.get("param"))
 
 
 def json_object(text: str | bytes | None) -> dict | None:
@@ -205,14 +254,18 @@ class Reader:
 
     # -------------------------------------------- what readers note
 
-    def piece(self, key: Any, kind: str, text: Any, at: float | None, **facts: Any) -> Block:
-        """`text` onto the block `key` names, opened (with `facts`) if it is new."""
+    def piece(self, key: Any, kind: str, text: Any, at: float | None, part: Any = None, **facts: Any) -> Block:
+        """`text` onto the block `key` names, opened (with `facts`) if it is new; `part` is the
+        protocol's key of the summary part it belongs to, where a block has several."""
         block = self.open.get(key)
         if block is None:
             block = self.open[key] = Block(kind, at, **facts)
             self.captured.parts.append(block)
         text = clean(text)
         if text:
+            if part != block.part and block.pieces:
+                block.part_starts.append(len(block.pieces))
+            block.part = part
             block.pieces.append(Piece(at, text))
         return block
 
@@ -232,23 +285,53 @@ class Reader:
             self.captured.model = clean(value)
 
     def finish(self, reason: Any) -> None:
-        """The answer's finish reason, in the protocol's words; one fakehop cannot play is noted."""
+        """The answer's finish reason, in the protocol's words (a stop_sequence one once its
+        sequence is known); one fakehop cannot play is noted."""
         if reason is None:
             return
         finish = self.FINISHES.get(reason)
-        if finish is None:
+        if finish is None or (finish == "stop_sequence" and self.captured.stop_sequence is None):  # no scenario form without the sequence
             self.captured.left_out[f"finish reason {reason!r} (replayed as the inferred one)"] += 1
+            finish = None
         self.captured.finish = finish
 
     def end(self, ending: str, at: float | None) -> None:
         if self.captured.ending is None:
             self.captured.ending, self.captured.ended_at = ending, at
 
-    def fail(self, at: float | None, codes: dict[str, str], code: Any, message: Any, error_event: bool = True) -> None:
-        """An error inside the stream, its code read by `codes` (see fail_kind); a code of its
-        own is kept, for the scenario to give again."""
-        message = clean(message)
-        kind = fail_kind(codes, code, message)
-        own_code = clean(code) if isinstance(code, str) and code not in codes.values() else None
-        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind], own_code, error_event)
+    def fail(self, at: float | None, error: dict, error_event: bool = True) -> None:
+        """An error inside the stream, from its error object: the kind it reads as, and its
+        own type, code and param, for the scenario to give again."""
+        message = clean(error.get("message"))
+        kind = self.fail_kind(error, message)
+        details = error_details(error, self.fail_defaults(kind), f"the {kind} kind's", self.captured.left_out)
+        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind], details, error_event)
         self.end(FAILED, at)
+
+    def fail_kind(self, error: dict, message: str) -> str:
+        """The fail kind an error object of the protocol reads as."""
+        raise NotImplementedError
+
+    def fail_defaults(self, kind: str) -> dict[str, str | None]:
+        """What the protocol's error object holds for a fail of `kind`, beside its message."""
+        raise NotImplementedError
+
+
+# Codes and types of OpenAI errors that are no fail kind's own, and the kind of the status they come with.
+OPENAI_OTHER_KINDS = {"insufficient_quota": "rate_limit", "tokens": "rate_limit", "context_length_exceeded": "invalid_prompt"}
+
+
+class OpenAIReader(Reader):
+    """What the two OpenAI protocols' readers share: how their error objects read."""
+
+    def fail_kind(self, error: dict, message: str) -> str:
+        """By the error's code, one a fail kind writes or another known one; else by its type."""
+        code, error_type = error.get("code"), error.get("type")
+        by_code = [kind for kind, (written, _) in OPENAI_FAIL.items() if written == code]
+        others = [OPENAI_OTHER_KINDS[value] for value in (code, error_type) if isinstance(value, str) and value in OPENAI_OTHER_KINDS]
+        by_type = [kind for kind, (_, written) in OPENAI_FAIL.items() if written == error_type]
+        return kind_of(by_code or others or by_type, message)
+
+    def fail_defaults(self, kind: str) -> dict[str, str | None]:
+        code, error_type = OPENAI_FAIL[kind]
+        return {"type": error_type, "code": code, "param": None}
