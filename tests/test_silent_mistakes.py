@@ -21,7 +21,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from fakehop.cli import main
 from fakehop.intake import MAX_FINE_NAMES, unknown_fakehop_header
 from fakehop.library import Library, bundled_directory
+from fakehop.remote import ControlClient
 from fakehop.scenario import ScenarioError
+from fakehop.server import Gateway
+from fakehop.thread_server import ThreadServer
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 KNOWN = "X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session"
@@ -223,6 +226,16 @@ def test_list_shows_each_scenarios_origin(replacing: Path, capsys):
     assert rows["mine"] == ["mine", str(replacing / "mine.yaml"), "Mine."]
     assert rows["weather-tool"][1] == "bundled" and "get_weather" in rows["weather-tool"][2]
     assert len({line.index(" bundled ") for line in lines if " bundled " in line}) == 1  # one column
+
+
+def test_list_url_shows_a_running_servers_origins_as_list_shows_the_files(replacing: Path, capsys):
+    with ThreadServer(Gateway(Library.load([replacing]))) as server:
+        ControlClient(server.url).call("POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n")
+        assert main(["list", "--url", server.url]) == 0
+    served = capsys.readouterr().out.splitlines()
+    assert main(["list", "--scenarios", str(replacing)]) == 0
+    assert [line for line in served if not line.startswith("posted ")] == capsys.readouterr().out.splitlines()
+    assert [line.split(None, 2) for line in served if line.startswith("posted ")] == [["posted", "api", "Added by a call."]]
 
 
 # ---------------------------------------------------------------- X-Fakehop-* headers fakehop does not read
