@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 from multidict import CIMultiDict
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fakehop.library import Library
@@ -270,6 +270,8 @@ def thread_url():
 @settings(max_examples=int(os.environ.get("FAKEHOP_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(protocol=st.sampled_from(sorted(PROTOCOLS)), changes=st.dictionaries(FIELDS, JSON_VALUES, max_size=4),
        scenario=st.sampled_from(["hello", "weather-tool", "think-then-tool", "fail-rate-limit", "max-tokens", "rate-limited"]))
+@example(protocol="messages", changes={"tools": [{"type": []}]}, scenario="hello")  # a tool whose type names no key
+@example(protocol="chat", changes={"input": None, "tools": [{"type": {}}]}, scenario="hello")
 def test_any_json_object_gets_an_answer_or_a_4xx_in_shape(thread_url, protocol, changes, scenario):
     body = json.dumps({**PROTOCOLS[protocol].EXAMPLE_REQUEST, **changes}).encode()
     address = urlsplit(thread_url)

@@ -260,7 +260,8 @@ def tool_names(tools: list | None) -> tuple[str, ...]:
     for tool in tools or ():
         if type(tool) is not dict:
             continue
-        named = tool if "name" in tool else tool.get(tool.get("type"))
+        kind = tool.get("type")
+        named = tool if "name" in tool else tool.get(kind) if type(kind) is str else None
         if type(named) is dict and type(named.get("name")) is str:
             names.append(named["name"])
     return tuple(names)
