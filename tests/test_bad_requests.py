@@ -272,6 +272,8 @@ def thread_url():
        scenario=st.sampled_from(["hello", "weather-tool", "think-then-tool", "fail-rate-limit", "max-tokens", "rate-limited"]))
 @example(protocol="messages", changes={"tools": [{"type": []}]}, scenario="hello")  # a tool whose type names no key
 @example(protocol="chat", changes={"input": None, "tools": [{"type": {}}]}, scenario="hello")
+@example(protocol="chat", changes={"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "tool_calls": [{"id": "c", "type": ["function"]}]},
+                                              {"role": "tool", "tool_call_id": "c", "content": "x"}]}, scenario="hello")
 def test_any_json_object_gets_an_answer_or_a_4xx_in_shape(thread_url, protocol, changes, scenario):
     body = json.dumps({**PROTOCOLS[protocol].EXAMPLE_REQUEST, **changes}).encode()
     address = urlsplit(thread_url)

@@ -225,7 +225,8 @@ class ChatHistory(History):
 
 def call_name(call: dict) -> str | None:
     """The tool a `tool_calls` entry calls: its function's name (or a custom tool's)."""
-    named = call.get(call.get("type") or "function")
+    kind = call.get("type") or "function"
+    named = call.get(kind) if type(kind) is str else None
     return named.get("name") if type(named) is dict and type(named.get("name")) is str else None
 
 
