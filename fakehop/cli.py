@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--journal-size", type=positive_int, default=DEFAULT_CAPACITY, metavar="N",
                        help=f"keep the last N requests in the journal (default {DEFAULT_CAPACITY})")
     serve.add_argument("--journal-bytes", type=byte_count, default=DEFAULT_BYTES, metavar="BYTES",
-                       help=f"keep request bodies of at most this many bytes in all in the journal (default {DEFAULT_BYTES // 2**20}M)")
+                       help=f"keep records holding at most this many bytes in all (headers, parsed bodies, frames) in the journal (default {DEFAULT_BYTES // 2**20}M)")
     serve.add_argument("--journal-secrets", action="store_true",
                        help="show Authorization, x-api-key, api-key and cookie headers whole in the journal (default: redacted)")
     serve.add_argument("--strict", action="store_true",

@@ -36,7 +36,7 @@ MAX_TIMES = 10_000
 MAX_QUEUE = 100_000  # entries in the queue at once
 MAX_BODY_BYTES = 2 * MAX_FILE_BYTES  # a scenario file's text, or one in JSON with room for its escapes
 PAGE_RECORDS = 100  # records in a page of GET /requests without ?limit=
-PAGE_BODY_BYTES = 8 * 1024 * 1024  # their bodies together, at most (a page has at least one record)
+PAGE_BYTES = 8 * 1024 * 1024  # their headers and bodies together, at most (a page has at least one record)
 # What a body may come as: JSON, or YAML. Not the types a web page may send another site
 # without asking it first (text/plain, forms), so no page can change what the server does.
 JSON_TYPES = ("application/json",)
@@ -466,15 +466,25 @@ async def set_time_scale(request: web.Request) -> web.Response:
 
 async def list_requests(request: web.Request) -> web.Response:
     """The session's view of the journal after `since`, oldest first, a page at a time: at most
-    `limit` records (PAGE_RECORDS by default) whose bodies come to at most PAGE_BODY_BYTES;
-    `next_since` is the next call's `since`, and `more` says whether there is a next page already."""
+    `limit` records (PAGE_RECORDS by default) whose headers and bodies come to at most
+    PAGE_BYTES; `next_since` is the next call's `since`, and `more` says whether there is a next
+    page already. The records are copied here and written as JSON in a thread, one at a time:
+    a page of megabytes takes a while, and the streams of other clients go on meanwhile."""
     session = session_of(request, "since", "limit")
     since = whole_number(request.query.get("since", "0"), "since", 0)
     limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else PAGE_RECORDS
-    page, more = session.page(since, limit, PAGE_BODY_BYTES)
+    page, more = session.page(since, limit, PAGE_BYTES)
     next_since = page[-1].seq if page else since
-    secrets = session.journal.secrets
-    return web.json_response({"requests": [r.as_json(secrets) for r in page], "next_since": next_since, "more": more})
+    snapshots = [record.snapshot() for record in page]
+    text = await asyncio.to_thread(page_json, snapshots, session.journal.secrets, next_since, more)
+    return web.Response(body=text, content_type="application/json", charset="utf-8")
+
+
+def page_json(records: list, secrets: bool, next_since: int, more: bool) -> bytes:
+    """A page of GET /requests as JSON, each record written on its own (so that no one call
+    holds the interpreter for the whole page)."""
+    written = ", ".join(json.dumps(record.as_json(secrets)) for record in records)
+    return f'{{"requests": [{written}], "next_since": {next_since}, "more": {json.dumps(more)}}}'.encode()
 
 
 async def one_request(request: web.Request) -> web.Response:

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import copy
+import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
+
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from .style import Tint, plain
 
 DEFAULT_CAPACITY = 1000
-DEFAULT_BYTES = 64 * 1024 * 1024  # the bodies of all records together, counted as the bytes they came as
+DEFAULT_BYTES = 64 * 1024 * 1024  # what all records hold together: headers, bodies (as parsed) and kept frames
 KEPT_BODY_BYTES = 1024 * 1024  # of one body; a longer one is kept cut, as text
+KEPT_HEADER_BYTES = 64 * 1024  # of one request's headers, names and values; the rest is left out, with a note saying so
+CUT_HEADERS = "X-Fakehop-Cut"  # the note's name
+# A parsed body takes more memory than its bytes: each JSON value a Python object (an int
+# 28 bytes, an empty dict 64) and a pointer to it. Counted per comma, colon and opening
+# bracket, this many bytes cover every shape measured, from prose to lists of tiny values.
+BYTES_PER_JSON_VALUE = 96
+SMALL_BODY_BYTES = 1024  # a body this short is counted at SMALL_BODY_FACTOR times its bytes, without looking
+SMALL_BODY_FACTOR = 16
 SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"))
 SHOWN_SECRET_CHARS = 4  # of a secret longer than twice as many
 KEPT_FRAME_BYTES = 32 * 1024  # of one stream's writes; later ones are counted, not kept
@@ -69,6 +81,34 @@ def shown_headers(headers: Mapping[str, str], secrets: bool) -> list[tuple[str, 
     return [(name, redacted(value) if name.lower() in SECRET_HEADERS else value) for name, value in headers.items()]
 
 
+def kept_headers(headers: Mapping[str, str]) -> tuple[Mapping[str, str], int]:
+    """The headers as the journal keeps them, and their bytes (names and values): all of
+    them, or those of the first KEPT_HEADER_BYTES, the last cut, and a note saying so."""
+    size = sum(map(len, headers.keys())) + sum(map(len, headers.values()))
+    if size <= KEPT_HEADER_BYTES:
+        return headers, size
+    kept: list[tuple[str, str]] = []
+    room = KEPT_HEADER_BYTES
+    for name, value in headers.items():
+        if room <= len(name):
+            break
+        kept.append((name, value[: room - len(name)]))
+        room -= len(name) + len(kept[-1][1])
+    note = f"cut by fakehop: the request had {len(headers):,} headers of {size:,} bytes; the journal keeps the first {KEPT_HEADER_BYTES:,}"
+    kept.append((CUT_HEADERS, note))
+    return CIMultiDictProxy(CIMultiDict(kept)), KEPT_HEADER_BYTES + len(CUT_HEADERS) + len(note)
+
+
+def body_weight(raw: bytes) -> int:
+    """About the memory a body of `raw` takes once parsed (see BYTES_PER_JSON_VALUE), found
+    by counting bytes, not by walking the parsed value."""
+    size = len(raw)
+    if size <= SMALL_BODY_BYTES:
+        return size * SMALL_BODY_FACTOR
+    values = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{")
+    return size + BYTES_PER_JSON_VALUE * values
+
+
 def cut_body(raw: bytes) -> str:
     """What the journal keeps of a body longer than KEPT_BODY_BYTES: its start as text, and a note saying so."""
     start = raw[:KEPT_BODY_BYTES].decode("utf-8", "replace")
@@ -108,6 +148,8 @@ class Record:
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     _started: float = field(default_factory=time.monotonic, repr=False)
+    _listed_bytes: int = field(default=0, repr=False)  # its headers' bytes and its body's weight: what a page counts
+    _counted: int = field(default=0, repr=False)  # what the journal counts for it: that, and its kept frames once it has ended
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
@@ -140,14 +182,24 @@ class Record:
 
     def as_json(self, secrets: bool = False, frames: bool = False) -> dict:
         """The record as JSON, the headers redacted (see `redacted`) unless `secrets`; the
-        stream's frames (`[seconds, text]` each) only when `frames` asks for them."""
-        data = asdict(replace(self, headers=joined_headers(shown_headers(self.headers, secrets)), frames=[]))
-        del data["_started"], data["frames"]
+        stream's frames (`[seconds, text]` each) only when `frames` asks for them. The body is
+        the record's own, not a copy: serialize the result before the record changes, or
+        serialize a `snapshot`."""
+        data = {name: getattr(self, name) for name in JSON_FIELDS}
+        data["headers"] = joined_headers(shown_headers(self.headers, secrets))
         data["duration"] = None if self.duration is None else round(self.duration, 6)
         data["write_began"] = self.since_arrival(self.write_began)
         if frames:
             data["frames"] = [[self.since_arrival(at), frame.decode("utf-8", "replace")] for at, frame in self.frames]
         return data
+
+    def snapshot(self) -> "Record":
+        """A copy of the record as it is now, to read in another thread: the loop's later
+        changes (its end, events, frames) do not reach it. The body and headers are shared:
+        nothing changes them once kept."""
+        copied = copy.copy(self)
+        copied.frames = list(self.frames)
+        return copied
 
     def since_arrival(self, moment: float | None) -> float | None:
         """A monotonic `moment` as seconds since the request arrived, to the microsecond."""
@@ -183,47 +235,67 @@ class Record:
         return line
 
 
+JSON_FIELDS = tuple(f.name for f in fields(Record) if not f.name.startswith("_") and f.name != "frames")
+
+
 class Journal:
-    """The last `capacity` requests, oldest first, their bodies together at most `max_bytes`
-    (the oldest go first); `seq` numbers them from 1 for paging. `secrets`: the headers in
-    `as_json` as sent, API keys included (`--journal-secrets`)."""
+    """The last `capacity` requests, oldest first, holding together at most `max_bytes` (the
+    oldest go first): their headers, their bodies as parsed (see body_weight) and, once they
+    have ended, their kept frames. `seq` numbers them from 1 for paging. `secrets`: the
+    headers in `as_json` as sent, API keys included (`--journal-secrets`)."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_BYTES, secrets: bool = False):
         self.records: deque[Record] = deque()
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.secrets = secrets
-        self.bytes = 0  # the body_bytes of the records kept
+        self.bytes = 0  # what the records kept hold: the sum of their _counted
         self.next_seq = 1
         self.opened_listeners: list[Callable[[Record], None]] = []  # each told of a record as it opens
         self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
 
     def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
+        headers, size = kept_headers(headers)
         record = Record(self.next_seq, request_id, method, path, headers, time.time())
         self.next_seq += 1
         if len(self.records) >= self.capacity:
             self.drop_oldest()
         self.records.append(record)
+        self.count(record, size, listed=True)
         for listener in self.opened_listeners:
             listener(record)
         return record
 
     def drop_oldest(self) -> None:
-        self.bytes -= min(self.records.popleft().body_bytes, KEPT_BODY_BYTES)
+        self.bytes -= self.records.popleft()._counted
+
+    def count(self, record: Record, size: int, listed: bool) -> None:
+        """`size` more bytes held by `record` (on a page of the list too, when `listed`), while
+        it is kept; the oldest records go until the journal is within `max_bytes` again."""
+        if not self.records or record.seq < self.records[0].seq:
+            return  # cleared or pushed out meanwhile
+        if listed:
+            record._listed_bytes += size
+        record._counted += size
+        self.bytes += size
+        while self.bytes > self.max_bytes and len(self.records) > 1:
+            self.drop_oldest()
 
     def keep_body(self, record: Record, raw: bytes, body: Any) -> None:
         """Keep the body `record` read (`body`, parsed from `raw`): cut when it is longer than
         KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept."""
         size = len(raw)
-        record.body = body if size <= KEPT_BODY_BYTES else cut_body(raw)
         record.body_bytes = size
-        if not self.records or record.seq < self.records[0].seq:
-            return  # cleared or pushed out while its body was read
-        self.bytes += min(size, KEPT_BODY_BYTES)
-        while self.bytes > self.max_bytes and len(self.records) > 1:
-            self.drop_oldest()
+        if size <= KEPT_BODY_BYTES:
+            record.body = body
+            self.count(record, body_weight(raw), listed=True)
+        else:
+            record.body = cut_body(raw)
+            self.count(record, sys.getsizeof(record.body), listed=True)
 
     def closed(self, record: Record) -> None:
+        if record.frame_bytes:
+            self.count(record, record.frame_bytes, listed=False)
         for listener in self.listeners:
             listener(record)
 
@@ -232,13 +304,14 @@ class Journal:
 
     def page(self, since: int, limit: int, max_bytes: int, only_session: str | None = None) -> tuple[list[Record], bool]:
         """At most `limit` records after `since` (only session `only_session`'s, when given),
-        their bodies at most `max_bytes` together (but at least one record), and whether more follow."""
+        their headers and bodies at most `max_bytes` together (but at least one record), and
+        whether more follow."""
         page: list[Record] = []
         size = 0
         for record in self.records:
             if record.seq <= since or (only_session is not None and record.session != only_session):
                 continue
-            kept = min(record.body_bytes, KEPT_BODY_BYTES)
+            kept = record._listed_bytes
             if len(page) >= limit or (page and size + kept > max_bytes):
                 return page, True
             page.append(record)

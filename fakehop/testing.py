@@ -9,6 +9,7 @@ Application to serve on a test's own event loop (pytest-aiohttp's `aiohttp_serve
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import itertools
 import time
@@ -68,6 +69,7 @@ class RecordedRequest:
     def from_record(cls, record: jr.Record) -> "RecordedRequest":
         data = record.as_json()
         data["headers"] = CIMultiDictProxy(CIMultiDict(record.headers.items()))  # every value of a repeated header
+        data["body"] = copy.deepcopy(data["body"])  # a snapshot: changing it leaves the journal's as it was
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
     def __str__(self) -> str:

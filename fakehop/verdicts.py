@@ -8,7 +8,6 @@ message) and `judge` makes findings of them. Adding a rule is writing one such f
 
 from __future__ import annotations
 
-import copy
 import email.utils
 import json
 import time
@@ -599,12 +598,7 @@ class Taken:
 def take(session) -> Taken:
     """The records of `session` (a `fakehop.sessions.Session`) as they are now, the global one's
     own only; on the server's loop."""
-    copies = []
-    for record in session.requests():
-        if record.session == session.name:
-            copied = copy.copy(record)
-            copied.frames = list(record.frames)
-            copies.append(copied)
+    copies = [record.snapshot() for record in session.requests() if record.session == session.name]
     return Taken(copies, script_finder(session.library), session.time_scale, session.name, time.monotonic())
 
 

@@ -3,42 +3,149 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import aiohttp
+import pytest
 
 from fakehop import prerender
-from fakehop.control import MAX_QUEUE, PAGE_RECORDS
-from fakehop.journal import KEPT_BODY_BYTES, Journal
+from fakehop.control import MAX_QUEUE, PAGE_BYTES, PAGE_RECORDS
+from fakehop.journal import CUT_HEADERS, KEPT_BODY_BYTES, KEPT_HEADER_BYTES, Journal, Record
+from fakehop.server import Gateway, start
+
+from .conftest import FAST
 
 CHAT = "/v1/chat/completions"
 JSON = {"Content-Type": "application/json"}
+YAML = {"Content-Type": "application/yaml"}
+LONG_ANSWER = "steps:\n  - text: {faker: paragraphs, nb: 1000, seed: 1}\n"  # some 95 KB streamed: more frames than a record keeps
 
 
 def chat_body(content: str) -> bytes:
     return json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode()
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: bytes, path: str = CHAT) -> int:
-    async with session.post(url + path, data=body, headers=JSON) as response:
+async def post(session: aiohttp.ClientSession, url: str, body: bytes, path: str = CHAT, headers: dict | None = None) -> int:
+    async with session.post(url + path, data=body, headers={**JSON, **(headers or {})}) as response:
         await response.read()
         return response.status
 
 
+@pytest.fixture
+async def started(library):
+    """started(journal) -> the URL and gateway of a server started as `fakehop serve` starts it
+    (headers of up to 64 KiB a line), its journal `journal`."""
+    runners = []
+
+    async def start_with(journal: Journal) -> tuple[str, Gateway]:
+        gateway = Gateway(library, time_scale=FAST, journal=journal)
+        runner, url = await start(gateway)
+        runners.append(runner)
+        return url, gateway
+
+    yield start_with
+    for runner in runners:
+        await runner.cleanup()
+
+
+def held_bytes(value) -> int:
+    """What a parsed JSON value takes in memory, every object in it counted."""
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(held_bytes(key) + held_bytes(item) for key, item in value.items())
+    if isinstance(value, list):
+        return size + sum(held_bytes(item) for item in value)
+    return size
+
+
+def held_by(record: Record) -> int:
+    """What a journal record holds: its headers' names and values, its body as parsed, its kept frames."""
+    headers = sum(len(name) + len(value) for name, value in record.headers.items())
+    return headers + held_bytes(record.body) + sum(len(frame) for _, frame in record.frames)
+
+
+def big_headers(count: int) -> dict[str, str]:
+    return {f"X-Big-{number}": chr(ord("a") + number % 26) * 60_000 for number in range(count)}
+
+
 async def test_the_journal_is_bounded_in_bytes_and_cuts_a_long_body(serve, make_gateway):
-    gateway = make_gateway(journal=Journal(capacity=1000, max_bytes=3 * KEPT_BODY_BYTES))
+    # A cut body is held as text of two bytes a character (its note's "…" is not Latin-1):
+    # three of them, with their headers, fit in 6.5 MiB.
+    gateway = make_gateway(journal=Journal(capacity=1000, max_bytes=6 * KEPT_BODY_BYTES + KEPT_BODY_BYTES // 2))
     url = await serve(gateway)
     async with aiohttp.ClientSession() as session:
         for number in range(6):
             assert await post(session, url, chat_body(f"{number}" + "x" * (2 * KEPT_BODY_BYTES))) == 200
         async with session.get(url + "/_fakehop/requests") as response:
             records = (await response.json())["requests"]
-    assert [r["seq"] for r in records] == [4, 5, 6]  # the oldest went to keep 3 MiB
-    assert gateway.journal.bytes == 3 * KEPT_BODY_BYTES
+    assert [r["seq"] for r in records] == [4, 5, 6]  # the oldest went to keep 6.5 MiB
+    assert gateway.journal.bytes == sum(held_by(record) for record in gateway.journal.records)
     body = records[-1]["body"]
     assert isinstance(body, str) and body.startswith('{"model": "m", "messages": [{"role": "user", "content": "5xxx')
     assert body.endswith(f"… [cut by fakehop: the body had {len(chat_body('5' + 'x' * 2 * KEPT_BODY_BYTES)):,} bytes; "
                          f"the journal keeps the first {KEPT_BODY_BYTES:,}]")
     assert records[-1]["body_bytes"] > 2 * KEPT_BODY_BYTES
+
+
+async def test_headers_count_towards_the_journal_bytes_and_are_kept_cut(started):
+    """Headers are up to 128 lines of 64 KiB a request: the journal keeps the first 64 KiB of
+    them, with a note saying so, and counts them."""
+    url, gateway = await started(Journal(max_bytes=1024 * 1024))
+    async with aiohttp.ClientSession() as session:
+        for _ in range(20):
+            assert await post(session, url, chat_body("hi"), headers=big_headers(12)) == 200
+        async with session.get(url + "/_fakehop/requests") as response:
+            last = (await response.json())["requests"][-1]
+    assert sum(held_by(record) for record in gateway.journal.records) <= 1024 * 1024
+    assert last["headers"]["X-Big-0"] == "a" * 60_000
+    note = re.fullmatch(r"cut by fakehop: the request had (\d+) headers of ([\d,]+) bytes; the journal keeps the first ([\d,]+)",
+                        last["headers"][CUT_HEADERS])
+    assert note and int(note[1]) > 12 and int(note[2].replace(",", "")) > 12 * 60_000 and note[3] == f"{KEPT_HEADER_BYTES:,}"
+    kept = sum(len(name) + len(value) for name, value in last["headers"].items() if name != CUT_HEADERS)
+    assert kept <= KEPT_HEADER_BYTES
+
+
+async def test_kept_frames_count_towards_the_journal_bytes(base_url_with_small_journal):
+    url, gateway = base_url_with_small_journal
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url + "/_fakehop/scenarios", params={"name": "long"}, data=LONG_ANSWER, headers=YAML) as response:
+            assert response.status == 201
+        stream = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+        for _ in range(20):
+            assert await post(session, url, stream, headers={"X-Fakehop-Scenario": "long"}) == 200
+    records = gateway.journal.records
+    assert all(record.frames_cut for record in records)
+    assert sum(held_by(record) for record in records) <= gateway.journal.max_bytes
+
+
+@pytest.fixture
+async def base_url_with_small_journal(serve, make_gateway):
+    gateway = make_gateway(journal=Journal(max_bytes=256 * 1024))
+    return await serve(gateway), gateway
+
+
+async def test_a_body_of_many_small_values_counts_as_it_is_held(serve, make_gateway):
+    """A parsed body takes more memory than its bytes: a list of ints some five times as much."""
+    gateway = make_gateway(journal=Journal(max_bytes=8 * 1024 * 1024))
+    url = await serve(gateway)
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": list(range(10**6, 10**6 + 30_000))}).encode()
+    async with aiohttp.ClientSession() as session:
+        for _ in range(16):
+            assert await post(session, url, body) == 200
+    assert sum(held_by(record) for record in gateway.journal.records) <= 8 * 1024 * 1024
+
+
+async def test_a_page_counts_the_headers_of_its_records(started):
+    url, _ = await started(Journal())
+    async with aiohttp.ClientSession() as session:
+        for _ in range(150):
+            assert await post(session, url, chat_body("hi"), headers=big_headers(2)) == 200
+        async with session.get(url + "/_fakehop/requests", params={"limit": "1000"}) as response:
+            text = await response.read()
+    page = json.loads(text)
+    assert page["more"] and len(page["requests"]) < 150
+    assert len(text) <= PAGE_BYTES + 64 * 1024
 
 
 async def test_requests_come_a_page_at_a_time(base_url):
@@ -56,10 +163,10 @@ async def test_requests_come_a_page_at_a_time(base_url):
 async def test_a_page_stops_at_its_bytes(base_url):
     async with aiohttp.ClientSession() as session:
         for _ in range(12):
-            await post(session, base_url, chat_body("x" * KEPT_BODY_BYTES))
+            await post(session, base_url, chat_body("x" * (KEPT_BODY_BYTES - 4096)))
         async with session.get(base_url + "/_fakehop/requests") as response:
             page = await response.json()
-    assert len(page["requests"]) == 8 and page["more"]  # 8 MiB of bodies
+    assert len(page["requests"]) == 8 and page["more"]  # 8 MiB of headers and bodies
 
 
 async def test_a_kept_rendering_counts_the_request_fields_it_is_kept_for(base_url):
