@@ -15,22 +15,36 @@ import json
 import logging
 import re
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .protocols.common import FRESH, BadRequest, dumps
+from .jsonshape import Shape, shape_of
+from .protocols.common import FRESH, BadRequest
 from .render import seeded_request_id
 from .sessions import SCENARIO_HEADER, SESSION_HEADER
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
+# Python's parser takes about a tenth of a microsecond a value, holding the interpreter all
+# the while, and a parsed value takes tens of bytes: this many keep a parse within some 25 ms
+# and 25 MB. Real requests hold far fewer, even long conversations of tool calls.
+MAX_JSON_VALUES = 250_000
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
 MAX_MODEL_CHARS = 256  # real model names are far shorter; each streamed event repeats the model
-# A body over this size is decoded and parsed in separate turns of the loop (each takes tens
-# of milliseconds near the limit), so that other clients are answered in between.
-LARGE_BODY_BYTES = 1024 * 1024
+# A body over this size is checked, decoded and parsed in a thread (and read by its protocol
+# there too), so that other clients are answered meanwhile: a conversation of this size can
+# hold 9,000 turns, which a protocol takes some 20 ms to read.
+LARGE_BODY_BYTES = 256 * 1024
+# Request bodies the protocol routes hold at once: room for the largest with more beside it.
+# A body is held as read, as text while it is parsed, and parsed (strings about their bytes
+# again): about three times its bytes at the most.
+HELD_BODY_BYTES = 48 * 1024 * 1024
 INFLATED_PIECE = 1024 * 1024  # a compressed body is inflated this much at a time, the loop free between pieces
+_BODY_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fakehop-bodies")  # see in_body_thread
+T = TypeVar("T")
 # Content-Encoding values fakehop inflates, with zlib's wbits for each (deflate: zlib's wrapper or raw, found by its first byte).
 INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 SEED_HEADER = "X-Fakehop-Seed"
@@ -42,66 +56,125 @@ MAX_FINE_NAMES = 4096  # header names kept as fine (see unknown_fakehop_header)
 _FINE_NAMES: set[str] = set()
 _SEED = re.compile(r"^\s*-?\d{1,20}\s*$")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-async def read_json_object(request: web.Request) -> tuple[bytes, dict]:
-    """The request body as read and as a JSON object, or BadRequest saying what is wrong with it."""
-    raw = await read_body(request, request.client_max_size)
+class HeldBodies:
+    """The bytes of request bodies the protocol routes hold at once, each from the moment it
+    is read (by its Content-Length, before) until its answer ends: one that would take them
+    past `limit` is refused with a 429 in the protocol's shape (the SDKs retry it), so that
+    clients sending large bodies together cannot take more memory than that. `held` is
+    changed in place by whoever holds (read_body) and lets go (the server, as an answer ends):
+    two additions a request."""
+
+    def __init__(self, limit: int = HELD_BODY_BYTES):
+        self.limit = limit
+        self.held = 0
+
+    def hold(self, size: int) -> None:
+        if self.held + size > self.limit:
+            raise BadRequest(f"fakehop holds at most {self.limit:,} bytes of request bodies at once, and the answers under way "
+                             f"hold {self.held:,}; this body of {size:,} bytes would pass that: retry once they are answered.",
+                             status=429, headers={"Retry-After": "1"})
+        self.held += size
+
+
+async def json_body(request: web.Request, raw: bytes) -> dict:
+    """The body `raw` of `request` as a JSON object, or BadRequest saying what is wrong with it.
+    A body over LARGE_BODY_BYTES is checked and parsed in a thread."""
     if not raw.strip():
         raise BadRequest("The request body is empty; send a JSON object.")
-    large = len(raw) > LARGE_BODY_BYTES
-    if large:
-        await asyncio.sleep(0)
+    try:
+        return await in_body_thread(json_object, raw) if len(raw) > LARGE_BODY_BYTES else json_object(raw)
+    except NotJson:
+        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
+                         f"{content_type_hint(request)}.") from None
+
+
+async def in_body_thread(work: Callable[..., T], *args) -> T:
+    """`work(*args)` in the one thread that works on large bodies. Parsing one holds the
+    interpreter for up to tens of milliseconds at a time, whatever thread it runs in; two
+    parsed at once in two threads could keep the loop waiting for both."""
+    return await asyncio.get_running_loop().run_in_executor(_BODY_THREAD, work, *args)
+
+
+class NotJson(ValueError):
+    """A body that is not JSON at all."""
+
+
+def json_object(raw: bytes) -> dict:
+    """`raw` as a JSON object, or BadRequest saying what is wrong with it (NotJson when it is not JSON)."""
+    shape = shape_to_check(raw)
+    if shape is not None and shape.values > MAX_JSON_VALUES:
+        raise BadRequest(f"The request body holds more than {MAX_JSON_VALUES:,} JSON values; fakehop reads at most that many.", status=413)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
-    if large:
-        await asyncio.sleep(0)
     try:
         body = parsed_json(text)
-        if large:
-            await asyncio.sleep(0)
-        check_fit(text, body)
+        check_fit(text, shape)
     except UnfitJson as exc:
         raise BadRequest(f"We could not use the JSON body of your request: {exc}.") from None
     except ValueError:
-        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
-                         f"{content_type_hint(request)}.") from None
+        raise NotJson() from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
-    return raw, body
+    return body
 
 
 def too_large(limit: int) -> BadRequest:
     return BadRequest(f"Request body is larger than the limit of {limit:,} bytes.", status=413)
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(request: web.Request, limit: int, held: HeldBodies | None = None) -> bytes:
     """The body, inflated when its Content-Encoding says so; BadRequest (413) past `limit`
     bytes, inflated or not, (400) for a body that does not inflate, (415) for an encoding
-    fakehop does not take. The server leaves bodies compressed (`auto_decompress` off), so
-    that a small compressed body cannot grow past the limit before anyone counts it."""
-    if request.content_length is not None and request.content_length > limit:
+    fakehop does not take. With `held`, the body's bytes are held there (see HeldBodies) once
+    this returns, and none when it raises: by its Content-Length before it is read, else as it
+    comes. The server leaves bodies compressed (`auto_decompress` off), so that a small
+    compressed body cannot grow past the limit before anyone counts it."""
+    length = request.content_length
+    if length is not None and length > limit:
         raise too_large(limit)
     encoding = request.headers.get("Content-Encoding")
-    if encoding is None or encoding.strip().lower() == "identity":
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise too_large(limit) from None
+    if encoding is not None and encoding.strip().lower() != "identity":
+        return await inflated(request, encoding.strip().lower(), limit, held)
+    holding = length if held is not None and length is not None else 0
+    if holding:
+        held.hold(holding)
+    try:
+        raw = await request.read()
         if len(raw) > limit:  # a chunked body, under the server's limit but over this one
             raise too_large(limit)
-        return raw
-    wbits = INFLATED.get(encoding.strip().lower())
+    except BaseException as exc:
+        if holding:
+            held.held -= holding
+        if isinstance(exc, web.HTTPRequestEntityTooLarge):
+            raise too_large(limit) from None
+        raise
+    if held is not None and length is None:  # chunked: held once read
+        held.hold(len(raw))
+    return raw
+
+
+async def inflated(request: web.Request, encoding: str, limit: int, held: HeldBodies | None) -> bytes:
+    """The body inflated piece by piece, each piece held in `held` (let go again if this
+    raises), refused as soon as it passes `limit`; (415) for an encoding fakehop does not take."""
+    wbits = INFLATED.get(encoding)
     if wbits is None:
         raise BadRequest(f"Content-Encoding {encoding[:40]!r} is not supported: send the body uncompressed, or as gzip or deflate.", status=415)
-    return await inflated(request, encoding.strip().lower(), wbits, limit)
-
-
-async def inflated(request: web.Request, encoding: str, wbits: int, limit: int) -> bytes:
-    """The body inflated piece by piece, refused as soon as it passes `limit`."""
     pieces: list[bytes] = []
+    try:
+        return await inflate_into(pieces, request, encoding, wbits, limit, held)
+    except BaseException:
+        if held is not None:
+            held.held -= sum(map(len, pieces))
+        raise
+
+
+async def inflate_into(pieces: list[bytes], request: web.Request, encoding: str, wbits: int, limit: int, held: HeldBodies | None) -> bytes:
+    """The body inflated, each piece held in `held` and kept in `pieces` as it comes."""
     size = 0
     inflater = None
     async for chunk in request.content.iter_any():
@@ -115,6 +188,8 @@ async def inflated(request: web.Request, encoding: str, wbits: int, limit: int) 
             size += len(piece)
             if size > limit:
                 raise too_large(limit)
+            if held is not None:
+                held.hold(len(piece))
             pieces.append(piece)
             chunk = inflater.unconsumed_tail
             await asyncio.sleep(0)
@@ -135,11 +210,15 @@ _DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # built once: json.
 
 
 def loads(text: str):
-    """json.loads, refusing with UnfitJson what fakehop could not carry on with: nesting deeper
-    than MAX_JSON_DEPTH, strings with unpaired surrogates, which no answer can encode, and
-    NaN and Infinity, which the real APIs refuse and no journal reader could parse."""
+    """json.loads, refusing with UnfitJson what fakehop could not carry on with: more than
+    MAX_JSON_VALUES values, nesting deeper than MAX_JSON_DEPTH, strings with unpaired
+    surrogates, which no answer can encode, and NaN and Infinity, which the real APIs refuse
+    and no journal reader could parse."""
+    shape = shape_to_check(text.encode("utf-8", "surrogatepass"))
+    if shape is not None and shape.values > MAX_JSON_VALUES:
+        raise UnfitJson(f"it holds more than {MAX_JSON_VALUES:,} values")
     value = parsed_json(text)
-    check_fit(text, value)
+    check_fit(text, shape)
     return value
 
 
@@ -151,29 +230,28 @@ def parsed_json(text: str):
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
 
 
-def check_fit(text: str, value) -> None:
-    """UnfitJson for nesting deeper than MAX_JSON_DEPTH or an unpaired surrogate in `value`, parsed from `text`."""
-    if isinstance(value, (dict, list)) and could_nest_deeper(text) and nested_deeper_than(value, MAX_JSON_DEPTH):
+def shape_to_check(raw: bytes) -> Shape | None:
+    """The shape of a JSON text that could hold too many values or nest too deep; None for
+    the others, most bodies, told apart by their length and a count of their brackets."""
+    if len(raw) > MAX_JSON_VALUES or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        return shape_of(raw, MAX_JSON_VALUES)
+    return None
+
+
+def check_fit(text: str, shape: Shape | None) -> None:
+    """UnfitJson for nesting deeper than MAX_JSON_DEPTH (by the `shape` of `text`) or an unpaired surrogate in `text`."""
+    if shape is not None and shape.depth > MAX_JSON_DEPTH:
         raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep")
-    if "\\" in text and _SURROGATE_ESCAPE.search(text) and not encodable(value):  # a text with no backslash is found at once
+    if "\\" in text and _SURROGATE_ESCAPE.search(text) and unpaired_surrogate(text):  # a text with no backslash is found at once
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
 
 
-def could_nest_deeper(text: str) -> bool:
-    """False when the text has too few brackets to nest past MAX_JSON_DEPTH: most bodies, found fast."""
-    return text.count("[") + text.count("{") > MAX_JSON_DEPTH
-
-
-def nested_deeper_than(value: dict | list, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` levels, found without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        container, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = container.values() if isinstance(container, dict) else container
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+def unpaired_surrogate(text: str) -> bool:
+    r"""Whether a \u escape in `text` is a UTF-16 surrogate without its pair, which is valid
+    JSON but not text: the pairs go first, then any surrogate escape left is one. Escaped
+    backslashes are masked first, so that every \u left is an escape."""
+    unescaped = text.replace("\\\\", "__")
+    return _SURROGATE_ESCAPE.search(_SURROGATE_PAIR.sub("", unescaped)) is not None
 
 
 def content_type_hint(request: web.Request) -> str:
@@ -182,15 +260,6 @@ def content_type_hint(request: web.Request) -> str:
     if not content_type or "json" in content_type:
         return ""
     return f" (fakehop reads every body as JSON; this one came as {content_type.split(';')[0].strip()})"
-
-
-def encodable(value) -> bool:
-    r"""Whether every string in `value` is UTF-8: `\ud800` without its pair is valid JSON, but not text."""
-    try:
-        dumps(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def bearer_token(header: str) -> str | None:

@@ -22,11 +22,14 @@ CUT_HEADERS = "X-Fakehop-Cut"  # the note's name
 # 28 bytes, an empty dict 64) and a pointer to it. Counted per comma, colon and opening
 # bracket, this many bytes cover every shape measured, from prose to lists of tiny values.
 BYTES_PER_JSON_VALUE = 96
-SMALL_BODY_BYTES = 1024  # a body this short is counted at SMALL_BODY_FACTOR times its bytes, without looking
-SMALL_BODY_FACTOR = 16
+# Every record is counted this much for its body from the start: a body of at most
+# SMALL_BODY_BYTES, parsed, takes less (at most some 16 times its bytes), and costs nothing more.
+SMALL_BODY_BYTES = 1024
+BODY_ALLOWANCE = 16 * SMALL_BODY_BYTES
 SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"))
 SHOWN_SECRET_CHARS = 4  # of a secret longer than twice as many
 KEPT_FRAME_BYTES = 32 * 1024  # of one stream's writes; later ones are counted, not kept
+_JOIN = "".join
 
 # How an answer ended (`Record.end`).
 COMPLETED = "completed"  # the protocol's good ending went out
@@ -81,12 +84,15 @@ def shown_headers(headers: Mapping[str, str], secrets: bool) -> list[tuple[str, 
     return [(name, redacted(value) if name.lower() in SECRET_HEADERS else value) for name, value in headers.items()]
 
 
-def kept_headers(headers: Mapping[str, str]) -> tuple[Mapping[str, str], int]:
-    """The headers as the journal keeps them, and their bytes (names and values): all of
-    them, or those of the first KEPT_HEADER_BYTES, the last cut, and a note saying so."""
-    size = sum(map(len, headers.keys())) + sum(map(len, headers.values()))
-    if size <= KEPT_HEADER_BYTES:
-        return headers, size
+def header_bytes(headers: Mapping[str, str]) -> int:
+    """The bytes of the headers' names and values. Two joins, each one C loop: this runs for
+    every request, and a loop of its own over the headers costs several times as much."""
+    return len(_JOIN(headers)) + len(_JOIN(headers.values()))
+
+
+def cut_headers(headers: Mapping[str, str], size: int) -> Mapping[str, str]:
+    """Headers of `size` bytes, more than KEPT_HEADER_BYTES, as the journal keeps them: those
+    of the first KEPT_HEADER_BYTES, the last one cut, and a note saying so."""
     kept: list[tuple[str, str]] = []
     room = KEPT_HEADER_BYTES
     for name, value in headers.items():
@@ -96,17 +102,14 @@ def kept_headers(headers: Mapping[str, str]) -> tuple[Mapping[str, str], int]:
         room -= len(name) + len(kept[-1][1])
     note = f"cut by fakehop: the request had {len(headers):,} headers of {size:,} bytes; the journal keeps the first {KEPT_HEADER_BYTES:,}"
     kept.append((CUT_HEADERS, note))
-    return CIMultiDictProxy(CIMultiDict(kept)), KEPT_HEADER_BYTES + len(CUT_HEADERS) + len(note)
+    return CIMultiDictProxy(CIMultiDict(kept))
 
 
 def body_weight(raw: bytes) -> int:
-    """About the memory a body of `raw` takes once parsed (see BYTES_PER_JSON_VALUE), found
-    by counting bytes, not by walking the parsed value."""
-    size = len(raw)
-    if size <= SMALL_BODY_BYTES:
-        return size * SMALL_BODY_FACTOR
+    """About the memory a body of `raw`, of more than SMALL_BODY_BYTES, takes once parsed (see
+    BYTES_PER_JSON_VALUE), found by counting bytes, not by walking the parsed value."""
     values = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{")
-    return size + BYTES_PER_JSON_VALUE * values
+    return len(raw) + BYTES_PER_JSON_VALUE * values
 
 
 def cut_body(raw: bytes) -> str:
@@ -148,8 +151,7 @@ class Record:
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     _started: float = field(default_factory=time.monotonic, repr=False)
-    _listed_bytes: int = field(default=0, repr=False)  # its headers' bytes and its body's weight: what a page counts
-    _counted: int = field(default=0, repr=False)  # what the journal counts for it: that, and its kept frames once it has ended
+    held_bytes: int = field(default=0, repr=False)  # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
@@ -208,7 +210,7 @@ class Record:
     @classmethod
     def from_json(cls, data: dict) -> "Record":
         """A record read back from the control API (keys this version does not know are left out)."""
-        known = {f.name for f in fields(cls) if f.init and not f.name.startswith("_")}
+        known = set(JSON_FIELDS) | {"frames"}
         return cls(**{key: value for key, value in data.items() if key in known})
 
     @property
@@ -235,7 +237,7 @@ class Record:
         return line
 
 
-JSON_FIELDS = tuple(f.name for f in fields(Record) if not f.name.startswith("_") and f.name != "frames")
+JSON_FIELDS = tuple(f.name for f in fields(Record) if not f.name.startswith("_") and f.name not in ("frames", "held_bytes"))
 
 
 class Journal:
@@ -249,53 +251,65 @@ class Journal:
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.secrets = secrets
-        self.bytes = 0  # what the records kept hold: the sum of their _counted
+        self.bytes = 0  # what the records kept hold: the sum of their held_bytes
         self.next_seq = 1
         self.opened_listeners: list[Callable[[Record], None]] = []  # each told of a record as it opens
         self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
+        self.overflow_listeners: list[Callable[[], None]] = []  # each told when records went to keep within max_bytes
 
     def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
-        headers, size = kept_headers(headers)
+        size = header_bytes(headers)
+        if size > KEPT_HEADER_BYTES:
+            headers, size = cut_headers(headers, size), KEPT_HEADER_BYTES
         record = Record(self.next_seq, request_id, method, path, headers, time.time())
         self.next_seq += 1
         if len(self.records) >= self.capacity:
             self.drop_oldest()
         self.records.append(record)
-        self.count(record, size, listed=True)
+        record.held_bytes = size = size + len(path) + BODY_ALLOWANCE
+        self.bytes += size
+        if self.bytes > self.max_bytes:
+            self.drop_to_max()
         for listener in self.opened_listeners:
             listener(record)
         return record
 
     def drop_oldest(self) -> None:
-        self.bytes -= self.records.popleft()._counted
+        self.bytes -= self.records.popleft().held_bytes
 
-    def count(self, record: Record, size: int, listed: bool) -> None:
-        """`size` more bytes held by `record` (on a page of the list too, when `listed`), while
-        it is kept; the oldest records go until the journal is within `max_bytes` again."""
-        if not self.records or record.seq < self.records[0].seq:
-            return  # cleared or pushed out meanwhile
-        if listed:
-            record._listed_bytes += size
-        record._counted += size
-        self.bytes += size
+    def drop_to_max(self) -> None:
+        """The oldest records go until the journal holds at most `max_bytes` (or one record is left)."""
         while self.bytes > self.max_bytes and len(self.records) > 1:
             self.drop_oldest()
+        for listener in self.overflow_listeners:
+            listener()
+
+    def hold(self, record: Record, size: int) -> None:
+        """`record` holds `size` bytes more, counted while the journal keeps it."""
+        record.held_bytes += size
+        records = self.records
+        if records and record.seq >= records[0].seq:  # not cleared or pushed out meanwhile
+            self.bytes += size
+            if self.bytes > self.max_bytes:
+                self.drop_to_max()
 
     def keep_body(self, record: Record, raw: bytes, body: Any) -> None:
         """Keep the body `record` read (`body`, parsed from `raw`): cut when it is longer than
-        KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept."""
-        size = len(raw)
-        record.body_bytes = size
-        if size <= KEPT_BODY_BYTES:
+        KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept (one of at most
+        SMALL_BODY_BYTES was counted when the record opened)."""
+        size = record.body_bytes = len(raw)
+        if size <= SMALL_BODY_BYTES:
             record.body = body
-            self.count(record, body_weight(raw), listed=True)
+        elif size <= KEPT_BODY_BYTES:
+            record.body = body
+            self.hold(record, body_weight(raw) - BODY_ALLOWANCE)
         else:
             record.body = cut_body(raw)
-            self.count(record, sys.getsizeof(record.body), listed=True)
+            self.hold(record, sys.getsizeof(record.body) - BODY_ALLOWANCE)
 
     def closed(self, record: Record) -> None:
         if record.frame_bytes:
-            self.count(record, record.frame_bytes, listed=False)
+            self.hold(record, record.frame_bytes)
         for listener in self.listeners:
             listener(record)
 
@@ -304,14 +318,13 @@ class Journal:
 
     def page(self, since: int, limit: int, max_bytes: int, only_session: str | None = None) -> tuple[list[Record], bool]:
         """At most `limit` records after `since` (only session `only_session`'s, when given),
-        their headers and bodies at most `max_bytes` together (but at least one record), and
-        whether more follow."""
+        holding at most `max_bytes` together (but at least one record), and whether more follow."""
         page: list[Record] = []
         size = 0
         for record in self.records:
             if record.seq <= since or (only_session is not None and record.session != only_session):
                 continue
-            kept = record._listed_bytes
+            kept = record.held_bytes
             if len(page) >= limit or (page and size + kept > max_bytes):
                 return page, True
             page.append(record)

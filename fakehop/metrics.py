@@ -185,9 +185,11 @@ def count_for(app: web.Application, journal: Journal) -> None:
     """Count every record of `journal` that opens while `app` runs, once it has closed."""
     counts = app[COUNTS_KEY] = Counts()
     journal.opened_listeners.append(counts.add)
+    journal.overflow_listeners.append(counts.fold)  # records the journal lets go of go from here too, counted
 
     async def stop_counting(_app: web.Application) -> None:
         journal.opened_listeners.remove(counts.add)
+        journal.overflow_listeners.remove(counts.fold)
 
     app.on_cleanup.append(stop_counting)
 

@@ -13,8 +13,8 @@ from aiohttp import web
 from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
-from .intake import (MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, bearer_token, read_json_object,
-                     request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
+from .intake import (LARGE_BODY_BYTES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, HeldBodies, bearer_token,
+                     in_body_thread, json_body, read_body, request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
 from .hints import base_url_hint
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
@@ -58,6 +58,7 @@ class Gateway:
     # When this gateway was made (time.time()): a client that lost the server tells by it
     # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
     started_at: float = field(default_factory=time.time, init=False)
+    bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
 
     def __post_init__(self) -> None:
         start = Start(self.library, self.default, self.time_scale, self.strict)
@@ -145,6 +146,7 @@ class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
     kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
+    held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
 
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
@@ -161,7 +163,7 @@ class Answer:
             return await self.answer()
         except BadRequest as exc:
             self.record.close(jr.REJECTED, exc.status, exc.message)
-            return error_response(self.protocol, exc.status, exc.message, self.request_id, param=exc.param, code=exc.code)
+            return error_response(self.protocol, exc.status, exc.message, self.request_id, param=exc.param, code=exc.code, headers=exc.headers)
         except UnknownScenario as exc:
             self.record.close(jr.REJECTED, 400, str(exc))
             return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
@@ -183,6 +185,7 @@ class Answer:
             if self.record.end == jr.IN_PROGRESS:
                 self.record.close(jr.FAILED, 500, "fakehop could not finish this answer")
             self.gateway.journal.closed(self.record)
+            self.gateway.bodies.held -= self.held_bytes
 
     async def answer(self) -> web.StreamResponse:
         gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
@@ -193,10 +196,13 @@ class Answer:
         if session.name is not None:
             self.record.session = session.name
         seed = seed_of(self.request)
-        raw, body = await read_json_object(self.request)
+        raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
+        self.held_bytes = len(raw)
+        body = await json_body(self.request, raw)
         gateway.journal.keep_body(self.record, raw, body)
+        large = len(raw) > LARGE_BODY_BYTES
         del raw  # as large as the body limit: not to be held for as long as the stream lasts
-        parsed = protocol.parse(body)
+        parsed = await in_body_thread(protocol.parse, body) if large else protocol.parse(body)
         if len(parsed.model) > MAX_MODEL_CHARS:
             raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
                              f"but got a string with length {len(parsed.model)} instead.", param="model")

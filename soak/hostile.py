@@ -3,7 +3,7 @@
 Each case is one request (or a short burst) of the kind that once froze the server's loop or
 blew up its memory: a model of megabytes, a gzip bomb, regexes that backtrack, keepalives a
 microsecond apart, a million deltas to a fast reader, a 71,000-step upload, bodies of tens of
-MiB in the journal. While it is served, a thread asks `GET /_fakehop/health` every few
+MiB in the journal, bodies of millions of tiny values, headers of megabytes. While it is served, a thread asks `GET /_fakehop/health` every few
 milliseconds on a connection of its own; the longest answer and the server's peak RSS are the
 case's figures.
 """
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fakehop.intake import MAX_BODY_BYTES, MAX_MODEL_CHARS
+from fakehop.intake import MAX_BODY_BYTES, MAX_JSON_VALUES, MAX_MODEL_CHARS
 
 from .server import ServerProcess
 
@@ -40,8 +40,19 @@ SCENARIOS = {
 }
 
 
-def chat_body(prompt: str = "hi", model: str = "gpt-5.6-sol", stream: bool = True) -> bytes:
-    return json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream}).encode()
+def chat_body(prompt: str = "hi", model: str = "gpt-5.6-sol", stream: bool = True, **extra) -> bytes:
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream, **extra}).encode()
+
+
+def conversation(messages: int) -> bytes:
+    """A chat body of `messages` short turns, user and assistant by turns, then "hi": some 33 bytes a turn."""
+    turns = [{"role": "user" if number % 2 == 0 else "assistant", "content": "t"} for number in range(messages)]
+    return json.dumps({"model": "gpt-5.6-sol", "messages": turns + [{"role": "user", "content": "hi"}]}, separators=(",", ":")).encode()
+
+
+def of_values(values: list[str]) -> bytes:
+    """A chat body whose `x` is a list of `values` (each JSON text), built as text: fast."""
+    return chat_body(stream=False)[:-1] + b', "x": [' + ",".join(values).encode() + b"]}"
 
 
 @dataclass
@@ -112,38 +123,67 @@ async def read_for(session: aiohttp.ClientSession, url: str, seconds: float, bod
     return f"{response.status}, {received:,} bytes in {seconds:g}s"
 
 
-def cases(scale: float) -> list[tuple[str, Callable[[aiohttp.ClientSession, str], Awaitable[str]]]]:
-    """Every case, with what it sends grown by `scale` (1 for the soak's figures). The bodies
-    are made here, before any prober runs: making them takes this process's time too."""
+Send = Callable[[aiohttp.ClientSession, str], Awaitable[str]]  # one case's request(s) to the server at a URL; returns what came back
+
+
+def sending(body: bytes, headers: dict | None = None, path: str = CHAT) -> Send:
+    return lambda session, url: post(session, url, body, headers, path)
+
+
+def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
+    """Every case, with what it sends grown by `scale` (1 for the soak's figures): its name, and
+    what makes its request(s). That is called before the case's prober starts: making a body
+    takes this process's time too."""
     words = {"X-Fakehop-Scenario": "three-hundred-words"}
-    bomb = gzip.compress(b'{"model": "m", "x": "' + b"a" * int(MAX_BODY_BYTES * max(8 * scale, 1.1)) + b'"}')
-    two_mib_model, ten_mib_model = chat_body(model="m" * 2**21), chat_body(model="m" * 10 * 2**20)
-    largest = chat_body("word " * ((MAX_BODY_BYTES - 400) // 5), model="m" * MAX_MODEL_CHARS)
-    backtracking, long_prompt, stream, whole = chat_body("a" * 27 + "b"), chat_body("weather " * 25_000), chat_body(), chat_body(stream=False)
-    steps = ("steps:\n" + "  - keepalive\n" * int(71_000 * scale)).encode()
-    large = chat_body("x" * 20 * 2**20, stream=False)
+    bomb_bytes = int(MAX_BODY_BYTES * max(8 * scale, 1.1))
+    steps, empty_objects, messages, escapes = int(71_000 * scale), int(3_000_000 * scale), int(900_000 * scale), int(15_000_000 * scale)
+    big_headers = {f"X-Big-{number}": "h" * 60_000 for number in range(120)}
     return [
-        ("a 2 MiB model on a 300-word scenario", lambda s, url: post(s, url, two_mib_model, words)),
-        ("20 models of 10 MiB", lambda s, url: burst(int(20 * scale) or 1, lambda: post(s, url, ten_mib_model, words))),
-        ("the largest body with the longest model on a 300-word scenario", lambda s, url: post(s, url, largest, words)),
-        (f"a gzip bomb of {len(bomb) // 1024:,} KB", lambda s, url: post(s, url, bomb, {"Content-Encoding": "gzip"})),
-        ("/^(a+)+$/ on a 27-character prompt", lambda s, url: post(s, url, backtracking)),
-        ("/weather.*Paris/ on a 200 KB prompt", lambda s, url: post(s, url, long_prompt)),
-        ("keepalives every 1ms during an hour's delay", lambda s, url: read_for(s, url, 2 * scale, stream, "tiny-keepalives")),
-        ("a million deltas with no pause, streamed", lambda s, url: read_for(s, url, 30, stream, "million-deltas")),
-        ("a million deltas with no pause, whole", lambda s, url: post(s, url, whole, {"X-Fakehop-Scenario": "million-deltas"})),
-        (f"an upload of {int(71_000 * scale):,} steps", lambda s, url: post(s, url, steps, YAML, path="/_fakehop/scenarios?name=many-steps")),
-        ("bodies of 20 MiB in the journal, then read", lambda s, url: journal_of_large_bodies(s, url, large, int(40 * scale) or 1)),
+        ("a 2 MiB model on a 300-word scenario", lambda: sending(chat_body(model="m" * 2**21), words)),
+        ("20 models of 10 MiB", lambda: bursting(int(20 * scale) or 1, chat_body(model="m" * 10 * 2**20), words)),
+        ("the largest body with the longest model on a 300-word scenario",
+         lambda: sending(chat_body("word " * ((MAX_BODY_BYTES - 400) // 5), model="m" * MAX_MODEL_CHARS), words)),
+        (f"a gzip bomb of {bomb_bytes / 2**20:.0f} MiB inflated",
+         lambda: sending(gzip.compress(b'{"model": "m", "x": "' + b"a" * bomb_bytes + b'"}'), {"Content-Encoding": "gzip"})),
+        ("/^(a+)+$/ on a 27-character prompt", lambda: sending(chat_body("a" * 27 + "b"))),
+        ("/weather.*Paris/ on a 200 KB prompt", lambda: sending(chat_body("weather " * 25_000))),
+        ("keepalives every 1ms during an hour's delay", lambda: reading(2 * scale, chat_body(), "tiny-keepalives")),
+        ("a million deltas with no pause, streamed", lambda: reading(30, chat_body(), "million-deltas")),
+        ("a million deltas with no pause, whole", lambda: sending(chat_body(stream=False), {"X-Fakehop-Scenario": "million-deltas"})),
+        (f"an upload of {steps:,} steps",
+         lambda: sending(("steps:\n" + "  - keepalive\n" * steps).encode(), YAML, path="/_fakehop/scenarios?name=many-steps")),
+        ("bodies of 20 MiB in the journal, then read", lambda: journaling(chat_body("x" * 20 * 2**20, stream=False), int(40 * scale) or 1)),
+        (f"{empty_objects:,} empty objects in one body", lambda: sending(of_values(["{}"] * empty_objects))),
+        (f"a conversation of {messages:,} messages", lambda: sending(conversation(messages))),
+        ("a conversation of 80,000 messages, about the most a body may hold", lambda: sending(conversation(80_000))),
+        (f"{MAX_JSON_VALUES - 100:,} numbers in one body, about the most it may hold", lambda: sending(of_values(["1"] * (MAX_JSON_VALUES - 100)))),
+        (f"a prompt of {escapes:,} escapes", lambda: sending(chat_body("\n" * escapes, stream=False))),
+        ("bodies of 149,000 numbers in the journal, then read",  # 1.0 MB each: kept parsed
+         lambda: journaling(of_values([str(number) for number in range(10**5, 10**5 + 149_000)]), int(64 * scale) or 1)),
+        ("headers of 120 lines of 60 KB in the journal, then read", lambda: journaling(chat_body(), int(40 * scale) or 1, big_headers)),
     ]
+
+
+def bursting(count: int, body: bytes, headers: dict) -> Send:
+    return lambda session, url: burst(count, lambda: post(session, url, body, headers))
+
+
+def reading(seconds: float, body: bytes, scenario: str) -> Send:
+    return lambda session, url: read_for(session, url, seconds, body, scenario)
+
+
+def journaling(body: bytes, count: int, headers: dict | None = None) -> Send:
+    return lambda session, url: journal_of(session, url, body, count, headers)
 
 
 async def burst(count: int, send: Callable[[], Awaitable[str]]) -> str:
     return "; ".join(sorted(set(await asyncio.gather(*(send() for _ in range(count))))))
 
 
-async def journal_of_large_bodies(session: aiohttp.ClientSession, url: str, body: bytes, count: int) -> str:
+async def journal_of(session: aiohttp.ClientSession, url: str, body: bytes, count: int, headers: dict | None = None) -> str:
+    """`count` requests of `body` (with `headers`) one after another, then the journal's first page read."""
     for _ in range(count):
-        await post(session, url, body)
+        await post(session, url, body, headers)
     started = time.perf_counter()
     async with session.get(url + "/_fakehop/requests") as response:
         size = len(await response.read())
@@ -161,9 +201,10 @@ async def hostile(server: ServerProcess, scale: float = 1.0, only: str | None = 
     found = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
         await add_scenarios(session, server.url)
-        for name, send in cases(scale):
+        for name, make in cases(scale):
             if only is not None and name != only:
                 continue
+            send = make()
             await asyncio.to_thread(server.figures, "clear-peak")
             with HealthProber(server.url) as prober:
                 await asyncio.sleep(0.05)
@@ -175,3 +216,14 @@ async def hostile(server: ServerProcess, scale: float = 1.0, only: str | None = 
                 response.raise_for_status()
             await add_scenarios(session, server.url)
     return found
+
+
+async def hostile_apart(time_scale: float, scale: float = 1.0) -> tuple[list[Figures], str]:
+    """Each case on a server of its own, started afresh, and what the servers logged: a case's
+    peak RSS is then its own, not what the cases before it left in the journal and the allocator."""
+    found, logged = [], ""
+    for name, _ in cases(scale):
+        with ServerProcess(time_scale) as server:
+            found += await hostile(server, scale, only=name)
+            logged += server.logged()
+    return found, logged

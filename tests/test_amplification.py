@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from fakehop import prerender
 from fakehop.control import MAX_QUEUE, PAGE_BYTES, PAGE_RECORDS
+from fakehop.intake import HeldBodies
 from fakehop.journal import CUT_HEADERS, KEPT_BODY_BYTES, KEPT_HEADER_BYTES, Journal, Record
 from fakehop.server import Gateway, start
 
@@ -60,9 +62,9 @@ def held_bytes(value) -> int:
 
 
 def held_by(record: Record) -> int:
-    """What a journal record holds: its headers' names and values, its body as parsed, its kept frames."""
+    """What a journal record holds: its path, its headers' names and values, its body as parsed, its kept frames."""
     headers = sum(len(name) + len(value) for name, value in record.headers.items())
-    return headers + held_bytes(record.body) + sum(len(frame) for _, frame in record.frames)
+    return len(record.path) + headers + held_bytes(record.body) + sum(len(frame) for _, frame in record.frames)
 
 
 def big_headers(count: int) -> dict[str, str]:
@@ -206,3 +208,23 @@ async def test_a_queued_sequence_counts_each_of_its_entries_against_the_cap(base
             assert "flaky-then-ok 4,000 times is 12,000 more, which would not fit" in (await response.json())["error"]
         async with session.post(base_url + "/_fakehop/queue", json={"scenario": "flaky-then-ok", "times": 3_000}) as response:
             assert await response.json() == {"queued": "flaky-then-ok", "times": 3_000, "requests": 9_000, "length": MAX_QUEUE - 1_000}
+
+
+async def test_bodies_held_at_once_have_a_cap_beyond_which_a_429_says_when_to_retry(serve, make_gateway):
+    """Each answer holds its body until it ends: with three of 1 MB under way (stalling, at this
+    time scale for over a second), a fourth does not fit in 3 MiB."""
+    url = await serve(make_gateway(bodies=HeldBodies(3 * 1024 * 1024)))
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 1_000_000}], "stream": True}).encode()
+    stalling = {"X-Fakehop-Scenario": "stall"}
+    async with aiohttp.ClientSession() as session:
+        under_way = [asyncio.ensure_future(post(session, url, body, headers=stalling)) for _ in range(3)]
+        await asyncio.sleep(0.3)
+        for path in (CHAT, "/v1/responses", "/v1/messages"):
+            async with session.post(url + path, data=body, headers={**JSON, **stalling}) as response:
+                assert response.status == 429 and response.headers["Retry-After"] == "1"
+                error = await response.json()
+            message = error["error"]["message"]
+            assert message.startswith("fakehop holds at most 3,145,728 bytes of request bodies at once, and the answers under way hold 3,")
+            assert error["error"]["type"] == ("rate_limit_error" if path == "/v1/messages" else "requests")
+        assert await asyncio.gather(*under_way) == [200] * 3
+        assert await post(session, url, body, headers=stalling) == 200

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fakehop.library import Library
-from fakehop.intake import MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_MODEL_CHARS
+from fakehop.intake import LARGE_BODY_BYTES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_MODEL_CHARS
 from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway, start
 from fakehop.thread_server import ThreadServer
@@ -61,6 +61,15 @@ def without_field(protocol: str, key: str) -> bytes:
 
 def nested(depth: int) -> bytes:
     return b'{"model": "m", "metadata": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def large(body: bytes) -> bytes:
+    """`body`, a JSON object, with a field of LARGE_BODY_BYTES before its own: read in the thread for large bodies."""
+    return b'{"padding": "' + b"p" * LARGE_BODY_BYTES + b'", ' + body[1:]
+
+
+def of_values(count: int) -> bytes:
+    return b'{"model": "m", "metadata": [' + b",".join([b"1"] * count) + b"]}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,15 @@ def matrix() -> list[Bad]:
             Bad("model-over-256-characters", p, with_field(p, "model", "m" * (MAX_MODEL_CHARS + 1)), says="maximum length 256"),
             Bad("two-mib-model", p, with_field(p, "model", "m" * 2**21), says="maximum length 256"),
             Bad("foreign-host", p, GOOD[p], headers={"Host": "attacker.example:8080"}, status=403, says="does not answer requests for host 'attacker.example:8080'"),
+            Bad("too-many-values", p, of_values(MAX_JSON_VALUES + 1), status=413, says=f"more than {MAX_JSON_VALUES:,} JSON values"),
+            Bad("unpaired-surrogate-after-an-escaped-backslash", p, GOOD[p][:-1] + b', "metadata": {"a": "\\\\ud800\\udc00"}}', says="unpaired UTF-16 surrogate"),
+            Bad("large-malformed-json", p, large(b'{"model": "m", "messages": ['), says="could not parse the JSON body"),
+            Bad("large-invalid-utf8", p, large(b'{"model": "\xff\xfe", "stream": true}'), says="not valid UTF-8"),
+            Bad("large-unpaired-surrogate", p, large(with_field(p, "model", "\ud800")), says="unpaired UTF-16 surrogate"),
+            Bad("large-nested-just-over-the-limit", p, large(nested(MAX_JSON_DEPTH)), says=f"nested more than {MAX_JSON_DEPTH} levels"),
+            Bad("large-nan", p, large(GOOD[p][:-1] + b', "temperature": NaN}'), says="NaN, which JSON does not allow"),
+            Bad("large-too-many-values", p, large(of_values(MAX_JSON_VALUES + 1)), status=413, says=f"more than {MAX_JSON_VALUES:,} JSON values"),
+            Bad(f"large-{LIST_FIELD[p]}-not-a-list", p, large(with_field(p, LIST_FIELD[p], 42)), says=LIST_FIELD[p]),
         ]
     cases += [
         Bad("unknown-path", "chat", GOOD["chat"], path="/v1/chat/complete", status=404, says="Unknown path /v1/chat/complete"),
@@ -187,6 +205,17 @@ def test_the_matrix_is_large():
 async def test_a_json_body_sent_as_a_form_is_read_as_json(real_url, protocol):
     """`curl -d` labels its body application/x-www-form-urlencoded; fakehop reads every body as JSON."""
     status, _, text = await send(real_url, "POST", PROTOCOLS[protocol].PATH, GOOD[protocol], {**auth(protocol), **FORM})
+    assert status == 200, text
+
+
+@pytest.mark.parametrize("body", [
+    large(GOOD["chat"][:-1] + b', "metadata": {"smile": "\\ud83d\\ude00", "deep": ' + b"[" * (MAX_JSON_DEPTH - 2) + b"]" * (MAX_JSON_DEPTH - 2) + b"}}"),
+    GOOD["chat"][:-1] + b', "metadata": {"smile": "\\ud83d\\ude00", "deep": ' + b"[" * (MAX_JSON_DEPTH - 2) + b"]" * (MAX_JSON_DEPTH - 2) + b"}}",
+    of_values(MAX_JSON_VALUES - 100)[:-1] + b', "messages": [{"role": "user", "content": "hi"}]}',
+], ids=["large", "small", "most-values"])
+async def test_a_body_at_the_limits_is_read(real_url, body):
+    """Nesting to the limit, a surrogate pair, as many values as a body may hold: answered, on either side of LARGE_BODY_BYTES."""
+    status, _, text = await send(real_url, "POST", PROTOCOLS["chat"].PATH, body, {**auth("chat"), **JSON})
     assert status == 200, text
 
 

@@ -8,7 +8,7 @@ import random
 import string
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .. import player as p
 from ..player import PlayRequest
@@ -187,12 +187,14 @@ class ParsedRequest(NamedTuple):
 class BadRequest(Exception):
     """A request the real API would refuse; answered in the protocol's error shape."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
+    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None,
+                 headers: Mapping[str, str] | None = None):
         super().__init__(message)
         self.message = message
         self.param = param
         self.status = status
         self.code = code
+        self.headers = headers  # beside the protocol's own error headers
 
 
 def require_type(body: dict, key: str, kinds: tuple, what: str, required: bool = False) -> Any:
