@@ -254,7 +254,14 @@ def scenario_problems(exc: ScenarioError) -> ControlError:
                         problems=[str(problem) for problem in exc.problems])
 
 
-def add_scenario(session: Session, scenario: Scenario) -> None:
+def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> None:
+    """Add `scenario` to `session`, if the sessions together may hold one more (replacing one already added may)."""
+    gateway = gateway_of(request)
+    if scenario.name not in session.added:
+        added = sum(len(kept.added) for kept in gateway.every_session())
+        if added >= gateway.max_added:
+            raise ControlError(f"the sessions hold at most {gateway.max_added:,} added scenarios together, and hold {added:,}; "
+                               f"reset a session (POST {PREFIX}/reset) or drop one (DELETE {PREFIX}/sessions/ID) to add more")
     try:
         session.add(scenario)
     except ScenarioError as exc:
@@ -278,7 +285,7 @@ async def off_the_loop(parse, *args) -> Scenario:
         raise scenario_problems(exc) from None
 
 
-async def scenario_named_by(session: Session, body: dict, source: str) -> str:
+async def scenario_named_by(request: web.Request, session: Session, body: dict, source: str) -> str:
     """The name in `body["scenario"]`; an inline mapping there is first added to the library."""
     given = body.get("scenario")
     if isinstance(given, str):
@@ -291,7 +298,7 @@ async def scenario_named_by(session: Session, body: dict, source: str) -> str:
         scenario = await off_the_loop(parse_document, with_lines(given), source, "inline")
         if "name" not in given:  # named once back on the loop, so that two calls at once get two names
             scenario = dataclasses.replace(scenario, name=free_inline_name(session.library))
-        add_scenario(session, scenario)
+        add_scenario(request, session, scenario)
         return scenario.name
     raise ControlError('scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}')
 
@@ -363,7 +370,7 @@ async def add_scenario_call(request: web.Request) -> web.Response:
         return await check_scenario(session, text, request.content_type, default_name)
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in session.library
-    add_scenario(session, scenario)
+    add_scenario(request, session, scenario)
     return web.json_response({"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201)
 
 
@@ -413,11 +420,16 @@ async def queue_scenario(request: web.Request) -> web.Response:
     session = session_of(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
-    name = await scenario_named_by(session, body, QUEUE_SOURCE)
+    name = await scenario_named_by(request, session, body, QUEUE_SOURCE)
     requests = len(session.library.queued(name)) * times
     if len(session.queue) + requests > MAX_QUEUE:
         raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
                            f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)")
+    gateway = gateway_of(request)
+    queued = sum(len(kept.queue) for kept in gateway.every_session())
+    if queued + requests > gateway.max_queued:
+        raise ControlError(f"the sessions' queues hold at most {gateway.max_queued:,} entries together, and hold {queued:,}; "
+                           f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties a session's)")
     session.enqueue(name, times)
     return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(session.queue)})
 
@@ -436,7 +448,7 @@ async def clear_queue(request: web.Request) -> web.Response:
 async def set_default(request: web.Request) -> web.Response:
     session = session_of(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
-    session.default = await scenario_named_by(session, body, DEFAULT_SOURCE)
+    session.default = await scenario_named_by(request, session, body, DEFAULT_SOURCE)
     return web.json_response({"default": session.default})
 
 

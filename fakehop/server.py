@@ -22,7 +22,8 @@ from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import http_error_answer, seeded_meta, whole_answer
 from .scenario import Script
-from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, SCENARIO_HEADER, SESSION_HEADER, BadSessionName, Session, Sessions, Start, Unmatched, checked_name, session_named_by
+from .sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
+                       Session, Sessions, Start, Unmatched, checked_name, session_named_by)
 from .stored import StoredResponses
 
 log = logging.getLogger("fakehop")
@@ -59,6 +60,8 @@ class Gateway:
     # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
     started_at: float = field(default_factory=time.time, init=False)
     bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
+    max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
+    max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
 
     def __post_init__(self) -> None:
         start = Start(self.library, self.default, self.time_scale, self.strict)
@@ -77,6 +80,10 @@ class Gateway:
             if name is None:
                 return self.global_session
         return self.sessions.get(checked_name(name), first_seq)
+
+    def every_session(self) -> list[Session]:
+        """The global session and each named one kept."""
+        return [self.global_session, *self.sessions.listed()]
 
     def session_for(self, headers: Mapping[str, str], seq: int | None = None) -> Session:
         """The session of a request to a protocol route, whose journal record is `seq` (BadSessionName for a bad name)."""

@@ -32,6 +32,10 @@ BEARER = "bearer "  # the scheme of an Authorization header that carries a key, 
 SESSION_HEADER_KEY, AUTHORIZATION_KEY, X_API_KEY = istr(SESSION_HEADER), istr("Authorization"), istr("x-api-key")
 DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_SESSION_IDLE = 600.0  # seconds with no request and no control call, after which a session is dropped
+# Beside each session's own caps, what all sessions hold together: a thousand sessions with
+# full queues, or each with thousands of added scenarios, would hold gigabytes.
+MAX_QUEUED_IN_ALL = 1_000_000  # queue entries
+MAX_ADDED_IN_ALL = 10_000  # scenarios added (a replaced one counted once)
 
 
 class BadSessionName(ValueError):
@@ -118,6 +122,7 @@ class Session:
         self.queue.clear()
         self.counters.clear()
         self.rate_limits.clear()
+        self.added: set[str] = set()  # the names of the scenarios added to it
         self.library = self.start.library
         self.default = self.start.default
         self.time_scale = self.start.time_scale
@@ -131,6 +136,7 @@ class Session:
     def add(self, scenario: Scenario) -> None:
         """Add or replace a scenario (ScenarioError if its `use` does not resolve); a replaced one starts over."""
         self.library = self.library.with_scenario(scenario)
+        self.added.add(scenario.name)
         self.counters.forget(scenario.name)
 
     def enqueue(self, name: str, times: int = 1) -> int:

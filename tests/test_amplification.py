@@ -15,6 +15,7 @@ from fakehop.control import MAX_QUEUE, PAGE_BYTES, PAGE_RECORDS
 from fakehop.intake import HeldBodies
 from fakehop.journal import CUT_HEADERS, KEPT_BODY_BYTES, KEPT_HEADER_BYTES, Journal, Record
 from fakehop.server import Gateway, start
+from fakehop.sessions import MAX_QUEUED_IN_ALL
 
 from .conftest import FAST
 
@@ -208,6 +209,44 @@ async def test_a_queued_sequence_counts_each_of_its_entries_against_the_cap(base
             assert "flaky-then-ok 4,000 times is 12,000 more, which would not fit" in (await response.json())["error"]
         async with session.post(base_url + "/_fakehop/queue", json={"scenario": "flaky-then-ok", "times": 3_000}) as response:
             assert await response.json() == {"queued": "flaky-then-ok", "times": 3_000, "requests": 9_000, "length": MAX_QUEUE - 1_000}
+
+
+async def test_the_queues_of_all_sessions_have_a_cap_together(base_url):
+    async with aiohttp.ClientSession() as session:
+        for number in range(MAX_QUEUED_IN_ALL // MAX_QUEUE):
+            for _ in range(MAX_QUEUE // 10_000):
+                async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello", "times": 10_000},
+                                        headers={"X-Fakehop-Session": f"s{number}"}) as response:
+                    assert response.status == 200
+        async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello"}, headers={"X-Fakehop-Session": "one-more"}) as response:
+            assert response.status == 400
+            assert (await response.json())["error"].startswith(
+                f"the sessions' queues hold at most {MAX_QUEUED_IN_ALL:,} entries together, and hold {MAX_QUEUED_IN_ALL:,}; hello 1 times is 1 more")
+        async with session.delete(base_url + "/_fakehop/queue", headers={"X-Fakehop-Session": "s0"}) as response:
+            assert response.status == 200
+        async with session.post(base_url + "/_fakehop/queue", json={"scenario": "hello"}, headers={"X-Fakehop-Session": "one-more"}) as response:
+            assert response.status == 200
+
+
+async def add(session: aiohttp.ClientSession, url: str, name: str, in_session: str) -> tuple[int, dict]:
+    async with session.post(url + "/_fakehop/scenarios", params={"name": name}, data="steps: [{text: hi}]",
+                            headers={**YAML, "X-Fakehop-Session": in_session}) as response:
+        return response.status, await response.json()
+
+
+async def test_the_scenarios_added_to_all_sessions_have_a_cap_together(serve, make_gateway):
+    url = await serve(make_gateway(max_added=3))
+    async with aiohttp.ClientSession() as session:
+        assert [(await add(session, url, name, in_session))[0] for name, in_session in (("a", "one"), ("b", "one"), ("c", "two"))] == [201] * 3
+        status, answer = await add(session, url, "d", "two")
+        assert status == 400 and answer["error"].startswith("the sessions hold at most 3 added scenarios together, and hold 3;")
+        assert (await add(session, url, "c", "two"))[0] == 200  # replaced: no more than before
+        async with session.post(url + "/_fakehop/queue", json={"scenario": {"steps": [{"text": "inline"}]}},
+                                headers={"X-Fakehop-Session": "two"}) as response:
+            assert response.status == 400 and "at most 3 added scenarios" in (await response.json())["error"]
+        async with session.post(url + "/_fakehop/reset", headers={"X-Fakehop-Session": "one"}) as response:
+            assert response.status == 200
+        assert (await add(session, url, "d", "two"))[0] == 201
 
 
 async def test_bodies_held_at_once_have_a_cap_beyond_which_a_429_says_when_to_retry(serve, make_gateway):
