@@ -10,7 +10,7 @@ import tracemalloc
 import aiohttp
 import pytest
 
-from fakehop.scenario import MAX_TEXT_CHARS, ScenarioError, parse_text
+from fakehop.scenario import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, ScenarioError, parse_text
 from fakehop.yamlsource import MAX_EXPANDED_SIZE
 
 MEMORY_BOUND = 64 * 2**20
@@ -104,3 +104,18 @@ async def test_an_alias_bomb_sent_to_the_control_api_is_a_400(base_url):
         assert "aliases expand this document" in answer["problems"][0]
         async with session.get(base_url + "/_fakehop/health") as response:
             assert response.status == 200
+
+
+@pytest.mark.parametrize("rule", ["NEEDLE", "/NEEDLE/"])
+async def test_a_match_reads_the_prompt_to_its_prefix_and_no_further(base_url, rule):
+    """Text that ends with the prefix's last character fits; one character later, it does not."""
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base_url + "/_fakehop/scenarios", params={"name": "needle"}, headers={"Content-Type": "application/yaml"},
+                                data=f"match: {{prompt: '{rule}'}}\nsteps: [{{text: found}}]") as response:
+            assert response.status == 201
+        got = []
+        for before in (MATCH_PREFIX_CHARS - len("NEEDLE"), MATCH_PREFIX_CHARS - len("NEEDLE") + 1):
+            body = {"model": "m", "messages": [{"role": "user", "content": "a" * before + "NEEDLE"}]}
+            async with session.post(base_url + "/v1/chat/completions", json=body) as response:
+                got.append((await response.json())["choices"][0]["message"]["content"])
+    assert got == ["found", "Hello! How can I help you today?"]
