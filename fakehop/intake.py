@@ -21,7 +21,7 @@ from typing import Callable, TypeVar
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .jsonshape import Shape, shape_of
+from .jsonshape import shape_of
 from .protocols.common import FRESH, BadRequest
 from .render import seeded_request_id
 from .sessions import SCENARIO_HEADER, SESSION_HEADER
@@ -32,6 +32,10 @@ MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay
 # the while, and a parsed value takes tens of bytes: this many keep a parse within some 25 ms
 # and 25 MB. Real requests hold far fewer, even long conversations of tool calls.
 MAX_JSON_VALUES = 250_000
+# And a string costs it a few nanoseconds a backslash escape in it: a body of millions of
+# escapes would hold it for a tenth of a second. Real bodies, code and prose, hold far fewer.
+MAX_BACKSLASHES = 4_000_000
+TOO_DEEP = f"it is nested more than {MAX_JSON_DEPTH} levels deep"
 MAX_HEADER_BYTES = 64 * 1024  # one header line, and the request line; aiohttp's own default is 8190
 MAX_MODEL_CHARS = 256  # real model names are far shorter; each streamed event repeats the model
 # A body over this size is checked, decoded and parsed in a thread (and read by its protocol
@@ -104,16 +108,14 @@ class NotJson(ValueError):
 
 def json_object(raw: bytes) -> dict:
     """`raw` as a JSON object, or BadRequest saying what is wrong with it (NotJson when it is not JSON)."""
-    shape = shape_to_check(raw)
-    if shape is not None and shape.values > MAX_JSON_VALUES:
-        raise BadRequest(f"The request body holds more than {MAX_JSON_VALUES:,} JSON values; fakehop reads at most that many.", status=413)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
     try:
-        body = parsed_json(text)
-        check_fit(text, shape)
+        body = checked_json(raw, text)
+    except TooManyValues as exc:
+        raise BadRequest(f"The request body is too large to read: {exc}, and fakehop reads at most that many.", status=413) from None
     except UnfitJson as exc:
         raise BadRequest(f"We could not use the JSON body of your request: {exc}.") from None
     except ValueError:
@@ -202,6 +204,10 @@ class UnfitJson(ValueError):
     """Valid JSON that fakehop could not carry on with."""
 
 
+class TooManyValues(UnfitJson):
+    """JSON of more values or escapes than a parse may take at once (MAX_JSON_VALUES, MAX_BACKSLASHES)."""
+
+
 def refuse_constant(name: str):
     raise UnfitJson(f"it holds {name}, which JSON does not allow")
 
@@ -210,40 +216,34 @@ _DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # built once: json.
 
 
 def loads(text: str):
-    """json.loads, refusing with UnfitJson what fakehop could not carry on with: more than
-    MAX_JSON_VALUES values, nesting deeper than MAX_JSON_DEPTH, strings with unpaired
-    surrogates, which no answer can encode, and NaN and Infinity, which the real APIs refuse
-    and no journal reader could parse."""
-    shape = shape_to_check(text.encode("utf-8", "surrogatepass"))
-    if shape is not None and shape.values > MAX_JSON_VALUES:
-        raise UnfitJson(f"it holds more than {MAX_JSON_VALUES:,} values")
-    value = parsed_json(text)
-    check_fit(text, shape)
-    return value
+    """json.loads, refusing with UnfitJson what fakehop could not carry on with (see checked_json)."""
+    return checked_json(text.encode("utf-8", "surrogatepass"), text)
 
 
-def parsed_json(text: str):
-    """The JSON value of `text` (ValueError if it is not JSON), NaN and Infinity refused."""
-    try:
-        return _DECODER.decode(text)
-    except RecursionError:
-        raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep") from None
-
-
-def shape_to_check(raw: bytes) -> Shape | None:
-    """The shape of a JSON text that could hold too many values or nest too deep; None for
-    the others, most bodies, told apart by their length and a count of their brackets."""
+def checked_json(raw: bytes, text: str):
+    """The JSON value of `text` (`raw` decoded; ValueError if it is not JSON), refusing with
+    UnfitJson what fakehop could not carry on with: more than MAX_JSON_VALUES values or
+    MAX_BACKSLASHES backslashes (TooManyValues, before it is parsed), nesting deeper than
+    MAX_JSON_DEPTH, strings with unpaired surrogates, which no answer can encode, and NaN and
+    Infinity, which the real APIs refuse and no journal reader could parse. Most bodies are
+    too short to hold too many values and have too few brackets to nest too deep: for them,
+    two counts and the parse."""
+    shape = None
     if len(raw) > MAX_JSON_VALUES or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
-        return shape_of(raw, MAX_JSON_VALUES)
-    return None
-
-
-def check_fit(text: str, shape: Shape | None) -> None:
-    """UnfitJson for nesting deeper than MAX_JSON_DEPTH (by the `shape` of `text`) or an unpaired surrogate in `text`."""
+        shape = shape_of(raw, MAX_JSON_VALUES)
+        if shape.values > MAX_JSON_VALUES:
+            raise TooManyValues(f"it holds more than {MAX_JSON_VALUES:,} values")
+    if len(raw) > MAX_BACKSLASHES and raw.count(b"\\") > MAX_BACKSLASHES:
+        raise TooManyValues(f"it holds more than {MAX_BACKSLASHES:,} backslashes")
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise UnfitJson(TOO_DEEP) from None
     if shape is not None and shape.depth > MAX_JSON_DEPTH:
-        raise UnfitJson(f"it is nested more than {MAX_JSON_DEPTH} levels deep")
+        raise UnfitJson(TOO_DEEP)
     if "\\" in text and _SURROGATE_ESCAPE.search(text) and unpaired_surrogate(text):  # a text with no backslash is found at once
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
+    return value
 
 
 def unpaired_surrogate(text: str) -> bool:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fakehop.intake import MAX_BODY_BYTES, MAX_JSON_VALUES, MAX_MODEL_CHARS
+from fakehop.intake import MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_JSON_VALUES, MAX_MODEL_CHARS
 
 from .server import ServerProcess
 
@@ -158,6 +158,7 @@ def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
         ("a conversation of 80,000 messages, about the most a body may hold", lambda: sending(conversation(80_000))),
         (f"{MAX_JSON_VALUES - 100:,} numbers in one body, about the most it may hold", lambda: sending(of_values(["1"] * (MAX_JSON_VALUES - 100)))),
         (f"a prompt of {escapes:,} escapes", lambda: sending(chat_body("\n" * escapes, stream=False))),
+        (f"a prompt of {MAX_BACKSLASHES:,} escapes, the most a body may hold", lambda: sending(chat_body("\n" * MAX_BACKSLASHES, stream=False))),
         ("bodies of 149,000 numbers in the journal, then read",  # 1.0 MB each: kept parsed
          lambda: journaling(of_values([str(number) for number in range(10**5, 10**5 + 149_000)]), int(64 * scale) or 1)),
         ("headers of 120 lines of 60 KB in the journal, then read", lambda: journaling(chat_body(), int(40 * scale) or 1, big_headers)),

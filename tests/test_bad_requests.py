@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fakehop.library import Library
-from fakehop.intake import LARGE_BODY_BYTES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_MODEL_CHARS
+from fakehop.intake import LARGE_BODY_BYTES, MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_MODEL_CHARS
 from fakehop.protocols import PROTOCOLS
 from fakehop.server import Gateway, start
 from fakehop.thread_server import ThreadServer
@@ -134,14 +134,16 @@ def matrix() -> list[Bad]:
             Bad("model-over-256-characters", p, with_field(p, "model", "m" * (MAX_MODEL_CHARS + 1)), says="maximum length 256"),
             Bad("two-mib-model", p, with_field(p, "model", "m" * 2**21), says="maximum length 256"),
             Bad("foreign-host", p, GOOD[p], headers={"Host": "attacker.example:8080"}, status=403, says="does not answer requests for host 'attacker.example:8080'"),
-            Bad("too-many-values", p, of_values(MAX_JSON_VALUES + 1), status=413, says=f"more than {MAX_JSON_VALUES:,} JSON values"),
+            Bad("too-many-values", p, of_values(MAX_JSON_VALUES + 1), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
+            Bad("too-many-backslashes", p, with_field(p, "metadata", {"a": "\n" * (MAX_BACKSLASHES + 1)}), status=413,
+                says=f"it holds more than {MAX_BACKSLASHES:,} backslashes"),
             Bad("unpaired-surrogate-after-an-escaped-backslash", p, GOOD[p][:-1] + b', "metadata": {"a": "\\\\ud800\\udc00"}}', says="unpaired UTF-16 surrogate"),
             Bad("large-malformed-json", p, large(b'{"model": "m", "messages": ['), says="could not parse the JSON body"),
             Bad("large-invalid-utf8", p, large(b'{"model": "\xff\xfe", "stream": true}'), says="not valid UTF-8"),
             Bad("large-unpaired-surrogate", p, large(with_field(p, "model", "\ud800")), says="unpaired UTF-16 surrogate"),
             Bad("large-nested-just-over-the-limit", p, large(nested(MAX_JSON_DEPTH)), says=f"nested more than {MAX_JSON_DEPTH} levels"),
             Bad("large-nan", p, large(GOOD[p][:-1] + b', "temperature": NaN}'), says="NaN, which JSON does not allow"),
-            Bad("large-too-many-values", p, large(of_values(MAX_JSON_VALUES + 1)), status=413, says=f"more than {MAX_JSON_VALUES:,} JSON values"),
+            Bad("large-too-many-values", p, large(of_values(MAX_JSON_VALUES + 1)), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
             Bad(f"large-{LIST_FIELD[p]}-not-a-list", p, large(with_field(p, LIST_FIELD[p], 42)), says=LIST_FIELD[p]),
         ]
     cases += [
@@ -212,7 +214,8 @@ async def test_a_json_body_sent_as_a_form_is_read_as_json(real_url, protocol):
     large(GOOD["chat"][:-1] + b', "metadata": {"smile": "\\ud83d\\ude00", "deep": ' + b"[" * (MAX_JSON_DEPTH - 2) + b"]" * (MAX_JSON_DEPTH - 2) + b"}}"),
     GOOD["chat"][:-1] + b', "metadata": {"smile": "\\ud83d\\ude00", "deep": ' + b"[" * (MAX_JSON_DEPTH - 2) + b"]" * (MAX_JSON_DEPTH - 2) + b"}}",
     of_values(MAX_JSON_VALUES - 100)[:-1] + b', "messages": [{"role": "user", "content": "hi"}]}',
-], ids=["large", "small", "most-values"])
+    json.dumps({**PROTOCOLS["chat"].EXAMPLE_REQUEST, "metadata": {"a": "\n" * MAX_BACKSLASHES}}).encode(),
+], ids=["large", "small", "most-values", "most-backslashes"])
 async def test_a_body_at_the_limits_is_read(real_url, body):
     """Nesting to the limit, a surrogate pair, as many values as a body may hold: answered, on either side of LARGE_BODY_BYTES."""
     status, _, text = await send(real_url, "POST", PROTOCOLS["chat"].PATH, body, {**auth("chat"), **JSON})
