@@ -83,13 +83,13 @@ class HeldBodies:
         self.held += size
 
 
-async def json_body(request: web.Request, raw: bytes) -> dict:
+def json_body(request: web.Request, raw: bytes) -> dict:
     """The body `raw` of `request` as a JSON object, or BadRequest saying what is wrong with it.
-    A body over LARGE_BODY_BYTES is checked and parsed in a thread."""
+    A body over LARGE_BODY_BYTES is for in_body_thread."""
     if not raw.strip():
         raise BadRequest("The request body is empty; send a JSON object.")
     try:
-        return await in_body_thread(json_object, raw) if len(raw) > LARGE_BODY_BYTES else json_object(raw)
+        return json_object(raw)
     except NotJson:
         raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
                          f"{content_type_hint(request)}.") from None

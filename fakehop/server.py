@@ -205,9 +205,9 @@ class Answer:
         seed = seed_of(self.request)
         raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
         self.held_bytes = len(raw)
-        body = await json_body(self.request, raw)
-        gateway.journal.keep_body(self.record, raw, body)
         large = len(raw) > LARGE_BODY_BYTES
+        body = await in_body_thread(json_body, self.request, raw) if large else json_body(self.request, raw)
+        gateway.journal.keep_body(self.record, raw, body)
         del raw  # as large as the body limit: not to be held for as long as the stream lasts
         parsed = await in_body_thread(protocol.parse, body) if large else protocol.parse(body)
         if len(parsed.model) > MAX_MODEL_CHARS:
