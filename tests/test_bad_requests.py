@@ -228,6 +228,31 @@ async def test_a_body_just_under_the_limit_is_read(real_url):
     assert status == 200
 
 
+def in_chunks(body: bytes, size: int = 64 * 1024):
+    """`body` as an async generator: aiohttp sends it chunked, with no Content-Length."""
+    async def chunks():
+        for start in range(0, len(body), size):
+            yield body[start:start + size]
+    return chunks()
+
+
+@pytest.mark.parametrize("body", [GOOD["chat"], large(GOOD["chat"])], ids=["small", "large"])
+async def test_a_chunked_body_is_read(real_url, body):
+    async with aiohttp.ClientSession() as session:
+        async with session.post(real_url + PROTOCOLS["chat"].PATH, data=in_chunks(body), headers={**auth("chat"), **JSON}) as response:
+            assert response.status == 200, await response.text()
+            assert "chunked" in response.request_info.headers.get("Transfer-Encoding", "")
+
+
+@pytest.mark.parametrize("path,limit", [(PROTOCOLS["chat"].PATH, MAX_BODY_BYTES), ("/_fakehop/queue", 2 * 1024 * 1024)])
+async def test_a_chunked_body_over_the_limit_is_a_413(real_url, path, limit):
+    body = b"{" + b" " * limit + b"}"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(real_url + path, data=in_chunks(body, 1024 * 1024), headers={**auth("chat"), **JSON}) as response:
+            assert response.status == 413
+            assert "larger than the limit" in await response.text()
+
+
 @pytest.mark.parametrize("path,body,says", [
     ("/_fakehop/queue", b'{"scenario": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than"),
     ("/_fakehop/default", b'{"scenario": ' + b'{"a": ' * 500 + b"1" + b"}" * 500 + b"}", "nested more than"),
