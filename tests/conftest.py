@@ -62,3 +62,12 @@ async def anthropic_client(base_url):
 
     async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=0) as client:
         yield client
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "long: a test of tens of seconds; run first, so that under xdist it ends with the others, not after them")
+
+
+def pytest_collection_modifyitems(items):
+    """The long tests first; the sort is stable, so every other test keeps its place."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

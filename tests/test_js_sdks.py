@@ -42,6 +42,7 @@ def install_packages() -> None:
     INSTALLED_STAMP.write_text(digest)
 
 
+@pytest.mark.long
 def test_javascript_sdks_accept_fakehop():
     install_packages()
     env = dict(os.environ, FAKEHOP_PYTHON=sys.executable)

@@ -169,6 +169,7 @@ def delta_offsets(frames: list[tuple[float, str]]) -> list[tuple[float, str]]:
     return found
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("name", "protocol"), [("slow-typing", "chat"), ("reasoning-pause", "messages")])
 async def test_timing_survives_at_time_scale_1(serve, proxy, name, protocol):
     """Recorded in real time (reasoning-pause takes 45 s), replayed in real time: each delta
