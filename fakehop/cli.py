@@ -25,7 +25,7 @@ from .library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest
 from .scenario import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_file, parse_duration, scenario_files
-from .origins import is_all_interfaces, is_loopback
+from .addresses import is_all_interfaces, is_loopback
 from .remote import ControlClient, ControlFailed, default_admin_token, default_url
 from .player import parse_time_scale, time_scale_from_env
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE

@@ -12,45 +12,15 @@ the answer), or a name given with `--allow-host`; and the control API also refus
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from typing import Iterable
 
 from aiohttp import web
 
+from .addresses import address_of, is_all_interfaces, is_loopback
+
 ANY_HOST = "*"
-LOOPBACK_NAMES = ("localhost", "localhost.", "ip6-localhost", "ip6-loopback")
 KEPT_HOST_HEADERS = 64  # Host headers found allowed, kept for a set lookup; more are checked again
 LONGEST_KEPT_HOST = 300  # a host name is at most 253 characters, with a port 6 more
-
-
-def address_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The IP address `host` spells (`127.1` and `0` as the C library reads them), or None for a name."""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        return ipaddress.ip_address(bare.split("%", 1)[0])
-    except ValueError:
-        pass
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(bare))
-    except (OSError, ValueError):
-        return None
-
-
-def is_all_interfaces(host: str) -> bool:
-    """Whether binding `host` listens on every interface: `0.0.0.0`, `::`, `0`, or nothing."""
-    address = address_of(host)
-    return host == "" or (address is not None and address.is_unspecified)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` can only be reached from this machine."""
-    address = address_of(host)
-    if address is not None:
-        mapped = getattr(address, "ipv4_mapped", None)
-        return (mapped or address).is_loopback
-    name = host.lower().rstrip(".")
-    return name in LOOPBACK_NAMES or name.endswith(".localhost")
 
 
 def host_name(header: str) -> str:
