@@ -303,10 +303,13 @@ def run_serve(args: argparse.Namespace) -> int:
     raise_open_file_limit()
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
-    gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
-                      allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
-                      strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
-                      lenient_conversations=args.lenient_conversations)
+    try:
+        gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
+                          allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
+                          strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
+                          lenient_conversations=args.lenient_conversations)
+    except UnknownScenario as exc:
+        return fail(f"--default: {exc}")
     if not args.quiet:
         gateway.journal.listeners.append(functools.partial(print_finished, tint=tinter(sys.stdout)))
     for warning in exposure_warnings(args):

@@ -130,7 +130,7 @@ def test_play_and_serve_say_the_hint_in_one_line():
     assert one_line(played.stderr).startswith("fakehop: Unknown scenario 'hello-world'; did you mean 'hello'? ")
     served = fakehop("serve", "--port", "0", "--default", "slow_typing")
     assert served.returncode != 0 and served.stdout == ""
-    assert one_line(served.stderr).startswith("fakehop: Unknown scenario 'slow_typing'; did you mean 'slow-typing'? ")
+    assert one_line(served.stderr).startswith("fakehop: --default: Unknown scenario 'slow_typing'; did you mean 'slow-typing'? ")
 
 
 def test_a_use_that_misses_in_a_file_is_a_load_time_problem_with_its_line(tmp_path: Path):
