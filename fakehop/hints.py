@@ -10,13 +10,29 @@ import difflib
 from typing import Iterable
 
 CLOSE_ENOUGH = 0.6  # difflib's ratio from which a name counts as a near miss
+# difflib's work on a name grows as its length times the word's: ten thousand added scenarios
+# of 128 characters would take seconds on the loop. Past this many characters compared (some
+# 10 ms), the names nearest the word in length are the ones looked at; a typo keeps its length.
+HINT_WORK = 400_000
 MESSAGES_PATH = "/messages"  # what the Anthropic SDK adds, after /v1, to its base URL
 
 
 def did_you_mean(word: object, names: Iterable[str]) -> str:
     """`; did you mean 'NAME'?` for the name nearest to `word`, or "" when none is near."""
-    close = difflib.get_close_matches(str(word), list(names), n=1, cutoff=CLOSE_ENOUGH)
+    word = str(word)
+    close = difflib.get_close_matches(word, nearest_in_length(word, names), n=1, cutoff=CLOSE_ENOUGH)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def nearest_in_length(word: str, names: Iterable[str]) -> list[str]:
+    """The `names` nearest to `word` in length, as many as HINT_WORK lets difflib compare."""
+    kept, work = [], 0
+    for name in sorted(names, key=lambda name: abs(len(name) - len(word))):
+        work += len(name) * len(word)
+        if work > HINT_WORK and kept:
+            break
+        kept.append(name)
+    return kept
 
 
 def base_url_hint(path: str, root: str, served: Iterable[str], anthropic_client: bool) -> str:

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from fakehop.cli import main
+from fakehop.hints import HINT_WORK, did_you_mean, nearest_in_length
 from fakehop.library import Library
 from fakehop.server import Gateway
 from fakehop.thread_server import ThreadServer
@@ -263,3 +264,13 @@ def test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames(take
     assert frames == [(__file__, "test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames"),
                       (sys.modules[ThreadServer.__module__].__file__, "start")]  # none of the server's thread
     assert server.url is None
+
+
+MANY_LONG_NAMES = [f"{number:04d}-" + "x" * 123 for number in range(10_000)]  # as many added scenarios as a server keeps, of the longest names
+
+
+def test_the_hint_among_many_long_names_compares_only_those_nearest_in_length():
+    compared = nearest_in_length("x" * 128, MANY_LONG_NAMES)
+    assert len(compared) == HINT_WORK // (128 * 128)
+    assert did_you_mean("checkout-falt", [*MANY_LONG_NAMES, "checkout-fault"]) == "; did you mean 'checkout-fault'?"
+    assert did_you_mean("0001-" + "x" * 122 + "y", MANY_LONG_NAMES[:10]) == f"; did you mean {MANY_LONG_NAMES[1]!r}?"
