@@ -12,8 +12,9 @@ from typing import Iterable
 CLOSE_ENOUGH = 0.6  # difflib's ratio from which a name counts as a near miss
 # difflib's work on a name grows as its length times the word's: ten thousand added scenarios
 # of 128 characters would take seconds on the loop. Past this many characters compared (some
-# 10 ms), the names nearest the word in length are the ones looked at; a typo keeps its length.
-HINT_WORK = 400_000
+# 10 ms for names of one repeated letter, difflib's slowest), the names nearest the word in
+# length are the ones looked at: hundreds of names of a usual length, and a typo keeps its length.
+HINT_WORK = 100_000
 MESSAGES_PATH = "/messages"  # what the Anthropic SDK adds, after /v1, to its base URL
 
 

@@ -13,13 +13,17 @@ from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scena
 
 
 DEFAULT_SCENARIO = "hello"
+LISTED_NAMES = 100  # of the known scenarios an error names; a server may hold 10,000 added ones
 
 
 class UnknownScenario(LookupError):
-    """A name no scenario has: the message says the nearest one, if any is near, and lists them all."""
+    """A name no scenario has: the message says the nearest one, if any is near, and lists the
+    known ones (the first LISTED_NAMES, and how many more)."""
 
     def __init__(self, name: str, known: list[str]):
-        super().__init__(f"Unknown scenario {name!r}{did_you_mean(name, known) or '.'} Known scenarios: {', '.join(known)}")
+        listed = ", ".join(known[:LISTED_NAMES])
+        more = f" and {len(known) - LISTED_NAMES:,} more (`fakehop list --url URL` lists them all)" if len(known) > LISTED_NAMES else ""
+        super().__init__(f"Unknown scenario {name!r}{did_you_mean(name, known) or '.'} Known scenarios: {listed}{more}")
         self.name = name
         self.known = known
 

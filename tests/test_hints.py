@@ -18,7 +18,7 @@ import pytest
 
 from fakehop.cli import main
 from fakehop.hints import HINT_WORK, did_you_mean, nearest_in_length
-from fakehop.library import Library
+from fakehop.library import LISTED_NAMES, Library, UnknownScenario
 from fakehop.server import Gateway
 from fakehop.thread_server import ThreadServer
 
@@ -274,3 +274,9 @@ def test_the_hint_among_many_long_names_compares_only_those_nearest_in_length():
     assert len(compared) == HINT_WORK // (128 * 128)
     assert did_you_mean("checkout-falt", [*MANY_LONG_NAMES, "checkout-fault"]) == "; did you mean 'checkout-fault'?"
     assert did_you_mean("0001-" + "x" * 122 + "y", MANY_LONG_NAMES[:10]) == f"; did you mean {MANY_LONG_NAMES[1]!r}?"
+
+
+def test_an_unknown_name_among_many_lists_the_first_hundred_and_how_many_more():
+    message = str(UnknownScenario("nope", MANY_LONG_NAMES))
+    assert message.count(", ") == LISTED_NAMES - 1
+    assert message.endswith(f"{MANY_LONG_NAMES[LISTED_NAMES - 1]} and 9,900 more (`fakehop list --url URL` lists them all)")
