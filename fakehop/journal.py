@@ -140,6 +140,7 @@ class Record:
     duration: float | None = None
     body_bytes: int = 0  # the body's size as read
     retry_after: str | None = None  # the Retry-After header an http_error answer sent
+    retry_after_ms: str | None = None  # and its retry-after-ms, which the SDKs read before Retry-After
     # A stream's writes, each as (the monotonic time it began, its bytes), as far as they come
     # to KEPT_FRAME_BYTES; `frames_cut` says that what followed was left out. As JSON, times
     # are seconds since the request arrived.

@@ -31,6 +31,9 @@ def seeded_request_id(seed: int) -> str:
     return f"req_{seed:024d}"
 
 
+RETRY_AFTER_MS = "retry-after-ms"  # a wait in milliseconds, which the SDKs read before Retry-After
+
+
 def http_error_answer(protocol, error: HttpError, request_id: str) -> tuple[int, dict[str, str], dict]:
     """Status, headers and body of a scenario's `http_error`."""
     headers = dict(error.headers)

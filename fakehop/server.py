@@ -20,7 +20,7 @@ from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import BadRequest, Meta, ParsedRequest, dumps
-from .render import http_error_answer, seeded_meta, whole_answer
+from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
 from .scenario import Script
 from .sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
                        Session, Sessions, Start, Unmatched, checked_name, session_named_by)
@@ -235,6 +235,7 @@ class Answer:
     def http_error(self, script: Script) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
         self.record.retry_after = headers.get("Retry-After")
+        self.record.retry_after_ms = next((value for name, value in headers.items() if name.lower() == RETRY_AFTER_MS), None)
         self.record.close(jr.HTTP_ERROR, status, body_message(body))
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 

@@ -291,7 +291,11 @@ class Evidence:
 
 
 def retry_after_seconds(record: Record) -> float | None:
-    """The wait the Retry-After `record`'s answer sent asked for: seconds, or an HTTP date."""
+    """The wait `record`'s answer asked for, read as the SDKs read it: its retry-after-ms when
+    that is a number, else its Retry-After, in seconds or as an HTTP date."""
+    milliseconds = retry_after_ms(record)
+    if milliseconds is not None:
+        return milliseconds / 1000
     value = record.retry_after
     if value is None:
         return None
@@ -302,6 +306,14 @@ def retry_after_seconds(record: Record) -> float | None:
     try:
         return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - wall_end(record))
     except (TypeError, ValueError):
+        return None
+
+
+def retry_after_ms(record: Record) -> float | None:
+    """The retry-after-ms `record`'s answer sent, when it is a number (the SDKs pass over others)."""
+    try:
+        return None if record.retry_after_ms is None else max(0.0, float(record.retry_after_ms))
+    except ValueError:
         return None
 
 
@@ -426,7 +438,8 @@ def retry_after_ignored(evidence: Evidence):
         if early:
             before, after, wait, asked = early[0]
             yield ERROR, concerned([(b, a) for b, a, _, _ in early]), (
-                f"retried #{after.seq} {wait:.2f} s after a {before.status} whose Retry-After asked for {asked:g} s"
+                f"retried #{after.seq} {wait:.2f} s after a {before.status} whose "
+                f"{'retry-after-ms' if retry_after_ms(before) is not None else 'Retry-After'} asked for {asked:g} s"
                 f"{more(len(early) - 1, 'retries as early')}; HopBase sends Retry-After with its 429s and 503s: "
                 "wait at least that long before the next attempt")
 

@@ -543,3 +543,27 @@ async def test_the_handle_on_the_tests_own_loop_judges_too(aiohttp_server):
 def test_every_rule_the_scenario_contract_names_is_there():
     assert list(RULES) == ["retry_after_ignored", "no_backoff", "retry_storm", "retried_non_retryable", "resumed_partial_output",
                            "truncated_stream_accepted", "gave_up_during_keepalive", "no_read_timeout", "abandoned_stream"]
+
+
+BUSY_IN_MS = {"name": "busy-in-ms", "sequence": [{"http_error": {"status": 429, "retry_after": 5, "headers": {"Retry-After-Ms": "1200"}}},
+                                                  {"use": "hello"}]}
+
+
+async def test_a_retry_after_ms_is_the_wait_asked_for_as_the_sdks_read_it(base_url, gateway):
+    """The SDKs wait what retry-after-ms says, before Retry-After: so does the verdict."""
+    add(gateway, BUSY_IN_MS)
+    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
+        completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario("busy-in-ms"))
+    assert completion.choices[0].message.content == "Hello! How can I help you today?"
+    answer = await verdict(base_url)
+    assert answer["findings"] == []
+    [retried] = answer["retried"]
+    assert 1.2 <= retried["waits"][0] < 5
+    assert [record.retry_after_ms for record in gateway.journal.records] == ["1200", None]
+
+
+async def test_retrying_before_a_retry_after_ms_is_over_ignored_it(base_url, gateway):
+    add(gateway, BUSY_IN_MS)
+    assert await post_until_ok(base_url, chat_body("now"), "busy-in-ms", waits=[0.3]) == [429, 200]
+    [finding] = (await verdict(base_url))["findings"]
+    assert finding["rule"] == "retry_after_ignored" and "whose retry-after-ms asked for 1.2 s" in finding["message"]
