@@ -25,6 +25,9 @@ RESPONSES = "/v1/responses"
 MODEL = "gpt-5.6-sol"
 HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}]}  # some 30 MB of chunks
 BUSY_THEN_OK = {"name": "busy-then-ok", "sequence": [{"http_error": {"status": 429, "retry_after": 1}}, {"use": "hello"}]}
+# retry-after-ms, which the SDKs read before Retry-After, asks for a wait of its own
+BUSY_IN_MS = {"name": "busy-in-ms", "sequence": [{"http_error": {"status": 429, "retry_after": 5, "headers": {"Retry-After-Ms": "1200"}}},
+                                                  {"use": "hello"}]}
 DOWN_DO_NOT_RETRY = {"name": "down-do-not-retry", "http_error": {"status": 500, "headers": {"x-should-retry": "false"}}}
 ALWAYS_400_RETRY = {"name": "bad-but-retry", "http_error": {"status": 400, "headers": {"x-should-retry": "true"}}}
 
@@ -174,15 +177,26 @@ async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(b
     assert finding["rule"] == "retry_after_ignored" and "Retry-After asked for 1 s" in finding["message"]
 
 
-async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway):
-    add(gateway, BUSY_THEN_OK)
+@pytest.mark.parametrize(("busy", "asked", "longest"), [(BUSY_THEN_OK, 1.0, None), (BUSY_IN_MS, 1.2, 5.0)], ids=["retry-after", "retry-after-ms"])
+async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway, busy, asked, longest):
+    """Retry-After, or retry-after-ms before it, as the SDKs read them: so does the verdict."""
+    add(gateway, busy)
     async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
-        completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario("busy-then-ok"))
+        completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario(busy["name"]))
     assert completion.choices[0].message.content == "Hello! How can I help you today?"
     answer = await verdict(base_url)
     assert answer["findings"] == []
     [retried] = answer["retried"]
-    assert retried["ends"] == ["http_error", "completed"] and retried["waits"][0] >= 1.0
+    assert retried["ends"] == ["http_error", "completed"] and retried["waits"][0] >= asked
+    assert longest is None or retried["waits"][0] < longest
+
+
+async def test_retrying_before_a_retry_after_ms_is_over_ignored_it(base_url, gateway):
+    add(gateway, BUSY_IN_MS)
+    assert await post_until_ok(base_url, chat_body("now"), "busy-in-ms", waits=[0.3]) == [429, 200]
+    assert [record.retry_after_ms for record in gateway.journal.records] == ["1200", None]
+    [finding] = (await verdict(base_url))["findings"]
+    assert finding["rule"] == "retry_after_ignored" and "whose retry-after-ms asked for 1.2 s" in finding["message"]
 
 
 async def test_a_hand_written_client_that_honours_retry_after_is_clean(base_url, gateway):
@@ -544,26 +558,3 @@ def test_every_rule_the_scenario_contract_names_is_there():
     assert list(RULES) == ["retry_after_ignored", "no_backoff", "retry_storm", "retried_non_retryable", "resumed_partial_output",
                            "truncated_stream_accepted", "gave_up_during_keepalive", "no_read_timeout", "abandoned_stream"]
 
-
-BUSY_IN_MS = {"name": "busy-in-ms", "sequence": [{"http_error": {"status": 429, "retry_after": 5, "headers": {"Retry-After-Ms": "1200"}}},
-                                                  {"use": "hello"}]}
-
-
-async def test_a_retry_after_ms_is_the_wait_asked_for_as_the_sdks_read_it(base_url, gateway):
-    """The SDKs wait what retry-after-ms says, before Retry-After: so does the verdict."""
-    add(gateway, BUSY_IN_MS)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
-        completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario("busy-in-ms"))
-    assert completion.choices[0].message.content == "Hello! How can I help you today?"
-    answer = await verdict(base_url)
-    assert answer["findings"] == []
-    [retried] = answer["retried"]
-    assert 1.2 <= retried["waits"][0] < 5
-    assert [record.retry_after_ms for record in gateway.journal.records] == ["1200", None]
-
-
-async def test_retrying_before_a_retry_after_ms_is_over_ignored_it(base_url, gateway):
-    add(gateway, BUSY_IN_MS)
-    assert await post_until_ok(base_url, chat_body("now"), "busy-in-ms", waits=[0.3]) == [429, 200]
-    [finding] = (await verdict(base_url))["findings"]
-    assert finding["rule"] == "retry_after_ignored" and "whose retry-after-ms asked for 1.2 s" in finding["message"]
