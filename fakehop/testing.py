@@ -12,6 +12,7 @@ import asyncio
 import copy
 import functools
 import itertools
+import ssl
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -426,30 +427,45 @@ class Fakehop:
         """An `openai.OpenAI` client for this server; `options` go to the client as they are."""
         import openai
 
-        return openai.OpenAI(**self._client_options(self.openai_base_url, options))
+        return openai.OpenAI(**self._client_options(self.openai_base_url, options, openai.DefaultHttpxClient))
 
     def async_openai_client(self, **options: Any):
         import openai
 
-        return openai.AsyncOpenAI(**self._client_options(self.openai_base_url, options))
+        return openai.AsyncOpenAI(**self._client_options(self.openai_base_url, options, openai.DefaultAsyncHttpxClient))
 
     def anthropic_client(self, **options: Any):
         import anthropic
 
-        return anthropic.Anthropic(**self._client_options(self.anthropic_base_url, options))
+        return anthropic.Anthropic(**self._client_options(self.anthropic_base_url, options, anthropic.DefaultHttpxClient))
 
     def async_anthropic_client(self, **options: Any):
         import anthropic
 
-        return anthropic.AsyncAnthropic(**self._client_options(self.anthropic_base_url, options))
+        return anthropic.AsyncAnthropic(**self._client_options(self.anthropic_base_url, options, anthropic.DefaultAsyncHttpxClient))
 
-    def _client_options(self, base_url: str, options: dict[str, Any]) -> dict[str, Any]:
+    def _client_options(self, base_url: str, options: dict[str, Any], http_client_class: Callable[..., Any]) -> dict[str, Any]:
         """The client's settings: this session's key, and its header, so that an `api_key` in
-        `options` (for a server started with --api-key) still leaves the client in the session."""
+        `options` (for a server started with --api-key) still leaves the client in the session.
+        On a plain-HTTP server, the SDK's own HTTP client with a TLS context that has no
+        certificate authorities (see `plain_http_tls`) unless `options` bring an `http_client`."""
         merged = {"base_url": base_url, "api_key": self.api_key, **options}
         if self.session is not None:
             merged["default_headers"] = {SESSION_HEADER: self.session, **options.get("default_headers", {})}
+        if "http_client" not in options and base_url.startswith("http://"):
+            merged["http_client"] = http_client_class(verify=plain_http_tls())
         return merged
+
+
+@functools.cache
+def plain_http_tls() -> ssl.SSLContext:
+    """A TLS context for SDK clients of a plain-HTTP server.
+
+    The SDKs' HTTP client loads the whole CA bundle into a TLS context for every client it
+    makes, some 30 ms of CPU, though a client of an http:// URL never opens TLS. This context
+    is made once and trusts no one: a request sent over TLS with it anyway fails verification.
+    """
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def make_app(

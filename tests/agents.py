@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from . import clients
+
 QUESTION = "What is the weather in Paris, and the time?"
 CHAT_TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
@@ -150,11 +152,8 @@ async def loop(agent, results: dict[str, str]) -> tuple[Turn, Turn]:
 
 async def sdk_loop(url: str, protocol: str, results: dict[str, str], **options: Any) -> tuple[Turn, Turn]:
     """A whole loop of the `protocol` agent (with `options`), its official SDK client pointed at the fakehop at `url`."""
-    import anthropic
-    import openai
-
-    async with (openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as openai_client,
-                anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0) as anthropic_client):
+    async with (clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as openai_client,
+                clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as anthropic_client):
         return await loop(agent_for(protocol, openai_client, anthropic_client, **options), results)
 
 

@@ -7,6 +7,8 @@ import pytest
 from fakehop.library import Library
 from fakehop.server import Gateway, create_app
 
+from . import clients
+
 FAST = 0.01  # time scale for tests that do not measure time: a 120 s stall takes 1.2 s
 
 
@@ -49,18 +51,14 @@ async def base_url(serve, gateway) -> str:
 async def openai_client(base_url):
     """Closed after the test, on its own loop: a client left to the garbage collector closes
     itself on whichever loop runs then, or logs that its loop is gone."""
-    import openai
-
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         yield client
 
 
 @pytest.fixture
 async def anthropic_client(base_url):
     """Closed after the test, as openai_client."""
-    import anthropic
-
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=0) as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=0) as client:
         yield client
 
 

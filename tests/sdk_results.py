@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
-import openai
-
 from fakehop.protocols import PROTOCOLS
+
+from . import clients
 
 QUESTION = "Hello"
 MODELS = {"chat": "gpt-5.6-sol", "responses": "gpt-5.6-sol", "messages": "claude-sonnet-5"}
@@ -65,7 +64,7 @@ def counts(values: dict, path: str = ""):
 
 
 async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
         request = {"model": MODELS["chat"], "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers}
         if stream:
             async with client.chat.completions.stream(**request, stream_options={"include_usage": True}) as events:
@@ -89,7 +88,7 @@ def responses_item(item: Any) -> tuple:
 
 
 async def responses(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
         request = {"model": MODELS["responses"], "input": QUESTION, "extra_headers": headers}
         if stream:
             response = None
@@ -118,7 +117,7 @@ def messages_block(block: Any) -> tuple:
 
 
 async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
+    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
         request = {"model": MODELS["messages"], "max_tokens": 1024, "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers,
                    "thinking": PROTOCOLS["messages"].EXAMPLE_REQUEST["thinking"]}  # as request_body asks, so that thinking shows
         if stream:

@@ -7,6 +7,7 @@ import json
 import openai
 import pytest
 
+from . import clients
 from .agents import ChatAgent, agent_weather_loop, loop
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -168,7 +169,7 @@ async def test_retry_after_header_as_written(openai_client):
 
 
 async def test_sdk_retries_flaky_sequence_then_succeeds(base_url, gateway):
-    client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=2)
+    client = clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=2)
     stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=scenario("flaky-then-ok"))
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "Hello! How can I help you today?"
@@ -189,7 +190,7 @@ async def test_disconnect_raises_connection_error(openai_client, gateway):
 
 
 async def test_keepalives_never_reach_sdk_events(base_url, library):
-    client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    client = clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
     stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=scenario("stall-recovers"))
     chunks = [chunk async for chunk in stream]
     assert all(c.object == "chat.completion.chunk" for c in chunks)
@@ -215,7 +216,7 @@ async def test_stream_helper_raises_length_error(openai_client):
 
 
 async def test_hang_keeps_the_stream_open_until_the_client_leaves(base_url, gateway):
-    client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0, timeout=0.5)
+    client = clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0, timeout=0.5)
     stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers=scenario("hang"))
     with pytest.raises(openai.APITimeoutError):
         async for _ in stream:

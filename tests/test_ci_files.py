@@ -17,7 +17,6 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 
 from fakehop.cli import build_parser

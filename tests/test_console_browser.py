@@ -17,12 +17,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-import anthropic
 import openai
 import pytest
 
 from fakehop.server import Gateway
 from fakehop.thread_server import ThreadServer
+
+from . import clients
 
 CHROMIUM = Path(os.environ.get("FAKEHOP_CHROMIUM", "/usr/bin/chromium"))
 REQUIRED = os.environ.get("FAKEHOP_BROWSER_TESTS") == "required"
@@ -84,7 +85,7 @@ class Console:
             expect(self.page.locator("#connection")).to_have_text("live")
 
     def client(self, **options) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key="sk-test", max_retries=0, **options)
+        return clients.openai_sync(base_url=self.url + "/v1", api_key="sk-test", max_retries=0, **options)
 
     def rows(self):
         return self.page.locator("#log tbody tr")
@@ -443,7 +444,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
 def send_at(rate: float, count: int, url: str) -> list[float]:
     """`count` requests through the SDK, `rate` a second, each from its own thread; their durations."""
-    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    client = clients.openai_sync(base_url=url + "/v1", api_key="sk-test", max_retries=0)
 
     def one(_: int) -> float:
         began = time.monotonic()
@@ -512,7 +513,7 @@ def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
         ask(client, "fail-rate-limit")
     with client.responses.stream(model="gpt-5.6-sol", input="Hi", extra_headers={"X-Fakehop-Scenario": "think-then-tool"}) as answer:
         answer.get_final_response()
-    anthropic_client = anthropic.Anthropic(base_url=console.url, api_key="sk-test", max_retries=0)
+    anthropic_client = clients.anthropic_sync(base_url=console.url, api_key="sk-test", max_retries=0)
     with anthropic_client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
                                           extra_headers={"X-Fakehop-Scenario": "reasoning-pause"}) as stalled:
         next(iter(stalled))

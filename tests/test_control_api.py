@@ -10,6 +10,7 @@ from fakehop.journal import Journal
 from fakehop.library import Library
 from fakehop.server import Gateway
 
+from . import clients
 from .conftest import FAST
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -268,7 +269,7 @@ async def test_queue_comes_before_the_default(control, openai_client):
 async def test_requests_page_with_since_and_limit(serve, make_gateway, session):
     """With --journal-secrets, the headers as they came, the key included."""
     control = Control(session, await serve(make_gateway(journal=Journal(secrets=True))))
-    async with openai.AsyncOpenAI(base_url=control.base_url + "/v1", api_key="sk-test", max_retries=0) as openai_client:
+    async with clients.openai_async(base_url=control.base_url + "/v1", api_key="sk-test", max_retries=0) as openai_client:
         for number in range(5):
             await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": f"question {number}"}])
 

@@ -18,6 +18,8 @@ import pytest
 
 from fakehop.remote import ControlClient
 
+from . import clients
+
 HELLO = "Hello! How can I help you today?"
 WAIT = 15.0  # seconds: generous, for a loaded machine
 
@@ -79,7 +81,7 @@ def url(server) -> str:
 
 
 def app(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    return clients.openai_sync(base_url=url + "/v1", api_key="sk-test", max_retries=0)
 
 
 def ask(client: openai.OpenAI) -> str:

@@ -15,6 +15,7 @@ import pytest
 from fakehop.protocols import PROTOCOLS
 from fakehop.scenario import parse_text
 
+from . import clients
 from .agents import agent_for
 
 PROTOCOL_NAMES = sorted(PROTOCOLS)
@@ -66,8 +67,8 @@ async def test_agent_loops_interleaved_in_parallel_each_get_their_own_turns(prot
 async def test_a_retried_turn_2_gets_turn_2_again_and_a_used_sequence_keeps_its_own_count(protocol, gateway, base_url):
     add(gateway, FLAKY_ANSWER)
     gateway.global_session.default = add(gateway, FLAKY_TURN_TWO)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as openai_client, \
-            anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=2) as anthropic_client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as openai_client, \
+            clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=2) as anthropic_client:
         first, other = agent_for(protocol, openai_client, anthropic_client), agent_for(protocol, openai_client, anthropic_client)
         await first.ask()
         await other.ask()

@@ -11,6 +11,7 @@ import pytest
 
 from fakehop import scenario as sc
 
+from . import clients
 from .inline_scenarios import add, problems_of
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -108,7 +109,7 @@ async def test_anthropic_refusals_of_the_request_say_not_to_retry(base_url):
 
 
 async def test_anthropic_sdk_follows_x_should_retry(base_url, gateway):
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="k", max_retries=2) as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="k", max_retries=2) as client:
         for name, text, attempts in [
             ("conflict", "http_error: {status: 409}", 1),  # the SDK would retry a bare 409
             ("overloaded", "http_error: {status: 529}", 3),

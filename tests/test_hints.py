@@ -22,6 +22,7 @@ from fakehop.library import LISTED_NAMES, Library, UnknownScenario
 from fakehop.server import Gateway
 from fakehop.thread_server import ThreadServer
 
+from . import clients
 from .conftest import FAST
 
 QUESTION = [{"role": "user", "content": "Hi"}]
@@ -151,7 +152,7 @@ def test_a_use_that_misses_in_a_file_is_a_load_time_problem_with_its_line(tmp_pa
 
 async def test_an_openai_base_url_without_v1_gets_a_404_saying_it_ends_in_v1(base_url):
     hint = f"; the OpenAI base URL ends in /v1: {base_url}/v1"
-    async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url, api_key="sk-test", max_retries=0) as client:
         with pytest.raises(openai.NotFoundError) as chat:
             await client.chat.completions.create(model="m", messages=QUESTION, stream=True)
         with pytest.raises(openai.NotFoundError) as responses:
@@ -165,7 +166,7 @@ async def test_an_openai_base_url_without_v1_gets_a_404_saying_it_ends_in_v1(bas
 
 
 async def test_an_anthropic_base_url_with_v1_gets_a_404_saying_it_has_none(base_url):
-    async with anthropic.AsyncAnthropic(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.anthropic_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         with pytest.raises(anthropic.NotFoundError) as caught:
             await client.messages.create(model="m", max_tokens=10, messages=QUESTION)
     assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "not_found_error"
@@ -176,7 +177,7 @@ async def test_an_anthropic_base_url_with_v1_gets_a_404_saying_it_has_none(base_
 
 
 async def test_an_openai_base_url_with_v1_twice_gets_a_404_saying_once(base_url):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1/v1", api_key="sk-test", max_retries=0) as client:
         with pytest.raises(openai.NotFoundError) as caught:
             await client.chat.completions.create(model="m", messages=QUESTION)
     assert caught.value.body["message"] == f"Unknown path /v1/v1/chat/completions; one /v1 too many: the OpenAI base URL has it once, {base_url}/v1"

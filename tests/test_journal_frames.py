@@ -7,7 +7,6 @@ import asyncio
 import socket
 
 import aiohttp
-import pytest
 
 from fakehop import journal as jr
 

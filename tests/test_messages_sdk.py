@@ -21,6 +21,7 @@ from fakehop.protocols import messages
 from fakehop import scenario as sc
 from fakehop.scenario import parse_text
 
+from . import clients
 from .agents import MessagesAgent, agent_weather_loop
 
 MODEL = "claude-sonnet-5"
@@ -217,7 +218,7 @@ async def test_disconnect_is_a_connection_error(anthropic_client):
 
 
 async def test_flaky_then_ok_is_retried_until_it_succeeds(base_url, gateway):
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=2)
+    client = clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=2)
     message = await stream_final_message(client, "flaky-then-ok")
     assert message.content[0].text == "Hello! How can I help you today?"
     records = gateway.journal.since(0)
@@ -227,7 +228,7 @@ async def test_flaky_then_ok_is_retried_until_it_succeeds(base_url, gateway):
 
 async def test_rate_limit_honours_retry_after(base_url, gateway):
     gateway.global_session.add(parse_text("http_error: {status: 429, retry_after: 1, message: slow down}", "<test>", "limited"))
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=1)
+    client = clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=1)
     started = time.monotonic()
     with pytest.raises(anthropic.RateLimitError) as caught:
         await client.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES, extra_headers=scenario_header("limited"))
@@ -288,7 +289,7 @@ async def test_non_streaming_fail_is_an_http_error(anthropic_client, name, excep
 
 async def test_api_key_accepted_as_bearer_and_x_api_key(make_gateway, serve):
     url = await serve(make_gateway(api_key="sk-right"))
-    sdk = anthropic.AsyncAnthropic(base_url=url, api_key="sk-right", max_retries=0)
+    sdk = clients.anthropic_async(base_url=url, api_key="sk-right", max_retries=0)
     assert (await sdk.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES)).content[0].text
     async with aiohttp.ClientSession() as session:
         headers = {"x-api-key": "sk-right", "anthropic-version": "2023-06-01"}
@@ -299,7 +300,7 @@ async def test_api_key_accepted_as_bearer_and_x_api_key(make_gateway, serve):
 
 async def test_wrong_api_key_is_an_authentication_error(make_gateway, serve):
     url = await serve(make_gateway(api_key="sk-right"))
-    sdk = anthropic.AsyncAnthropic(base_url=url, api_key="sk-wrong", max_retries=0)
+    sdk = clients.anthropic_async(base_url=url, api_key="sk-wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as caught:
         await sdk.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES, stream=True)
     assert caught.value.body["error"]["type"] == "authentication_error"

@@ -8,7 +8,6 @@ import contextlib
 from collections import Counter
 
 import aiohttp
-import anthropic
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families

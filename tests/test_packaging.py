@@ -12,11 +12,12 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import openai
 import pytest
 
 from fakehop import __version__
 from fakehop.library import Library
+
+from . import clients
 
 ROOT = Path(__file__).resolve().parent.parent
 SDIST = f"fakehop-{__version__}.tar.gz"
@@ -102,7 +103,7 @@ def test_the_installed_wheel_serves_a_request(installed: Path, tmp_path: Path):
         assert f"fakehop {__version__} listening on " in banner, banner + server.stderr.read()
         url = banner.split()[-1]
         assert f"{len(Library.load().names())} scenarios, default 'hello'" in server.stdout.readline()
-        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-fakehop", max_retries=0, timeout=WAIT)
+        client = clients.openai_sync(base_url=url + "/v1", api_key="sk-fakehop", max_retries=0, timeout=WAIT)
         stream = client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hi"}], stream=True)
         assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == "Hello! How can I help you today?"
     finally:

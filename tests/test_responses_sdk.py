@@ -18,6 +18,7 @@ from fakehop.library import Library, resolve
 from fakehop.player import FAIL_MESSAGES
 from fakehop.stored import StoredResponses
 
+from . import clients
 from .agents import ResponsesAgent, agent_weather_loop
 
 MODEL = "gpt-5.6-sol"
@@ -89,7 +90,7 @@ def expected_failure(script: sc.Script) -> tuple[str, str]:
 @pytest.fixture
 async def retrying_client(base_url):
     """An SDK client that retries as the SDK does by default: up to two more attempts."""
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=2) as client:
         yield client
 
 
@@ -488,7 +489,7 @@ async def test_store_false_answers_are_not_kept(openai_client):
 
 async def test_stored_responses_are_bounded_oldest_first(make_gateway, serve):
     gateway = make_gateway(responses=StoredResponses(capacity=2))
-    async with openai.AsyncOpenAI(base_url=await serve(gateway) + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=await serve(gateway) + "/v1", api_key="sk-test", max_retries=0) as client:
         ids = [(await client.responses.create(model=MODEL, input=f"Question {number}")).id for number in range(3)]
         with pytest.raises(openai.NotFoundError):
             await client.responses.retrieve(ids[0])

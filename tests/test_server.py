@@ -11,6 +11,8 @@ import pytest
 
 from fakehop.scenario import parse_text
 
+from . import clients
+
 CHAT = "/v1/chat/completions"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -101,7 +103,7 @@ async def test_sdk_sees_authentication_error(serve, make_gateway):
     import openai
 
     url = await serve(make_gateway(api_key="sekret"))
-    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0)
+    client = clients.openai_async(base_url=url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         await client.chat.completions.create(model="m", messages=BODY["messages"])
 

@@ -10,6 +10,7 @@ import anthropic
 import openai
 import pytest
 
+from . import clients
 from .conftest import FAST
 from .test_control_api import Control, control, session  # noqa: F401 - the fixtures, shared
 
@@ -32,9 +33,9 @@ class App:
         self.sdk = sdk
         self.question = f"{QUESTION} ({name})"
         if sdk == "openai":
-            self.client = openai.AsyncOpenAI(base_url=base_url + "/v1", max_retries=0, **options)
+            self.client = clients.openai_async(base_url=base_url + "/v1", max_retries=0, **options)
         else:
-            self.client = anthropic.AsyncAnthropic(base_url=base_url, max_retries=0, **options)
+            self.client = clients.anthropic_async(base_url=base_url, max_retries=0, **options)
 
     async def ask(self, **extra) -> str:
         """The streamed answer's text, or `HTTP <status>` for an error."""
@@ -86,9 +87,9 @@ async def test_eight_sessions_at_once_each_get_their_own_answers_and_journal(con
 async def test_an_api_key_alone_puts_an_app_in_its_session(control, base_url):
     await control.ok("POST", "/queue", json={"scenario": {"steps": [{"text": "for a"}]}}, **in_session("a"))
     await control.ok("POST", "/queue", json={"scenario": {"steps": [{"text": "for b"}]}}, **in_session("b"))
-    async with (openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-fakehop-a", max_retries=0) as app_a,
-                anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-fakehop-b", max_retries=0) as app_b,
-                openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-anything", max_retries=0) as other):
+    async with (clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-a", max_retries=0) as app_a,
+                clients.anthropic_async(base_url=base_url, api_key="sk-fakehop-b", max_retries=0) as app_b,
+                clients.openai_async(base_url=base_url + "/v1", api_key="sk-anything", max_retries=0) as other):
         stream = await other.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert stream.choices[0].message.content == HELLO  # the global session has nothing queued
         answer_b = await app_b.messages.create(model="claude-sonnet-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
@@ -125,11 +126,11 @@ async def test_a_session_has_its_own_scenarios_default_and_time_scale(control, b
     assert (await control.ok("GET", "/health"))["time_scale"] == FAST
     assert {s["name"]: s["origin"] for s in (await control.ok("GET", "/scenarios", **in_session("mine")))["scenarios"]}["hello"] == "api"
     assert {s["name"]: s["origin"] for s in (await control.ok("GET", "/scenarios"))["scenarios"]}["hello"] == "bundled"
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-fakehop-mine", max_retries=0) as app:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-mine", max_retries=0) as app:
         models = [model.id async for model in app.models.list()]
         answer = await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert "my-model" in models and answer.choices[0].message.content == "replaced"
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-else", max_retries=0) as other:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-else", max_retries=0) as other:
         assert "my-model" not in [model.id async for model in other.models.list()]
 
 
@@ -138,7 +139,7 @@ async def test_a_sessions_time_scale_paces_its_answers(control, base_url):
     pause = {"steps": [{"delay": "1s"}, {"text": "done"}]}
     for name in ("slow", "fast"):
         await control.ok("POST", "/queue", json={"scenario": pause}, **in_session(name))
-        async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key=f"sk-fakehop-{name}", max_retries=0) as app:
+        async with clients.openai_async(base_url=base_url + "/v1", api_key=f"sk-fakehop-{name}", max_retries=0) as app:
             await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     [slow] = (await control.ok("GET", "/requests", **in_session("slow")))["requests"]
     [fast] = (await control.ok("GET", "/requests", **in_session("fast")))["requests"]
@@ -149,7 +150,7 @@ async def test_a_sessions_time_scale_paces_its_answers(control, base_url):
 async def test_sessions_are_listed_and_dropped(control, base_url):
     await control.ok("POST", "/queue", json={"scenario": "stall", "times": 2}, **in_session("one"))
     await control.ok("PUT", "/strict", json={"strict": True}, headers={"X-Fakehop-Session": "two"})
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-fakehop-two", max_retries=0) as app:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-two", max_retries=0) as app:
         with pytest.raises(openai.BadRequestError):
             await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
 
@@ -172,7 +173,7 @@ async def test_sessions_are_listed_and_dropped(control, base_url):
 
 async def test_global_reset_and_clear_leave_the_sessions_alone(control, base_url):
     await control.ok("POST", "/queue", json={"scenario": "server-error"}, **in_session("kept"))
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-fakehop-kept", max_retries=0) as app:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-kept", max_retries=0) as app:
         await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Fakehop-Scenario": "hello"})
 
     assert (await control.ok("DELETE", "/requests")) == {"removed": 1}
@@ -186,7 +187,7 @@ async def test_global_reset_and_clear_leave_the_sessions_alone(control, base_url
 
 
 async def test_one_request_is_shown_only_in_its_sessions_view(control, base_url):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-fakehop-own", max_retries=0) as app:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-own", max_retries=0) as app:
         await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     [record] = (await control.ok("GET", "/requests", **in_session("own")))["requests"]
 
@@ -272,7 +273,7 @@ async def test_the_same_request_gets_the_same_bytes_in_a_session(session, base_u
 
 
 async def ask_chat(base_url: str, api_key: str = "sk-app", **extra) -> str:
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0) as app:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key=api_key, max_retries=0) as app:
         try:
             completion = await app.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], **extra)
         except openai.BadRequestError as exc:
@@ -302,7 +303,7 @@ async def test_strict_mode_refuses_what_no_scenario_was_set_up_for(serve, make_g
 
 async def test_strict_mode_answers_anthropic_clients_in_their_shape(serve, make_gateway):
     base_url = await serve(make_gateway(strict=True))
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-fakehop-claude", max_retries=0) as app:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-fakehop-claude", max_retries=0) as app:
         with pytest.raises(anthropic.BadRequestError) as raised:
             await app.messages.create(model="claude-sonnet-5", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert raised.value.body["error"]["type"] == "invalid_request_error"

@@ -12,6 +12,7 @@ import pytest
 
 from fakehop.remote import ControlClient
 
+from . import clients
 from .test_control_cli import HELLO, WAIT, ServerProcess, ask, closed_port, fakehop, following
 
 
@@ -36,7 +37,7 @@ def url(server) -> str:
 
 def app(url: str, session: str | None = None) -> openai.OpenAI:
     """The app under test; in `session` by its API key alone."""
-    return openai.OpenAI(base_url=url + "/v1", api_key=f"sk-fakehop-{session}" if session else "sk-test", max_retries=0)
+    return clients.openai_sync(base_url=url + "/v1", api_key=f"sk-fakehop-{session}" if session else "sk-test", max_retries=0)
 
 
 def test_control_commands_take_a_session(url):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -15,7 +16,7 @@ from aiohttp import web
 
 from fakehop.scenario import ScenarioError
 from fakehop.library import UnknownScenario
-from fakehop.testing import Fakehop, make_app
+from fakehop.testing import Fakehop, make_app, plain_http_tls
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 
@@ -104,6 +105,29 @@ def test_requests_are_snapshots_with_case_insensitive_headers(fakehop):
     assert str(request).startswith(f"#{request.seq} POST /v1/chat/completions scenario=hello: completed 200 after ")
     with pytest.raises(AttributeError):
         request.end = "failed"
+
+
+def test_the_clients_of_a_plain_http_server_share_a_tls_context_that_trusts_no_one():
+    """Made once, not per client; a request sent over TLS with it fails verification."""
+    context = plain_http_tls()
+    assert context is plain_http_tls()
+    assert context.cert_store_stats()["x509_ca"] == 0
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+@pytest.mark.parametrize("make", ["openai_client", "anthropic_client"])
+def test_an_http_client_in_the_options_is_the_one_the_client_sends_with(fakehop, make):
+    import anthropic
+    import openai
+
+    http_client_class = openai.DefaultHttpxClient if make == "openai_client" else anthropic.DefaultHttpxClient
+    client = getattr(fakehop, make)(max_retries=0, http_client=http_client_class(headers={"X-Mine": "yes"}, timeout=10))
+    if make == "openai_client":
+        chat_text(client)
+    else:
+        client.messages.create(model="claude-sonnet-5", max_tokens=20, messages=MESSAGES)
+    [request] = fakehop.requests
+    assert request.headers["x-mine"] == "yes" and request.session == fakehop.session
 
 
 def test_a_header_sent_twice_keeps_both_values(fakehop):

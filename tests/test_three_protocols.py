@@ -13,6 +13,8 @@ import pytest
 
 from fakehop.library import Library
 
+from . import clients
+
 LIBRARY = Library.load()
 HEADER = "X-Fakehop-Scenario"
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -58,7 +60,7 @@ def ending_of(error: Exception) -> str:
 
 async def chat(url: str, name: str) -> Seen:
     seen = Seen()
-    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
+    client = clients.openai_async(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
         async for chunk in await client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers={HEADER: name}):
             delta = chunk.choices[0].delta
@@ -76,7 +78,7 @@ async def chat(url: str, name: str) -> Seen:
 
 async def responses(url: str, name: str) -> Seen:
     seen = Seen()
-    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
+    client = clients.openai_async(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
         async for event in await client.responses.create(model="m", input="Hello", stream=True, extra_headers={HEADER: name}):
             if event.type == "response.output_text.delta":
@@ -98,7 +100,7 @@ async def responses(url: str, name: str) -> Seen:
 
 async def messages(url: str, name: str) -> Seen:
     seen = Seen()
-    client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0, timeout=TIMEOUT)
+    client = clients.anthropic_async(base_url=url, api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
         async for event in await client.messages.create(model="m", max_tokens=1024, messages=MESSAGES, stream=True, extra_headers={HEADER: name}):
             if event.type == "content_block_start" and event.content_block.type == "tool_use":

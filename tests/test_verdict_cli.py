@@ -6,13 +6,14 @@ import json
 
 import openai
 
+from . import clients
 from .test_control_cli import closed_port, fakehop, server, url  # noqa: F401 - server and url are fixtures
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 
 
 def client(url: str, **options) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", **options)
+    return clients.openai_sync(base_url=url + "/v1", api_key="sk-test", **options)
 
 
 def retry_at_once(url: str, scenario: str, times: int) -> None:

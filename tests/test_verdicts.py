@@ -20,6 +20,8 @@ from fakehop.scenario import parse_document
 from fakehop.testing import Fakehop, make_app
 from fakehop.verdicts import RETRY_COUNT_HEADER, RULES, Settings
 
+from . import clients
+
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 MODEL = "gpt-5.6-sol"
@@ -136,7 +138,7 @@ async def test_retries_whose_first_attempt_never_arrived_are_requests_of_their_o
 
 async def test_an_sdk_told_not_to_retry_a_500_sends_copies_at_once_not_retries(base_url, gateway):
     add(gateway, DOWN_DO_NOT_RETRY)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as client:
         copies = [client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("down-do-not-retry"))
                   for _ in range(3)]
         assert all(isinstance(error, openai.InternalServerError) for error in await asyncio.gather(*copies, return_exceptions=True))
@@ -145,7 +147,7 @@ async def test_an_sdk_told_not_to_retry_a_500_sends_copies_at_once_not_retries(b
 
 
 async def test_an_app_retrying_by_itself_with_its_sdk_retries_off_is_judged_as_one_request(base_url):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         for _ in range(3):
             with pytest.raises(openai.InternalServerError):
                 await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error"))
@@ -181,7 +183,7 @@ async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(b
 async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway, busy, asked, longest):
     """Retry-After, or retry-after-ms before it, as the SDKs read them: so does the verdict."""
     add(gateway, busy)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as client:
         completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario(busy["name"]))
     assert completion.choices[0].message.content == "Hello! How can I help you today?"
     answer = await verdict(base_url)
@@ -233,7 +235,7 @@ async def test_one_hasty_reissue_after_an_interrupted_stream_is_a_warning(base_u
 
 
 async def test_the_sdks_back_off_between_retries(base_url):
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", max_retries=3) as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=3) as client:
         with pytest.raises(anthropic.InternalServerError):
             await client.messages.create(model="claude-sonnet-5", max_tokens=50, messages=chat_body("x")["messages"],
                                          extra_headers=scenario("server-error"))
@@ -260,7 +262,7 @@ async def test_many_attempts_of_one_request_are_a_retry_storm_even_with_backoff(
 
 
 async def test_the_sdk_with_more_retries_than_the_limit_storms(base_url):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=3) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=3) as client:
         with pytest.raises(openai.InternalServerError):
             await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error"))
     assert rules_of(await verdict(base_url, max_attempts=3)) == ["retry_storm"]
@@ -289,7 +291,7 @@ async def test_reissuing_a_stream_that_failed_with_invalid_prompt_is_retrying_th
 
 
 async def test_the_sdk_with_max_retries_high_does_not_retry_a_400(base_url):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=10) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=10) as client:
         with pytest.raises(openai.BadRequestError):
             await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("fail-invalid-prompt"))
     answer = await verdict(base_url)
@@ -298,7 +300,7 @@ async def test_the_sdk_with_max_retries_high_does_not_retry_a_400(base_url):
 
 async def test_a_400_that_says_x_should_retry_may_be_retried(base_url, gateway):
     add(gateway, ALWAYS_400_RETRY)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=1) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=1) as client:
         with pytest.raises(openai.BadRequestError):
             await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("bad-but-retry"))
     answer = await verdict(base_url)
@@ -323,7 +325,7 @@ async def test_sending_the_partial_answer_back_to_continue_it_is_resuming_partia
 
 async def test_the_anthropic_sdk_prefilling_the_interrupted_text_resumes_partial_output(base_url):
     question = [{"role": "user", "content": "Explain"}]
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test") as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test") as client:
         got = []
         with pytest.raises(anthropic.APIStatusError, match="interrupted"):
             async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=question,
@@ -338,7 +340,7 @@ async def test_the_anthropic_sdk_prefilling_the_interrupted_text_resumes_partial
 
 async def test_the_anthropic_sdk_reissuing_the_whole_request_after_a_pause_is_clean(base_url):
     question = [{"role": "user", "content": "Explain"}]
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test") as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test") as client:
         for attempt in range(2):
             try:
                 async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=question,
@@ -404,7 +406,7 @@ PAUSE_SCALE = 0.05
 
 
 async def stream_reasoning_pause(base_url: str, timeout: float) -> str:
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", timeout=timeout, max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", timeout=timeout, max_retries=0) as client:
         stream = await client.chat.completions.create(model=MODEL, messages=chat_body("prove it")["messages"], stream=True,
                                                       extra_headers=scenario("reasoning-pause"))
         return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
@@ -425,7 +427,7 @@ async def test_a_read_timeout_shorter_than_the_keepalive_interval_gives_up_durin
 async def test_the_anthropic_sdk_with_a_short_read_timeout_gives_up_during_keepalive(serve, make_gateway):
     gateway = make_gateway(time_scale=PAUSE_SCALE)
     base_url = await serve(gateway)
-    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test", timeout=0.2, max_retries=0) as client:
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test", timeout=0.2, max_retries=0) as client:
         with pytest.raises(httpx2.ReadTimeout):  # between events the anthropic SDK lets its HTTP library's own error through
             async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=chat_body("prove it")["messages"],
                                               thinking={"type": "enabled", "budget_tokens": 50},
@@ -443,7 +445,7 @@ async def test_a_read_timeout_longer_than_the_keepalive_interval_reads_through_t
 
 
 async def test_a_client_that_gives_up_on_a_hang_did_right(base_url, gateway):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", timeout=0.3, max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", timeout=0.3, max_retries=0) as client:
         stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("hang"))
         with pytest.raises(openai.APITimeoutError):
             async for _ in stream:
@@ -500,7 +502,7 @@ async def wait_for_blocked_write(gateway, seconds: float) -> None:
 
 async def test_breaking_out_of_an_sdk_stream_without_closing_it_abandons_the_stream(base_url, gateway):
     add(gateway, HUGE)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge"))
         async for _ in stream:
             break  # and the stream is left open, unread
@@ -516,7 +518,7 @@ async def test_breaking_out_of_an_sdk_stream_without_closing_it_abandons_the_str
 
 async def test_an_sdk_stream_closed_when_no_longer_wanted_is_clean(base_url, gateway):
     add(gateway, HUGE)
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge"))
         async with stream:
             async for _ in stream:

@@ -14,6 +14,7 @@ import openai
 from fakehop import journal as jr
 from fakehop.verdicts import RETRY_COUNT_HEADER
 
+from . import clients
 from .test_verdicts import scenario, verdict
 
 HANGING = ("hang",)  # the SDKs wait on these for their read timeout of 600 s: judged while they wait
@@ -61,8 +62,8 @@ def callers(openai_client: openai.AsyncOpenAI, anthropic_client: anthropic.Async
 
 
 async def test_the_sdks_at_their_defaults_get_no_finding_on_any_bundled_scenario(base_url, gateway, library):
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
-            anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test") as anthropic_client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
+            clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client:
         calls = {}
         for name in library.names():
             for stream in (True, False):
@@ -101,8 +102,8 @@ async def test_identical_calls_at_once_are_each_a_request_of_their_own(base_url,
     """Several callers sending the same request at once, on every bundled scenario: their
     retry counts keep each call's attempts in one chain, apart from the others', and copies
     that failed one after another are not taken for one another's retries."""
-    async with openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
-            anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-test") as anthropic_client:
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
+            clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client:
         room, together = asyncio.Semaphore(CONNECTIONS // AT_ONCE), []
         for name in (name for name in library.names() if name not in HANGING):
             for stream in (True, False):
