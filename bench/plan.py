@@ -1,18 +1,20 @@
 """What the ceiling serves and the client expects: each bench scenario's frames and their times.
 
-The bytes come from `fakehop play NAME --protocol P --no-wait`, exactly what a client of
-fakehop gets (ids aside, which have the same length). The time of each frame comes from the
-player's own timeline, laid out on a clock that never waits; the two are checked to agree.
+The bytes come from `fakehop play NAME --protocol P --no-wait` (its command, run in this
+process), exactly what a client of fakehop gets (ids aside, which have the same length). The
+time of each frame comes from the player's own timeline, laid out on a clock that never waits;
+the two are checked to agree.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from fakehop import cli
 from fakehop.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.render import render
@@ -42,22 +44,23 @@ def split_frames(data: bytes) -> list[bytes]:
     return [part + b"\n\n" for part in parts[:-1]]
 
 
-def play_command(protocol: str, name: str) -> list[str]:
+def play_arguments(protocol: str, name: str) -> list[str]:
     """`fakehop play` for one bench scenario, printing at once."""
-    return [sys.executable, "-m", "fakehop", "play", name, "--protocol", protocol, "--no-wait", "--time-scale", "1",
-            "--scenarios", str(SCENARIO_DIR)]
+    return ["play", name, "--protocol", protocol, "--no-wait", "--time-scale", "1", "--scenarios", str(SCENARIO_DIR)]
 
 
 def played_bytes(cases: list[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
-    """What `fakehop play` prints for each (protocol, scenario), the commands run side by side."""
-    running = {case: subprocess.Popen(play_command(*case), stdout=subprocess.PIPE, stderr=subprocess.PIPE) for case in cases}
-    printed = {}
-    for case, process in running.items():
-        out, err = process.communicate(timeout=120)
-        if process.returncode != 0:
-            raise RuntimeError(f"fakehop play {case[1]} --protocol {case[0]} failed: {err.decode()[-1000:]}")
-        printed[case] = out
-    return printed
+    """What `fakehop play` prints for each (protocol, scenario)."""
+    return {case: printed_by_play(*case) for case in cases}
+
+
+def printed_by_play(protocol: str, name: str) -> bytes:
+    out, err = io.TextIOWrapper(io.BytesIO(), write_through=True), io.StringIO()  # play writes to sys.stdout.buffer
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(play_arguments(protocol, name))
+    if code != 0:
+        raise RuntimeError(f"fakehop play {name} --protocol {protocol} failed: {err.getvalue()[-1000:]}")
+    return out.buffer.getvalue()
 
 
 def timed_groups(library: Library, protocol: str, name: str) -> list[tuple[float, list[bytes]]]:

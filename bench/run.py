@@ -54,11 +54,13 @@ class Sizes:
     idle_connecting: int = 200
     timing_streams: int = 500
     timing_cycles: int = 2
+    idle_on_fresh_servers: bool = True  # clean memory figures; a smoke run keeps the one pair
 
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(rounds=1, warmup=0.0, long_clients=4, long_seconds=0.5, short_clients=8, short_seconds=0.5,
-                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1)
+                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1,
+                   idle_on_fresh_servers=False)
 
 
 @dataclass(frozen=True)
@@ -283,18 +285,19 @@ class Bench:
             runs[target].append(self.client.run(self.spec(section, running[target])))
 
     def sections(self, names: list[str]) -> dict[str, dict]:
-        """Each section's outcome. Idle streams get fresh servers each round, for clean memory figures;
-        the others share one pair."""
+        """Each section's outcome. Idle streams get fresh servers each round, for clean memory figures
+        (unless the sizes say otherwise); the others share one pair."""
         runs = {name: {target: [] for target in TARGETS} for name in names}
-        shared = [name for name in names if name != "idle_streams"]
+        fresh = ["idle_streams"] if "idle_streams" in names and self.sizes.idle_on_fresh_servers else []
+        shared = [name for name in names if name not in fresh]
         if shared:
             with servers(self.plan_path, self.server_cpus, self.console) as running:
                 self.warm_up(running)
                 for name in shared:
                     progress(f"{name} ({self.protocol})")
-                    for number in range(self.sizes.rounds):
+                    for number in range(self.sizes.idle_rounds if name == "idle_streams" else self.sizes.rounds):
                         self.one_round(SECTIONS[name], running, number, runs[name])
-        if "idle_streams" in names:
+        if fresh:
             progress(f"idle_streams ({self.protocol})")
             for number in range(self.sizes.idle_rounds):
                 with servers(self.plan_path, self.server_cpus, self.console) as running:

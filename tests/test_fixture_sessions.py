@@ -81,6 +81,8 @@ import anthropic
 import openai
 import pytest
 
+from fakehop.testing import plain_http_tls
+
 STATUSES = (400, 403, 404, 409, 422, 429, 500, 503)
 HELLO = "Hello! How can I help you today?"
 
@@ -102,9 +104,12 @@ def test_conflicting_faults(fakehop, number):
     assert ask(client) == f"HTTP {status}"
     assert ask(client) == f"answer {number}"
     assert [ask(client, extra_headers={"X-Fakehop-Scenario": "flaky-then-ok"}) for _ in range(3)] == ["HTTP 429", "HTTP 500", HELLO]
-    # the app under test: configured with the session's key alone, no header
-    app = openai.OpenAI(base_url=fakehop.openai_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10)
-    claude = anthropic.Anthropic(base_url=fakehop.anthropic_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10)
+    # the app under test: configured with the session's key alone, no header (its TLS context, never used on
+    # plain HTTP, the fixture's: made once rather than for each of 80 apps)
+    app = openai.OpenAI(base_url=fakehop.openai_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10,
+                        http_client=openai.DefaultHttpxClient(verify=plain_http_tls()))
+    claude = anthropic.Anthropic(base_url=fakehop.anthropic_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10,
+                                 http_client=anthropic.DefaultHttpxClient(verify=plain_http_tls()))
     fakehop.use({"steps": [{"text": f"app {number}"}]})
     assert ask(app) == f"app {number}"
     answer = claude.messages.create(model="claude-sonnet-5", max_tokens=20, messages=[{"role": "user", "content": "hi"}])
