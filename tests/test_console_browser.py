@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 import urllib.request
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import openai
@@ -178,7 +179,7 @@ def test_a_request_from_the_sdk_shows_within_a_second_and_its_row_updates_when_i
     record = console.server.call(lambda: console.server.gateway.journal.records[0])
     cells = console.cells(1)
     assert (cells["protocol"], cells["model"], cells["status"], cells["events"]) == ("chat", "gpt-5.6-sol", "200", str(record.events))
-    assert cells["duration"] == f"{record.duration:.3f} s" and text and shown < 1.0, (shown, time.monotonic() - ended)
+    assert cells["duration"] == f"{to_fixed(record.duration, 3)} s" and text and shown < 1.0, (shown, time.monotonic() - ended)
 
 
 def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
@@ -215,13 +216,19 @@ def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_co
     expect(console.row(3)).to_contain_text("max-tokens")
 
 
+def to_fixed(number: float, digits: int) -> str:
+    """`number` as the page's `toFixed(digits)` writes it: the double's exact value rounded, a
+    tie upwards (217.25 is 217.3 there, where Python's format rounds a tie to even: 217.2)."""
+    return str(Decimal(number).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP))
+
+
 def kept_frames(request: dict) -> list[tuple[str, str, str]]:
     """The frames of a journal record's kept writes, as the detail should show them: each
     event and each comment at its write's offset, the unended rest of a cut write last."""
     frames = []
     for offset, text in request["frames"]:
         *ended, rest = text.split("\n\n")
-        at = f"{offset * 1000:.1f} ms"
+        at = f"{to_fixed(offset * 1000, 1)} ms"
         frames += [(at, block, "comment" if block.startswith(":") else "event") for block in ended]
         if rest:
             frames.append((at, rest, "unended"))
