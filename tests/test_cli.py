@@ -1,4 +1,14 @@
-"""The `fakehop` command, run as a user runs it."""
+"""The `fakehop` command, run as a user runs it.
+
+`python -m fakehop` runs as a process of its own where the process is what a test is about:
+`serve` and `record` that start (their banners, signals and ports, a port in use among them),
+the import that must leave aiohttp out, `play` of a file named relative to its working
+directory, and one run each of `validate` and `list`, for the entry point and its exit status.
+The rest run main() in this process (tests/cli_runs.py), `serve` and `record` that refuse to
+start among them (one that started would fail on its thread's signal handlers, not serve): an
+exception that main() lets out fails the test there, so their checks for a traceback on stderr
+went with them.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +26,7 @@ import yaml
 
 from fakehop.library import bundled_directory
 
-
-def fakehop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fakehop", *args], capture_output=True, text=True, timeout=timeout)
+from .cli_runs import fakehop_here, fakehop_process
 
 
 @pytest.fixture
@@ -30,7 +38,7 @@ def broken_dir(tmp_path: Path) -> Path:
 
 
 def test_validate_lists_every_error_with_file_and_line(broken_dir: Path):
-    result = fakehop("validate", str(broken_dir))
+    result = fakehop_process("validate", str(broken_dir))
     assert result.returncode == 1
     assert f"{broken_dir / 'typo.yaml'}:3: unknown key 'txt' in a step; did you mean 'text'?" in result.stderr
     assert f"{broken_dir / 'broken.yaml'}:3: not valid YAML" in result.stderr
@@ -40,17 +48,16 @@ def test_validate_lists_every_error_with_file_and_line(broken_dir: Path):
 
 def test_validate_ok(tmp_path: Path):
     (tmp_path / "a.yaml").write_text("steps: [{text: fine}]\n")
-    result = fakehop("validate", str(tmp_path / "a.yaml"), str(bundled_directory()))
+    result = fakehop_here("validate", str(tmp_path / "a.yaml"), str(bundled_directory()))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok: ")
 
 
 def test_serve_refuses_to_start_on_a_broken_file(broken_dir: Path):
-    result = fakehop("serve", "--port", "0", "--scenarios", str(broken_dir))
+    result = fakehop_here("serve", "--port", "0", "--scenarios", str(broken_dir))
     assert result.returncode == 1
     assert f"{broken_dir / 'typo.yaml'}:3:" in result.stderr
     assert "nothing was started" in result.stderr
-    assert "Traceback" not in result.stderr
 
 
 def test_serve_prints_its_url_and_answers(tmp_path: Path):
@@ -78,15 +85,15 @@ def test_serve_prints_its_url_and_answers(tmp_path: Path):
 
 
 def test_unknown_default_is_refused():
-    result = fakehop("serve", "--port", "0", "--default", "nope")
+    result = fakehop_here("serve", "--port", "0", "--default", "nope")
     assert result.returncode == 2
     assert "Unknown scenario 'nope'" in result.stderr and "hello" in result.stderr
 
 
 def test_play_unknown_scenario_and_bad_body():
-    result = fakehop("play", "nope")
+    result = fakehop_here("play", "nope")
     assert result.returncode == 2 and "Known scenarios:" in result.stderr
-    result = fakehop("play", "hello", "--body", '{"model": "m"}')
+    result = fakehop_here("play", "hello", "--body", '{"model": "m"}')
     assert result.returncode == 2 and "Missing required parameter: 'messages'" in result.stderr
 
 
@@ -94,10 +101,9 @@ def test_play_a_file_as_queue_takes_one(tmp_path: Path):
     (tmp_path / "mine.yaml").write_text("steps:\n  - text: from my file\n")
     (tmp_path / "then-hello.yml").write_text("sequence:\n  - steps: [{text: first}]\n  - use: hello\n")
 
-    mine = fakehop("play", str(tmp_path / "mine.yaml"), "--no-stream", "--no-wait")
-    used = fakehop("play", str(tmp_path / "then-hello.yml"), "--no-stream", "--no-wait", "--request", "2")
-    relative = subprocess.run([sys.executable, "-m", "fakehop", "play", "mine.yaml", "--no-stream", "--no-wait"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60)
+    mine = fakehop_here("play", str(tmp_path / "mine.yaml"), "--no-stream", "--no-wait")
+    used = fakehop_here("play", str(tmp_path / "then-hello.yml"), "--no-stream", "--no-wait", "--request", "2")
+    relative = fakehop_process("play", "mine.yaml", "--no-stream", "--no-wait", cwd=tmp_path)
 
     assert mine.returncode == 0, mine.stderr
     assert json.loads(mine.stdout)["choices"][0]["message"]["content"] == "from my file"
@@ -109,9 +115,9 @@ def test_play_a_bad_file_lists_its_problems_and_plays_nothing(tmp_path: Path):
     (tmp_path / "typo.yaml").write_text("steps:\n  - txt: hi\n")
     (tmp_path / "lost.yaml").write_text("sequence:\n  - use: nowhere\n")
 
-    typo = fakehop("play", str(tmp_path / "typo.yaml"), "--no-wait")
-    lost = fakehop("play", str(tmp_path / "lost.yaml"), "--no-wait")
-    missing = fakehop("play", str(tmp_path / "missing.yaml"), "--no-wait")
+    typo = fakehop_here("play", str(tmp_path / "typo.yaml"), "--no-wait")
+    lost = fakehop_here("play", str(tmp_path / "lost.yaml"), "--no-wait")
+    missing = fakehop_here("play", str(tmp_path / "missing.yaml"), "--no-wait")
 
     assert (typo.returncode, typo.stdout) == (1, "")
     assert typo.stderr.splitlines() == [f"{tmp_path / 'typo.yaml'}:2: unknown key 'txt' in a step; did you mean 'text'?",
@@ -123,8 +129,8 @@ def test_play_a_bad_file_lists_its_problems_and_plays_nothing(tmp_path: Path):
 
 
 def test_a_bare_fakehop_lists_the_commands_and_exits_2():
-    bare = fakehop()
-    helped = fakehop("--help")
+    bare = fakehop_here()
+    helped = fakehop_here("--help")
 
     assert (bare.returncode, helped.returncode) == (2, 0)
     assert bare.stdout == helped.stdout
@@ -139,37 +145,37 @@ def test_a_bare_fakehop_lists_the_commands_and_exits_2():
     (["list", "--url", "http://127.0.0.1:1", "--scenarios", "."], "fakehop: --scenarios: with --url the server's own scenarios are listed"),
 ])
 def test_options_that_do_not_go_together_are_one_line_and_exit_2(args, says):
-    result = fakehop(*args)
+    result = fakehop_here(*args)
     assert result.returncode == 2
     assert result.stderr.startswith(says) and result.stderr.count("\n") == 1
 
 
 def test_play_no_stream_prints_one_json_body():
-    result = fakehop("play", "weather-tool", "--no-stream", "--no-wait")
+    result = fakehop_here("play", "weather-tool", "--no-stream", "--no-wait")
     answer = json.loads(result.stdout)
     assert answer["object"] == "chat.completion"
     assert answer["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_play_a_conversation_answers_the_turn_of_its_request():
-    example_turn_2 = json.loads(fakehop("play", "agent-weather", "--no-stream", "--no-wait", "--request", "2").stdout)
+    example_turn_2 = json.loads(fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--request", "2").stdout)
     assert example_turn_2["choices"][0]["message"]["content"] == "The weather in Paris: Sunny, 21 °C."
     body = {"model": "m", "messages": [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "Hail"},
     ]}
-    given = json.loads(fakehop("play", "agent-weather", "--no-stream", "--no-wait", "--body", json.dumps(body)).stdout)
+    given = json.loads(fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--body", json.dumps(body)).stdout)
     assert given["choices"][0]["message"]["content"] == "The weather in Paris: Hail."
-    both = fakehop("play", "agent-weather", "--body", json.dumps(body), "--request", "2")
+    both = fakehop_here("play", "agent-weather", "--body", json.dumps(body), "--request", "2")
     assert both.returncode == 2 and "give --body or --request, not both" in both.stderr
     body["messages"][2]["tool_call_id"] = "c2"
-    refused = fakehop("play", "agent-weather", "--body", json.dumps(body))
+    refused = fakehop_here("play", "agent-weather", "--body", json.dumps(body))
     assert refused.returncode == 2 and "'tool_call_id' of 'c2' not found in 'tool_calls' of previous message" in refused.stderr
 
 
 def test_play_http_error_reports_status_on_stderr():
-    result = fakehop("play", "rate-limited", "--no-wait")
+    result = fakehop_here("play", "rate-limited", "--no-wait")
     assert json.loads(result.stdout)["error"]["code"] == "rate_limit_exceeded"
     assert "HTTP 429" in result.stderr and "Retry-After: 2" in result.stderr
 
@@ -178,20 +184,20 @@ def test_play_waits_unless_told_not_to():
     import time
 
     started = time.monotonic()
-    result = fakehop("play", "slow-typing", "--time-scale", "0.2")
+    result = fakehop_here("play", "slow-typing", "--time-scale", "0.2")
     elapsed = time.monotonic() - started
     assert result.stdout.count("data: ") > 40
     assert elapsed >= 43 * 0.05 * 0.2
 
 
 def test_list_shows_names_and_descriptions():
-    result = fakehop("list")
+    result = fakehop_process("list")
     assert result.returncode == 0
     assert any(line.startswith("weather-tool ") and "get_weather" in line for line in result.stdout.splitlines())
 
 
 def test_schema_is_valid_and_accepts_every_bundled_scenario():
-    schema = json.loads(fakehop("schema").stdout)
+    schema = json.loads(fakehop_here("schema").stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for path in sorted(bundled_directory().glob("*.yaml")):
@@ -257,12 +263,6 @@ def test_schema_rejects_what_the_loader_rejects(document):
     assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
 
 
-def fakehop_with_env(env: dict, *args: str) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run([sys.executable, "-m", "fakehop", *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env})
-
-
 @pytest.mark.parametrize("args,env,says", [
     (["serve", "--port", "70000"], {}, "--port: expected a port from 0 to 65535"),
     (["serve", "--port", "-1"], {}, "--port: expected a port from 0 to 65535"),
@@ -281,11 +281,10 @@ def fakehop_with_env(env: dict, *args: str) -> subprocess.CompletedProcess:
     (["serve", "--port", "0"], {"FAKEHOP_TIME_SCALE": "abc"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'"),
 ], ids=lambda value: str(value)[:40])
 def test_bad_options_and_variables_are_one_line_and_exit_2(args, env, says):
-    result = fakehop_with_env(env, *args)
+    result = fakehop_here(*args, env=env)
     assert result.returncode == 2, result.stderr
     assert says in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr
 
 
 def started(*args: str) -> tuple[subprocess.Popen, str]:
@@ -321,7 +320,7 @@ def test_record_writes_each_answer_through_it_as_a_scenario_that_validates(tmp_p
     path = tmp_path / "out" / "messages-weather-in-paris.yaml"
     assert f"recorded {path}: messages, whole, HTTP 200, finished" in stdout
     assert "sk-cli-0123456789" not in path.read_text()
-    assert fakehop("validate", str(tmp_path / "out")).stdout == "ok: 1 scenario\n"
+    assert fakehop_here("validate", str(tmp_path / "out")).stdout == "ok: 1 scenario\n"
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -329,17 +328,17 @@ def test_record_writes_each_answer_through_it_as_a_scenario_that_validates(tmp_p
     (["--upstream", "http://127.0.0.1:9", "--min-gap", "soon"], "argument --min-gap: expected a duration such as 2s, 250ms or 1.5m, got 'soon'"),
 ])
 def test_record_refuses_bad_options_in_one_line(tmp_path: Path, args, says):
-    result = fakehop("record", "--out", str(tmp_path), "--port", "0", *args)
-    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
+    result = fakehop_here("record", "--out", str(tmp_path), "--port", "0", *args)
+    assert result.returncode == 2 and says in result.stderr
 
 
 def test_record_refuses_an_out_that_is_a_file_and_a_port_in_use(tmp_path: Path):
     (tmp_path / "file").write_text("")
-    result = fakehop("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path / "file"), "--port", "0")
+    result = fakehop_here("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path / "file"), "--port", "0")
     assert (result.returncode, result.stderr) == (2, f"fakehop: --out {tmp_path / 'file'} is not a directory\n")
     holder, url = started("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", "0")
     try:
-        result = fakehop("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", url.rsplit(":", 1)[1])
+        result = fakehop_process("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", url.rsplit(":", 1)[1])
         assert result.returncode == 2 and result.stderr.startswith("fakehop: ") and result.stderr.count("\n") == 1
     finally:
         stopped(holder)
