@@ -109,9 +109,10 @@ class ControlClient:
             try:
                 return attempt.call("GET", "/health")
             except ControlFailed as exc:
-                if exc.status is not None or time.monotonic() + interval > deadline:
+                left = deadline - time.monotonic()
+                if exc.status is not None or left <= 0:
                     raise
-            time.sleep(interval)
+            time.sleep(min(interval, left))  # the last attempt at the deadline, not an interval before it
 
     def follow(self, since: int, interval: float, notice: Callable[[str], None] = lambda line: None) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.
