@@ -1,4 +1,10 @@
-"""The control commands (queue, default, requests, reset) against `fakehop serve` run as its own process."""
+"""The control commands (queue, default, requests, reset) against `fakehop serve` run as its own process.
+
+The server is always a process of its own. The commands run main() in this process
+(tests/cli_runs.py) but where the process is what a test is about: `requests --follow`, which
+runs until Ctrl-C; an unknown scenario's exit status 2 in every command; and one run each of
+`queue` and `requests`, for the entry point and its exit status.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import pytest
 
 from fakehop.remote import ControlClient
 
-from . import clients
+from . import cli_runs, clients
 
 HELLO = "Hello! How can I help you today?"
 WAIT = 15.0  # seconds: generous, for a loaded machine
@@ -56,12 +62,27 @@ class ServerProcess:
         self.process.stderr.close()
 
 
-def fakehop(*args: str, url: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the fakehop command; the server comes from $FAKEHOP_URL unless `url` is given."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKEHOP_")}
-    environment.update(env or {})
-    command = [sys.executable, "-m", "fakehop", *args] + (["--url", url] if url else [])
-    return subprocess.run(command, capture_output=True, text=True, timeout=WAIT, env=environment)
+def fakehop_here(*args: str, url: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the fakehop command through main() in this process, with no $FAKEHOP_ variable but
+    those in `env`; the server comes from $FAKEHOP_URL unless `url` is given."""
+    return cli_runs.fakehop_here(*args, *url_option(url), env=fakehop_variables(env))
+
+
+def fakehop_process(*args: str, url: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """As fakehop_here(), as `python -m fakehop` in a process of its own, its output through pipes."""
+    return cli_runs.fakehop_process(*args, *url_option(url), env=fakehop_variables(env), timeout=WAIT)
+
+
+fakehop = fakehop_process  # the name test_colour's commands in a pipe take it by
+
+
+def url_option(url: str | None) -> list[str]:
+    return ["--url", url] if url else []
+
+
+def fakehop_variables(env: dict | None) -> dict[str, str | None]:
+    """`env`, and every other $FAKEHOP_ variable of this process taken out."""
+    return {**{name: None for name in os.environ if name.startswith("FAKEHOP_")}, **(env or {})}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +120,7 @@ def closed_port() -> int:
 
 
 def test_queue_name_with_times(url):
-    result = fakehop("queue", "rate-limited", "--times", "2", url=url)
+    result = fakehop_process("queue", "rate-limited", "--times", "2", url=url)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n"
@@ -108,7 +129,7 @@ def test_queue_name_with_times(url):
 
 
 def test_queue_a_sequence_queues_its_whole_run(url):
-    result = fakehop("queue", "flaky-then-ok", url=url)
+    result = fakehop_here("queue", "flaky-then-ok", url=url)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == ("queued flaky-then-ok for the next 3 requests that name no scenario; "
@@ -133,7 +154,7 @@ def test_lenient_conversations_lets_an_unanswered_tool_call_through():
 
 
 def test_queue_takes_the_url_from_the_environment(url):
-    result = fakehop("queue", "server-error", env={"FAKEHOP_URL": url})
+    result = fakehop_here("queue", "server-error", env={"FAKEHOP_URL": url})
 
     assert result.returncode == 0, result.stderr
     assert ask(app(url)) == "HTTP 500"
@@ -143,7 +164,7 @@ def test_queue_a_yaml_file(url, tmp_path):
     path = tmp_path / "quick-stall.yaml"
     path.write_text("steps:\n  - text: from a file\n")
 
-    result = fakehop("queue", str(path), url=url)
+    result = fakehop_here("queue", str(path), url=url)
 
     assert result.returncode == 0, result.stderr
     assert ask(app(url)) == "from a file"
@@ -154,7 +175,7 @@ def test_queue_a_bad_file_lists_its_problems_and_sends_nothing(url, tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("steps:\n  - text: hi\n  - stal\n  - delay: soon\n")
 
-    result = fakehop("queue", str(path), url=url)
+    result = fakehop_here("queue", str(path), url=url)
 
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
@@ -166,7 +187,7 @@ def test_queue_a_bad_file_lists_its_problems_and_sends_nothing(url, tmp_path):
 
 
 def test_queue_an_unknown_name_is_one_clear_line(url):
-    result = fakehop("queue", "stal", url=url)
+    result = fakehop_here("queue", "stal", url=url)
 
     assert result.returncode == 2  # as for every command given an unknown scenario
     assert result.stderr.count("\n") == 1
@@ -180,7 +201,7 @@ def test_an_unknown_scenario_is_one_line_and_exit_2_in_every_command(url, args):
     control = ControlClient(url)
     control.call("POST", "/queue", {"scenario": "stall"})
 
-    result = fakehop(*args, url=url if args[0] in ("queue", "default") else None)
+    result = fakehop_process(*args, url=url if args[0] in ("queue", "default") else None)
 
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Unknown scenario 'nope'" in result.stderr and " stall," in result.stderr
@@ -192,10 +213,10 @@ def test_queue_clear_empties_the_queue_and_may_queue_afresh(url):
     control.call("POST", "/queue", {"scenario": "stall", "times": 3})
     ControlClient(url, session="ci-clear").call("POST", "/queue", {"scenario": "stall"})
 
-    cleared = fakehop("queue", "--clear", url=url)
+    cleared = fakehop_here("queue", "--clear", url=url)
     left = control.call("GET", "/queue")["queue"]
-    afresh = fakehop("queue", "--clear", "rate-limited", "--times", "2", url=url)
-    in_session = fakehop("queue", "--clear", "--session", "ci-clear", url=url)
+    afresh = fakehop_here("queue", "--clear", "rate-limited", "--times", "2", url=url)
+    in_session = fakehop_here("queue", "--clear", "--session", "ci-clear", url=url)
 
     assert (cleared.returncode, cleared.stdout, left) == (0, "queue cleared: 3 entries removed\n", [])
     assert afresh.stdout == ("queue cleared: 0 entries removed\n"
@@ -208,9 +229,9 @@ def test_list_url_lists_a_running_servers_scenarios_with_the_added_ones(url):
     ControlClient(url).call("POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n")
     ControlClient(url, session="ci-list").call("POST", "/scenarios", text="name: only-here\nsteps: [{text: hi}]\n")
 
-    listed = fakehop("list", url=url)
-    in_session = fakehop("list", "--session", "ci-list", url=url)
-    local = fakehop("list")
+    listed = fakehop_here("list", url=url)
+    in_session = fakehop_here("list", "--session", "ci-list", url=url)
+    local = fakehop_here("list")
 
     names = [line.split()[0] for line in listed.stdout.splitlines()]
     assert listed.returncode == 0, listed.stderr
@@ -229,7 +250,7 @@ def test_requests_marks_the_requests_that_streamed(url):
         client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True,
                                        extra_headers={"X-Fakehop-Scenario": "rate-limited"})
 
-    printed = fakehop("requests", url=url).stdout.splitlines()
+    printed = fakehop_here("requests", url=url).stdout.splitlines()
 
     assert [line.split()[5:8] for line in printed] == [["hello", "200", "completed"], ["hello", "200", "completed"],
                                                        ["rate-limited", "429", "http_error"]]
@@ -237,7 +258,7 @@ def test_requests_marks_the_requests_that_streamed(url):
 
 
 def test_default_sets_the_scenario_for_unnamed_requests(url):
-    result = fakehop("default", "server-error", url=url)
+    result = fakehop_here("default", "server-error", url=url)
 
     assert (result.returncode, result.stdout) == (0, "default scenario: server-error\n")
     assert ask(app(url)) == "HTTP 500"
@@ -249,7 +270,7 @@ def test_reset_puts_the_default_back_and_empties_queue_and_journal(url):
     control.call("POST", "/queue", {"scenario": "rate-limited", "times": 2})
     ask(app(url))
 
-    result = fakehop("reset", url=url)
+    result = fakehop_here("reset", url=url)
 
     assert (result.returncode, result.stdout) == (0, "reset: queue, journal, sequence counters and added scenarios cleared; default scenario: hello\n")
     assert control.call("GET", "/requests")["requests"] == []
@@ -262,7 +283,7 @@ def test_requests_prints_the_journal_in_the_servers_own_format(url, server):
     ControlClient(url).call("POST", "/queue", {"scenario": "rate-limited"})
     ask(client)
 
-    printed = fakehop("requests", url=url).stdout.splitlines()
+    printed = fakehop_process("requests", url=url).stdout.splitlines()
 
     logged = []  # a late line from an earlier test's request may come first
     while not set(printed) <= set(logged):
@@ -278,7 +299,7 @@ def test_requests_prints_the_journal_in_the_servers_own_format(url, server):
 def test_requests_json_shows_what_the_app_sent(url):
     ask(app(url))
 
-    result = fakehop("requests", "--json", url=url)
+    result = fakehop_here("requests", "--json", url=url)
 
     assert '"messages": [{"role": "user", "content": "Hello"}]' in result.stdout
 
@@ -421,7 +442,7 @@ def test_requests_follow_carries_on_where_it_was_when_the_connection_comes_back(
 def test_unreachable_server_is_one_clear_line():
     url = f"http://127.0.0.1:{closed_port()}"
 
-    result = fakehop("reset", url=url)
+    result = fakehop_here("reset", url=url)
 
     assert result.returncode == 1
     assert result.stderr == f"fakehop: cannot reach a fakehop server at {url} (Connection refused); start one with `fakehop serve` or pass --url\n"
@@ -430,12 +451,12 @@ def test_unreachable_server_is_one_clear_line():
 def test_admin_token_from_option_or_environment():
     server = ServerProcess("--admin-token", "s3cret", "--quiet")
     try:
-        refused = fakehop("queue", "server-error", url=server.url)
-        by_option = fakehop("queue", "server-error", "--admin-token", "s3cret", url=server.url)
-        by_environment = fakehop("queue", "server-error", url=server.url, env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
+        refused = fakehop_here("queue", "server-error", url=server.url)
+        by_option = fakehop_here("queue", "server-error", "--admin-token", "s3cret", url=server.url)
+        by_environment = fakehop_here("queue", "server-error", url=server.url, env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
         queued = ControlClient(server.url, "s3cret").call("GET", "/queue")["queue"]
-        list_refused = fakehop("list", url=server.url)
-        listed = fakehop("list", "--admin-token", "s3cret", url=server.url)
+        list_refused = fakehop_here("list", url=server.url)
+        listed = fakehop_here("list", "--admin-token", "s3cret", url=server.url)
     finally:
         server.stop()
     assert (refused.returncode, refused.stderr) == (1, "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n")
@@ -459,7 +480,7 @@ def test_journal_size_and_quiet():
 
 
 def test_journal_size_must_be_positive():
-    result = fakehop("serve", "--journal-size", "0")
+    result = fakehop_here("serve", "--journal-size", "0")
 
     assert result.returncode == 2
     assert "--journal-size: must be a whole number from 1, got 0" in result.stderr

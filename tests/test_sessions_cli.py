@@ -1,4 +1,9 @@
-"""Sessions and strict mode from the command line, and `fakehop wait`, against `fakehop serve` as its own process."""
+"""Sessions and strict mode from the command line, and `fakehop wait`, against `fakehop serve` as its own process.
+
+`fakehop serve` is always a process of its own (one test reads its banner), and so are
+`requests --follow`, which runs until Ctrl-C, and the `wait` that waits while a server starts,
+as a script runs it. The other commands run main() in this process (tests/cli_runs.py).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import pytest
 from fakehop.remote import ControlClient
 
 from . import clients
-from .test_control_cli import HELLO, WAIT, ServerProcess, ask, closed_port, fakehop, following
+from .test_control_cli import HELLO, WAIT, ServerProcess, ask, closed_port, fakehop_here, following
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +46,8 @@ def app(url: str, session: str | None = None) -> openai.OpenAI:
 
 
 def test_control_commands_take_a_session(url):
-    queued = fakehop("queue", "server-error", "--times", "2", "--session", "ci-1", url=url)
-    default = fakehop("default", "rate-limited", "--session", "ci-1", url=url)
+    queued = fakehop_here("queue", "server-error", "--times", "2", "--session", "ci-1", url=url)
+    default = fakehop_here("default", "rate-limited", "--session", "ci-1", url=url)
 
     assert (queued.returncode, default.returncode) == (0, 0), queued.stderr + default.stderr
     assert queued.stdout == "queued server-error for the next 2 requests that name no scenario; queue now: server-error x2\n"
@@ -50,38 +55,38 @@ def test_control_commands_take_a_session(url):
     assert ask(app(url, "ci-2")) == HELLO
     assert ask(app(url)) == HELLO
 
-    printed = fakehop("requests", "--session", "ci-1", url=url).stdout.splitlines()
-    everything = fakehop("requests", url=url).stdout.splitlines()
+    printed = fakehop_here("requests", "--session", "ci-1", url=url).stdout.splitlines()
+    everything = fakehop_here("requests", url=url).stdout.splitlines()
     assert [line.split()[5:8] for line in printed] == [["server-error", "500", "http_error"]] * 2 + [["rate-limited", "429", "http_error"]]
     assert all("s  session=ci-1  " in line for line in printed)
     assert len(everything) == 5 and sum("session=ci-2" in line for line in everything) == 1
     assert sum("session=" not in line for line in everything) == 1  # the global session's own request
 
-    reset = fakehop("reset", "--session", "ci-1", url=url)
+    reset = fakehop_here("reset", "--session", "ci-1", url=url)
     assert reset.stdout == "reset: session ci-1 dropped; its next use starts it as the server started; default scenario: hello\n"
     assert ask(app(url, "ci-1")) == HELLO
-    assert fakehop("requests", "--session", "ci-1", url=url).stdout.count("\n") == 1
+    assert fakehop_here("requests", "--session", "ci-1", url=url).stdout.count("\n") == 1
 
 
 def test_strict_and_sessions_commands(url):
-    turned_on = fakehop("strict", "on", "--session", "careful", url=url)
+    turned_on = fakehop_here("strict", "on", "--session", "careful", url=url)
     ask(app(url, "other"))
 
     assert (turned_on.returncode, turned_on.stdout) == (0, "strict: requests no scenario was set up for get a 400\n")
     assert ask(app(url, "careful")) == "HTTP 400"
     assert ask(app(url)) == HELLO
-    listing = fakehop("sessions", url=url).stdout.splitlines()
+    listing = fakehop_here("sessions", url=url).stdout.splitlines()
     assert [line.split()[0] for line in listing[:-1]] == ["other", "careful"]
     assert listing[1].split()[-1] == "strict" and listing[0].split()[-1] == "-"
     assert "1 requests" in listing[1] and "default hello" in listing[1]
     assert listing[-1] == "2 sessions (at most 50, each dropped after 300s idle)"
-    turned_off = fakehop("strict", "off", "--session", "careful", url=url)
+    turned_off = fakehop_here("strict", "off", "--session", "careful", url=url)
     assert turned_off.stdout == "not strict: requests no scenario was set up for get the default\n"
     assert ask(app(url, "careful")) == HELLO
 
 
 def test_a_bad_session_name_is_one_clear_line(url):
-    result = fakehop("queue", "stall", "--session", "no spaces", url=url)
+    result = fakehop_here("queue", "stall", "--session", "no spaces", url=url)
 
     assert result.returncode == 1
     assert result.stderr.startswith("fakehop: HTTP 400: Invalid session name 'no spaces': a session name is 1 to 128 letters")
@@ -154,7 +159,7 @@ def test_wait_for_no_server_gives_up_after_the_timeout():
     url = f"http://127.0.0.1:{closed_port()}"
     started = time.monotonic()
 
-    result = fakehop("wait", "--timeout", "0.5", url=url)
+    result = fakehop_here("wait", "--timeout", "0.5", url=url)
 
     waited = time.monotonic() - started
     assert result.returncode == 1
@@ -166,8 +171,8 @@ def test_wait_for_no_server_gives_up_after_the_timeout():
 def test_wait_stops_at_once_when_the_server_refuses():
     server = ServerProcess("--admin-token", "s3cret", "--quiet")
     try:
-        refused = fakehop("wait", "--timeout", "30", url=server.url)
-        allowed = fakehop("wait", "--admin-token", "s3cret", url=server.url)
+        refused = fakehop_here("wait", "--timeout", "30", url=server.url)
+        allowed = fakehop_here("wait", "--admin-token", "s3cret", url=server.url)
     finally:
         server.stop()
     assert (refused.returncode, refused.stderr) == (1, "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n")

@@ -1,4 +1,8 @@
-"""`fakehop verdict` against `fakehop serve` run as its own process, as a CI step runs it."""
+"""`fakehop verdict` against `fakehop serve` run as its own process, as a CI step runs it.
+
+An error finding's exit status 1 is read from `python -m fakehop verdict` run as a process of
+its own, as CI reads it; the other verdicts run main() in this process (tests/cli_runs.py).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import json
 import openai
 
 from . import clients
-from .test_control_cli import closed_port, fakehop, server, url  # noqa: F401 - server and url are fixtures
+from .test_control_cli import closed_port, fakehop_here, fakehop_process, server, url  # noqa: F401 - server and url are fixtures
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 
@@ -29,14 +33,14 @@ def retry_at_once(url: str, scenario: str, times: int) -> None:
 def test_a_clean_run_exits_0_with_one_summary_line(url):
     answer = client(url).chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "flaky-then-ok"})
     assert answer.choices[0].message.content == "Hello! How can I help you today?"
-    result = fakehop("verdict", url=url)
+    result = fakehop_here("verdict", url=url)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "no findings over 1 request (1 retried): the client kept HopBase's rules\n"
 
 
 def test_an_error_finding_exits_1_with_a_line_for_it(url):
     retry_at_once(url, "rate-limited", 2)
-    result = fakehop("verdict", url=url)
+    result = fakehop_process("verdict", url=url)
     assert result.returncode == 1, result.stderr
     finding, summary = result.stdout.splitlines()
     first, second = (int(seq) for seq in finding.split()[2].lstrip("#").split(",#"))  # seqs count on over resets
@@ -47,7 +51,7 @@ def test_an_error_finding_exits_1_with_a_line_for_it(url):
 
 def test_only_warnings_exit_0(url):
     retry_at_once(url, "server-error", 2)
-    result = fakehop("verdict", url=url)
+    result = fakehop_here("verdict", url=url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["warning", "no_backoff"]
     assert result.stdout.splitlines()[-1] == "0 errors, 1 warning over 1 request (1 retried)"
@@ -55,14 +59,14 @@ def test_only_warnings_exit_0(url):
 
 def test_thresholds_from_the_command_line(url):
     retry_at_once(url, "server-error", 2)
-    assert fakehop("verdict", "--backoff-floor", "0", url=url).stdout.startswith("no findings")
-    result = fakehop("verdict", "--max-attempts", "1", "--backoff-floor", "0", url=url)
+    assert fakehop_here("verdict", "--backoff-floor", "0", url=url).stdout.startswith("no findings")
+    result = fakehop_here("verdict", "--max-attempts", "1", "--backoff-floor", "0", url=url)
     assert result.returncode == 1 and result.stdout.split()[:2] == ["error", "retry_storm"]
 
 
 def test_json_prints_the_whole_verdict(url):
     retry_at_once(url, "rate-limited", 2)
-    result = fakehop("verdict", "--json", "--retry-after-slack", "0.5", url=url)
+    result = fakehop_here("verdict", "--json", "--retry-after-slack", "0.5", url=url)
     assert result.returncode == 1
     answer = json.loads(result.stdout)
     assert [f["rule"] for f in answer["findings"]] == ["retry_after_ignored"]
@@ -71,17 +75,17 @@ def test_json_prints_the_whole_verdict(url):
 
 def test_the_session_option_judges_that_sessions_requests(url):
     retry_at_once(url, "rate-limited", 2)
-    result = fakehop("verdict", "--session", "nobody", url=url)
+    result = fakehop_here("verdict", "--session", "nobody", url=url)
     assert result.returncode == 0 and result.stdout.startswith("no findings over 0 requests")
 
 
 def test_a_bad_threshold_is_one_line_and_exit_2(url):
-    result = fakehop("verdict", "--backoff-retries", "0", url=url)
+    result = fakehop_here("verdict", "--backoff-retries", "0", url=url)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "fakehop verdict: argument --backoff-retries: expected a whole number from 1, got '0' (see fakehop verdict --help)\n"
 
 
 def test_no_server_is_one_line_on_stderr():
-    result = fakehop("verdict", url=f"http://127.0.0.1:{closed_port()}")
+    result = fakehop_here("verdict", url=f"http://127.0.0.1:{closed_port()}")
     assert result.returncode == 1 and result.stdout == ""
     assert len(result.stderr.splitlines()) == 1 and "cannot reach a fakehop server" in result.stderr
