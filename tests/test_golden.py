@@ -1,14 +1,16 @@
-"""Every bundled scenario, in every protocol, streamed and not, byte for byte as checked in."""
+"""Every bundled scenario, in every protocol, streamed and not, byte for byte as checked in.
+
+`fakehop play` prints them through main() in this process (tests/cli_runs.py), the bytes it
+writes to sys.stdout.buffer as they come; tests/test_cli.py plays through a process of its own.
+"""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
 from fakehop.library import Library
 
+from .cli_runs import fakehop_here
 from .golden_files import Case, cases, play_bytes
 
 LIBRARY = Library.load()
@@ -29,5 +31,6 @@ def test_no_stale_golden_files():
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.scenario in ("weather-tool", "flaky-then-ok", "hello") and c.protocol == "chat"], ids=lambda c: c.id)
 def test_cli_prints_the_golden_bytes(case: Case):
-    printed = subprocess.run([sys.executable, "-m", "fakehop", *case.cli_args()], capture_output=True, check=True, timeout=60)
+    printed = fakehop_here(*case.cli_args(), text=False)
+    assert printed.returncode == 0, printed.stderr
     assert printed.stdout == case.path.read_bytes()

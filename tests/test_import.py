@@ -4,6 +4,9 @@ the official SDKs made of the original.
 The captures are fakehop's own answers taken with `curl`, streams written by hand as
 /work/shared/PROTOCOLS.md describes the real APIs' (errors and parallel tool calls among
 them), served byte for byte by a bare handler, and HAR files holding both.
+
+`fakehop import` runs through main() in this process (tests/cli_runs.py), but for one refusal
+run as `python -m fakehop import` in a process of its own, for the entry point and its exit status.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from fakehop.server import Gateway
 from fakehop.writer import scenario_text
 
 from .agents import QUESTION, RESPONSES_TOOLS, Call, Turn, sdk_loop
+from .cli_runs import fakehop_here_async
 from .conftest import FAST
 from .fidelity_scenarios import FIDELITY, with_fidelity
 from .sdk_results import SEED, final_result, request_body
@@ -44,10 +48,10 @@ async def run(*command: str) -> tuple[int, str, str]:
 
 async def fakehop_import(*files: Path, out: Path) -> dict[str, str]:
     """Runs `fakehop import`; the name of the scenario written from each file (a HAR file's last)."""
-    code, stdout, stderr = await run(sys.executable, "-m", "fakehop", "import", *map(str, files), "--out", str(out))
-    assert code == 0, stderr
+    imported = await fakehop_here_async("import", *map(str, files), "--out", str(out))
+    assert imported.returncode == 0, imported.stderr
     written = {}
-    for line in stdout.splitlines():  # imported FILE -> DIR/NAME.yaml: ...
+    for line in imported.stdout.splitlines():  # imported FILE -> DIR/NAME.yaml: ...
         source, _, rest = line.removeprefix("imported ").partition(" -> ")
         written[source] = Path(rest.split(":")[0]).stem
     return written
@@ -523,9 +527,9 @@ async def test_a_file_with_no_answer_is_refused_in_one_line(tmp_path, content, s
     good, bad = tmp_path / "good.sse", tmp_path / "bad.txt"
     good.write_text(CHAT_ERROR)
     bad.write_bytes(content)
-    code, stdout, stderr = await run(sys.executable, "-m", "fakehop", "import", str(good), str(bad), "--out", str(tmp_path / "out"))
-    assert code == 2
-    assert stderr.startswith(f"fakehop: {bad}: {says}") and stderr.count("\n") == 1
+    refused = await fakehop_here_async("import", str(good), str(bad), "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"fakehop: {bad}: {says}") and refused.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()  # nothing is written when one file cannot be read
 
 
@@ -534,5 +538,5 @@ async def test_a_missing_file_and_an_out_that_is_a_file_are_refused(tmp_path):
     assert code == 2 and stderr.startswith(f"fakehop: {tmp_path / 'nope.sse'}: cannot be read") and "Traceback" not in stderr
     (tmp_path / "capture.sse").write_text(CHAT_ERROR)
     (tmp_path / "taken").write_text("")
-    code, _, stderr = await run(sys.executable, "-m", "fakehop", "import", str(tmp_path / "capture.sse"), "--out", str(tmp_path / "taken"))
-    assert code == 2 and stderr == f"fakehop: --out {tmp_path / 'taken'} is not a directory\n"
+    refused = await fakehop_here_async("import", str(tmp_path / "capture.sse"), "--out", str(tmp_path / "taken"))
+    assert refused.returncode == 2 and refused.stderr == f"fakehop: --out {tmp_path / 'taken'} is not a directory\n"
