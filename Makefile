@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# more workers than cores: many tests spend much of their time waiting on a server or a clock
+TEST_WORKERS ?= 4
 
 .PHONY: serve test bench soak golden clean
 
@@ -18,9 +20,10 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(VENV)/bin/fakehop serve
 
-# two workers (pytest-xdist), a running count of the tests done, and the ten slowest at the end
+# pytest-xdist workers handed two tests at a time (see tests/conftest.py), a running count of the
+# tests done, and the ten slowest at the end
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -o console_output_style=count --durations=10 $(TEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -o console_output_style=count --durations=10 $(TEST_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m soak

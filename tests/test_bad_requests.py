@@ -10,12 +10,14 @@ FAKEHOP_FUZZ_EXAMPLES sets the number of random request bodies (150 by default; 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import http.client
 import json
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -44,7 +46,6 @@ def auth(protocol: str, key: str = KEY) -> dict[str, str]:
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}  # what `curl -d` sends
 GZIP = {"Content-Encoding": "gzip"}
-GZIP_BOMB = gzip.compress(b'{"model": "m", "x": "' + b"a" * (2 * MAX_BODY_BYTES) + b'"}')  # 65 KB, inflating to 64 MiB
 GOOD = {name: json.dumps(module.EXAMPLE_REQUEST).encode() for name, module in PROTOCOLS.items()}
 LIST_FIELD = {"chat": "messages", "responses": "input", "messages": "messages"}
 LIMIT_FIELD = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
@@ -68,17 +69,25 @@ def large(body: bytes) -> bytes:
     return b'{"padding": "' + b"p" * LARGE_BODY_BYTES + b'", ' + body[1:]
 
 
+@functools.cache
+def gzip_bomb() -> bytes:
+    """65 KB, inflating to 64 MiB."""
+    return gzip.compress(b'{"model": "m", "x": "' + b"a" * (2 * MAX_BODY_BYTES) + b'"}')
+
+
 def of_values(count: int) -> bytes:
     return b'{"model": "m", "metadata": [' + b",".join([b"1"] * count) + b"]}"
 
 
 @dataclass(frozen=True)
 class Bad:
-    """One bad request and what it must get: `status`, and `says` somewhere in the error message."""
+    """One bad request and what it must get: `status`, and `says` somewhere in the error message.
+    A body of megabytes is given as the function that makes it, called by the test that sends it,
+    so that collecting the matrix in every xdist worker neither builds nor holds them all."""
 
     name: str
     protocol: str
-    body: bytes = b""
+    body: bytes | Callable[[], bytes] = b""
     status: int = 400
     says: str = ""
     headers: dict = field(default_factory=dict)
@@ -88,6 +97,10 @@ class Bad:
     @property
     def id(self) -> str:
         return f"{self.protocol}-{self.name}"
+
+    @property
+    def content(self) -> bytes:
+        return self.body() if callable(self.body) else self.body
 
 
 def matrix() -> list[Bad]:
@@ -108,7 +121,7 @@ def matrix() -> list[Bad]:
             Bad("missing-model", p, without_field(p, "model"), says="model"),
             Bad(f"missing-{REQUIRED_FIELD[p]}", p, without_field(p, REQUIRED_FIELD[p]), says=REQUIRED_FIELD[p]),
             Bad("form-encoded-form", p, b"model=m&stream=true", headers=FORM, says="this one came as application/x-www-form-urlencoded"),
-            Bad("over-the-size-limit", p, b"{" + b" " * MAX_BODY_BYTES + b"}", status=413, says="larger than the limit"),
+            Bad("over-the-size-limit", p, lambda: b"{" + b" " * MAX_BODY_BYTES + b"}", status=413, says="larger than the limit"),
             Bad("get-instead-of-post", p, method="GET", status=405, says="not allowed"),
             Bad("unknown-scenario", p, GOOD[p], headers={"X-Fakehop-Scenario": "no-such-thing"}, says="Unknown scenario 'no-such-thing'"),
             Bad("scenario-with-a-path", p, GOOD[p], headers={"X-Fakehop-Scenario": "../../../etc/passwd"}, says="Unknown scenario '../../../etc/passwd'"),
@@ -128,14 +141,14 @@ def matrix() -> list[Bad]:
             Bad("deflate-that-is-not-deflate", p, b"\x78\x9cnot deflate", headers={"Content-Encoding": "deflate"}, says="not valid deflate data"),
             Bad("brotli-body", p, b"\x1b\x03\x00", headers={"Content-Encoding": "br"}, status=415, says="Content-Encoding 'br' is not supported"),
             Bad("zstd-body", p, b"\x28\xb5\x2f\xfd", headers={"Content-Encoding": "zstd"}, status=415, says="Content-Encoding 'zstd' is not supported"),
-            Bad("gzip-bomb", p, GZIP_BOMB, headers=GZIP, status=413, says="larger than the limit"),
+            Bad("gzip-bomb", p, gzip_bomb, headers=GZIP, status=413, says="larger than the limit"),
             Bad("nan", p, GOOD[p][:-1] + b', "temperature": NaN}', says="NaN, which JSON does not allow"),
             Bad("infinity", p, GOOD[p][:-1] + b', "temperature": -Infinity}', says="-Infinity, which JSON does not allow"),
             Bad("model-over-256-characters", p, with_field(p, "model", "m" * (MAX_MODEL_CHARS + 1)), says="maximum length 256"),
-            Bad("two-mib-model", p, with_field(p, "model", "m" * 2**21), says="maximum length 256"),
+            Bad("two-mib-model", p, functools.partial(with_field, p, "model", "m" * 2**21), says="maximum length 256"),
             Bad("foreign-host", p, GOOD[p], headers={"Host": "attacker.example:8080"}, status=403, says="does not answer requests for host 'attacker.example:8080'"),
-            Bad("too-many-values", p, of_values(MAX_JSON_VALUES + 1), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
-            Bad("too-many-backslashes", p, with_field(p, "metadata", {"a": "\n" * (MAX_BACKSLASHES + 1)}), status=413,
+            Bad("too-many-values", p, functools.partial(of_values, MAX_JSON_VALUES + 1), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
+            Bad("too-many-backslashes", p, functools.partial(with_field, p, "metadata", {"a": "\n" * (MAX_BACKSLASHES + 1)}), status=413,
                 says=f"it holds more than {MAX_BACKSLASHES:,} backslashes"),
             Bad("unpaired-surrogate-after-an-escaped-backslash", p, GOOD[p][:-1] + b', "metadata": {"a": "\\\\ud800\\udc00"}}', says="unpaired UTF-16 surrogate"),
             Bad("large-malformed-json", p, large(b'{"model": "m", "messages": ['), says="could not parse the JSON body"),
@@ -143,7 +156,7 @@ def matrix() -> list[Bad]:
             Bad("large-unpaired-surrogate", p, large(with_field(p, "model", "\ud800")), says="unpaired UTF-16 surrogate"),
             Bad("large-nested-just-over-the-limit", p, large(nested(MAX_JSON_DEPTH)), says=f"nested more than {MAX_JSON_DEPTH} levels"),
             Bad("large-nan", p, large(GOOD[p][:-1] + b', "temperature": NaN}'), says="NaN, which JSON does not allow"),
-            Bad("large-too-many-values", p, large(of_values(MAX_JSON_VALUES + 1)), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
+            Bad("large-too-many-values", p, lambda: large(of_values(MAX_JSON_VALUES + 1)), status=413, says=f"it holds more than {MAX_JSON_VALUES:,} values"),
             Bad(f"large-{LIST_FIELD[p]}-not-a-list", p, large(with_field(p, LIST_FIELD[p], 42)), says=LIST_FIELD[p]),
         ]
     cases += [
@@ -193,7 +206,7 @@ def check_error_shape(protocol: str, status: int, headers: dict, text: str) -> s
 async def test_bad_request_gets_a_clear_error_in_its_protocols_shape(real_url, bad, caplog):
     headers = {**auth(bad.protocol), **JSON, **bad.headers}
     path = bad.path or PROTOCOLS[bad.protocol].PATH
-    status, response_headers, text = await send(real_url, bad.method, path, bad.body, headers)
+    status, response_headers, text = await send(real_url, bad.method, path, bad.content, headers)
     assert status == bad.status, text
     assert bad.says in check_error_shape(bad.protocol, status, response_headers, text)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
