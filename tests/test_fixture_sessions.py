@@ -122,9 +122,13 @@ def test_conflicting_faults(fakehop, number):
 
 
 def run_at_once(directory, url: str, runs: int) -> list[subprocess.CompletedProcess]:
-    """`runs` pytest runs of the project, with two xdist workers each, all at the same time."""
-    command = [sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "-q", "--fakehop-url", url]
-    processes = [subprocess.Popen(command, cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(runs)]
+    """`runs` pytest runs of the project, with two xdist workers each, all at the same time; with
+    xdist and fakehop's plugin alone, since each of the six processes would import every plugin
+    installed here (hypothesis, pytest-aiohttp, …), which these tests do not use."""
+    command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "fakehop.pytest_plugin", "-n", "2", "-q", "--fakehop-url", url]
+    environment = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    processes = [subprocess.Popen(command, cwd=directory, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for _ in range(runs)]
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=RUN_TIMEOUT), p.communicate()[0]) for p in processes]
 
 
