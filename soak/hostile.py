@@ -198,13 +198,15 @@ async def add_scenarios(session: aiohttp.ClientSession, url: str) -> None:
 
 
 async def hostile(server: ServerProcess, scale: float = 1.0, only: str | None = None) -> list[Figures]:
-    """Each case (or the one named `only`) in turn, with its figures."""
+    """Each case (or the one named `only`) in turn, with its figures. The scenarios the cases
+    name are added before each case (adding `million-deltas` writes its 940,000 characters)
+    and go with the reset after it."""
     found = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-        await add_scenarios(session, server.url)
         for name, make in cases(scale):
             if only is not None and name != only:
                 continue
+            await add_scenarios(session, server.url)
             send = make()
             await asyncio.to_thread(server.figures, "clear-peak")
             with HealthProber(server.url) as prober:
@@ -215,7 +217,6 @@ async def hostile(server: ServerProcess, scale: float = 1.0, only: str | None = 
             found.append(Figures(name, prober.longest, peak, outcome, prober.failures))
             async with session.post(server.url + "/_fakehop/reset") as response:
                 response.raise_for_status()
-            await add_scenarios(session, server.url)
     return found
 
 
