@@ -7,8 +7,6 @@ import pytest
 from fakehop.library import Library
 from fakehop.server import Gateway, create_app
 
-from . import clients
-
 FAST = 0.01  # time scale for tests that do not measure time: a 120 s stall takes 1.2 s
 
 
@@ -51,6 +49,8 @@ async def base_url(serve, gateway) -> str:
 async def openai_client(base_url):
     """Closed after the test, on its own loop: a client left to the garbage collector closes
     itself on whichever loop runs then, or logs that its loop is gone."""
+    from . import clients  # here, not above: the xdist controller loads this file too, and the SDKs take seconds to import
+
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         yield client
 
@@ -58,6 +58,8 @@ async def openai_client(base_url):
 @pytest.fixture
 async def anthropic_client(base_url):
     """Closed after the test, as openai_client."""
+    from . import clients
+
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=0) as client:
         yield client
 
