@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 
 .PHONY: serve test bench soak golden clean
 
@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(VENV)/bin/fakehop serve
 
-# pytest-xdist workers handed two tests at a time (see tests/conftest.py), a running count of the
+# pytest-xdist workers handed a test at a time in the order tests/conftest.py sets (a module whose
+# tests share a costly fixture goes to one worker whole: its xdist_group), a running count of the
 # tests done, and the ten slowest at the end
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -o console_output_style=count --durations=10 $(TEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -o console_output_style=count --durations=10 $(TEST_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m soak

@@ -65,15 +65,13 @@ async def anthropic_client(base_url):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "long: a test of tens of seconds; run first, so that under xdist it ends with the others, not after them")
+    config.addinivalue_line("markers", "long: one of the slowest tests (seconds to tens of seconds); run first, so that under xdist it ends with the others, not after them")
 
 
 def pytest_collection_modifyitems(items):
-    """The long tests first, each followed by a short one; every other test keeps its place.
-    Under xdist with `--maxschedchunk 1`, as `make test` runs, each worker is handed two tests
-    at a time from the front: so the long tests start at once on workers of their own, rather
-    than one after another on the first worker."""
-    long = [item for item in items if item.get_closest_marker("long")]
-    short = [item for item in items if not item.get_closest_marker("long")]
-    paired = [test for pair in zip(long, short) for test in pair]
-    items[:] = paired + long[len(short):] + short[len(long):]
+    """The long tests first; the sort is stable, so every other test keeps its place. Under xdist
+    as `make test` runs it (`--dist loadgroup --no-loadscope-reorder`), each worker is handed a
+    test from the front in turn, then a second in turn, then one more whenever it is nearly
+    done: so with as many workers as long tests, each long test starts at once on a worker of
+    its own, rather than one after another."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

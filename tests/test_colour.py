@@ -16,6 +16,8 @@ from fakehop.remote import ControlClient
 
 from .test_control_cli import WAIT, ServerProcess, app, ask, fakehop
 
+pytestmark = pytest.mark.xdist_group("colour")  # one xdist worker runs them all: they share one server process
+
 ESCAPE = "\x1b["
 BOLD, GREEN, RED, RESET = "\x1b[1m", "\x1b[32m", "\x1b[31m", "\x1b[0m"
 

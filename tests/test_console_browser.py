@@ -26,6 +26,8 @@ from fakehop.thread_server import ThreadServer
 
 from . import clients
 
+pytestmark = pytest.mark.xdist_group("console")  # one xdist worker runs them all: they share one Chromium
+
 CHROMIUM = Path(os.environ.get("FAKEHOP_CHROMIUM", "/usr/bin/chromium"))
 REQUIRED = os.environ.get("FAKEHOP_BROWSER_TESTS") == "required"
 # As root, with no network and a fresh profile (playwright's user_data_dir): nothing but the page.

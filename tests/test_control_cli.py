@@ -26,6 +26,8 @@ from fakehop.remote import ControlClient
 
 from . import cli_runs, clients
 
+pytestmark = pytest.mark.xdist_group("control-cli")  # one xdist worker runs them all: they share one server process
+
 HELLO = "Hello! How can I help you today?"
 WAIT = 15.0  # seconds: generous, for a loaded machine
 

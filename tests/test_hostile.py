@@ -21,6 +21,8 @@ from soak.hostile import RSS_BOUND_MIB, cases, hostile
 from soak.runs import SOAK_TIME_SCALE
 from soak.server import ServerProcess
 
+pytestmark = pytest.mark.xdist_group("hostile")  # one xdist worker runs them all: they share one server process
+
 SCALE = 0.1
 HEALTH_BOUND_MS = 1000.0
 NAMES = [name for name, _ in cases(SCALE)]

@@ -19,6 +19,8 @@ from fakehop.library import Library
 
 from . import clients
 
+pytestmark = pytest.mark.xdist_group("packaging")  # one xdist worker runs them all: they share one built wheel and its virtualenv
+
 ROOT = Path(__file__).resolve().parent.parent
 SDIST = f"fakehop-{__version__}.tar.gz"
 WHEEL = f"fakehop-{__version__}-py3-none-any.whl"

@@ -20,6 +20,8 @@ from fakehop.remote import ControlClient
 from . import clients
 from .test_control_cli import HELLO, WAIT, ServerProcess, ask, closed_port, fakehop_here, following
 
+pytestmark = pytest.mark.xdist_group("sessions-cli")  # one xdist worker runs them all: they share one server process
+
 
 @pytest.fixture(scope="module")
 def server():

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 import anthropic
 import openai
+import pytest
 
 from fakehop import journal as jr
 from fakehop.verdicts import RETRY_COUNT_HEADER
@@ -61,6 +62,7 @@ def callers(openai_client: openai.AsyncOpenAI, anthropic_client: anthropic.Async
             ("messages", anthropic_messages, anthropic_client))
 
 
+@pytest.mark.long
 async def test_the_sdks_at_their_defaults_get_no_finding_on_any_bundled_scenario(base_url, gateway, library):
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
             clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client:
@@ -98,6 +100,7 @@ def sent_as(record: jr.Record) -> str:
     return record.headers[CALLER].rsplit(" ", 1)[0]
 
 
+@pytest.mark.long
 async def test_identical_calls_at_once_are_each_a_request_of_their_own(base_url, gateway, library):
     """Several callers sending the same request at once, on every bundled scenario: their
     retry counts keep each call's attempts in one chain, apart from the others', and copies
