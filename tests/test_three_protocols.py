@@ -34,6 +34,7 @@ class Seen:
     reasoning: str = ""
     calls: list = field(default_factory=list)  # [name, arguments text]
     ending: str = "completed"
+    error: str = ""  # the exception the ending was read from, for a failing assertion to show
 
     def call(self, name: str) -> None:
         self.calls.append([name, ""])
@@ -70,7 +71,7 @@ async def chat(url: str, name: str) -> Seen:
                     seen.call(call.function.name)
                 seen.arguments(call.function.arguments or "")
     except Exception as error:  # noqa: BLE001 - the kind of error is what is compared
-        seen.ending = ending_of(error)
+        seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()
     return seen
@@ -92,7 +93,7 @@ async def responses(url: str, name: str) -> Seen:
             elif event.type == "response.failed":
                 seen.ending = "failed"
     except Exception as error:  # noqa: BLE001
-        seen.ending = ending_of(error)
+        seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()
     return seen
@@ -114,7 +115,7 @@ async def messages(url: str, name: str) -> Seen:
                 elif delta.type == "input_json_delta":
                     seen.arguments(delta.partial_json)
     except Exception as error:  # noqa: BLE001
-        seen.ending = ending_of(error)
+        seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()
     return seen
@@ -128,12 +129,13 @@ async def test_every_protocol_tells_the_same_story(base_url, gateway, name):
         seen[protocol] = await play(base_url, name)
     chat_seen, responses_seen, messages_seen = seen["chat"], seen["responses"], seen["messages"]
     assert chat_seen.text == responses_seen.text == messages_seen.text
-    assert chat_seen.ending == responses_seen.ending == messages_seen.ending
+    errors = [chat_seen.error, responses_seen.error, messages_seen.error]
+    assert chat_seen.ending == responses_seen.ending == messages_seen.ending, errors
     if chat_seen.ending == "completed":
         assert chat_seen.parsed_calls() == responses_seen.parsed_calls() == messages_seen.parsed_calls()
     assert responses_seen.reasoning == messages_seen.reasoning
     assert chat_seen.reasoning == ""
-    assert chat_seen.ending == EXPECTED_ENDINGS.get(name, chat_seen.ending)
+    assert chat_seen.ending == EXPECTED_ENDINGS.get(name, chat_seen.ending), errors
 
 
 def test_the_expected_endings_name_bundled_scenarios():
