@@ -14,7 +14,7 @@ import pytest
 
 from fakehop.remote import ControlClient
 
-from .test_control_cli import WAIT, ServerProcess, app, ask, fakehop
+from .test_control_cli import WAIT, ServerProcess, app, ask, fakehop_process
 
 pytestmark = pytest.mark.xdist_group("colour")  # one xdist worker runs them all: they share one server process
 
@@ -77,7 +77,7 @@ def test_list_names_are_bold_on_a_terminal_and_plain_with_no_color_or_in_a_pipe(
     _, no_color = on_terminal("list", NO_COLOR="1")
     _, empty_no_color = on_terminal("list", NO_COLOR="")
     _, dumb = on_terminal("list", TERM="dumb")
-    piped = fakehop("list").stdout
+    piped = fakehop_process("list").stdout
 
     assert code == 0
     assert f"{BOLD}hello" in shown and RESET in shown
@@ -95,7 +95,7 @@ def test_requests_colour_how_each_answer_ended(server):
 
     _, shown = on_terminal("requests", "--url", server.url)
     _, no_color = on_terminal("requests", "--url", server.url, NO_COLOR="yes")
-    piped = fakehop("requests", url=server.url).stdout
+    piped = fakehop_process("requests", url=server.url).stdout
 
     first, second = shown.splitlines()
     assert f"{GREEN}completed" in first and f"{BOLD}hello" in first

@@ -75,9 +75,6 @@ def fakehop_process(*args: str, url: str | None = None, env: dict | None = None)
     return cli_runs.fakehop_process(*args, *url_option(url), env=fakehop_variables(env), timeout=WAIT)
 
 
-fakehop = fakehop_process  # the name test_colour's commands in a pipe take it by
-
-
 def url_option(url: str | None) -> list[str]:
     return ["--url", url] if url else []
 
