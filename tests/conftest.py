@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import httpcore2  # noqa: F401 - see below
 import pytest
 
 from fakehop.library import Library
 from fakehop.server import Gateway, create_app
+
+# The SDKs' HTTP library imports httpcore2 when it makes its first client, and keeps a map from
+# httpcore2's exceptions to its own from then on. A pytester run in this process removes the
+# modules it imported when it ends: had it made the process's first client, the next client
+# would get a fresh httpcore2 whose exceptions that map does not hold, and a cut stream or a
+# timeout would reach a test as a bare httpcore2 error rather than the SDK's own. Imported here,
+# httpcore2 is older than any such run, so no run removes it.
 
 FAST = 0.01  # time scale for tests that do not measure time: a 120 s stall takes 1.2 s
 
