@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -36,6 +36,9 @@ SCENARIOS = {
     "backtracking": "match: {prompt: '/^(a+)+$/'}\nsteps: [{text: matched}]\n",
     "weather-in-paris": "match: {prompt: '/weather.*Paris/'}\nsteps: [{text: sunny}]\n",
     "tiny-keepalives": "keepalive: 1ms\nsteps: [{text: a}, {delay: 1h}, {text: b}]\n",
+}
+# Added only before the cases that play them: the server takes about half a second to make this text.
+LARGE_SCENARIOS = {
     "million-deltas": "steps:\n  - text: {faker: paragraphs, nb: 10000, seed: 2}\n    chunk: char\n",  # 940,000 characters
 }
 
@@ -53,6 +56,14 @@ def conversation(messages: int) -> bytes:
 def of_values(values: list[str]) -> bytes:
     """A chat body whose `x` is a list of `values` (each JSON text), built as text: fast."""
     return chat_body(stream=False)[:-1] + b', "x": [' + ",".join(values).encode() + b"]}"
+
+
+class Case(NamedTuple):
+    """One case: its name, what makes its request(s), and the LARGE_SCENARIOS it plays."""
+
+    name: str
+    make: Callable[[], Send]
+    plays: tuple[str, ...] = ()
 
 
 @dataclass
@@ -130,7 +141,7 @@ def sending(body: bytes, headers: dict | None = None, path: str = CHAT) -> Send:
     return lambda session, url: post(session, url, body, headers, path)
 
 
-def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
+def cases(scale: float) -> list[Case]:
     """Every case, with what it sends grown by `scale` (1 for the soak's figures): its name, and
     what makes its request(s). That is called before the case's prober starts: making a body
     takes this process's time too."""
@@ -138,7 +149,7 @@ def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
     bomb_bytes = int(MAX_BODY_BYTES * max(8 * scale, 1.1))
     steps, empty_objects, messages, escapes = int(71_000 * scale), int(3_000_000 * scale), int(900_000 * scale), int(15_000_000 * scale)
     big_headers = {f"X-Big-{number}": "h" * 60_000 for number in range(120)}
-    return [
+    return [Case(*case) for case in [
         ("a 2 MiB model on a 300-word scenario", lambda: sending(chat_body(model="m" * 2**21), words)),
         ("20 models of 10 MiB", lambda: bursting(int(20 * scale) or 1, chat_body(model="m" * 10 * 2**20), words)),
         ("the largest body with the longest model on a 300-word scenario",
@@ -148,8 +159,9 @@ def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
         ("/^(a+)+$/ on a 27-character prompt", lambda: sending(chat_body("a" * 27 + "b"))),
         ("/weather.*Paris/ on a 200 KB prompt", lambda: sending(chat_body("weather " * 25_000))),
         ("keepalives every 1ms during an hour's delay", lambda: reading(2 * scale, chat_body(), "tiny-keepalives")),
-        ("a million deltas with no pause, streamed", lambda: reading(30, chat_body(), "million-deltas")),
-        ("a million deltas with no pause, whole", lambda: sending(chat_body(stream=False), {"X-Fakehop-Scenario": "million-deltas"})),
+        ("a million deltas with no pause, streamed", lambda: reading(30, chat_body(), "million-deltas"), ("million-deltas",)),
+        ("a million deltas with no pause, whole", lambda: sending(chat_body(stream=False), {"X-Fakehop-Scenario": "million-deltas"}),
+         ("million-deltas",)),
         (f"an upload of {steps:,} steps",
          lambda: sending(("steps:\n" + "  - keepalive\n" * steps).encode(), YAML, path="/_fakehop/scenarios?name=many-steps")),
         ("bodies of 20 MiB in the journal, then read", lambda: journaling(chat_body("x" * 20 * 2**20, stream=False), int(40 * scale) or 1)),
@@ -162,7 +174,7 @@ def cases(scale: float) -> list[tuple[str, Callable[[], Send]]]:
         ("bodies of 149,000 numbers in the journal, then read",  # 1.0 MB each: kept parsed
          lambda: journaling(of_values([str(number) for number in range(10**5, 10**5 + 149_000)]), int(64 * scale) or 1)),
         ("headers of 120 lines of 60 KB in the journal, then read", lambda: journaling(chat_body(), int(40 * scale) or 1, big_headers)),
-    ]
+    ]]
 
 
 def bursting(count: int, body: bytes, headers: dict) -> Send:
@@ -191,22 +203,23 @@ async def journal_of(session: aiohttp.ClientSession, url: str, body: bytes, coun
     return f"{count} sent; GET /requests: {size:,} bytes in {(time.perf_counter() - started) * 1000:.0f} ms"
 
 
-async def add_scenarios(session: aiohttp.ClientSession, url: str) -> None:
-    for name, text in SCENARIOS.items():
+async def add_scenarios(session: aiohttp.ClientSession, url: str, large: tuple[str, ...]) -> None:
+    """SCENARIOS, which every case gets (a request that names no scenario meets their `match`es),
+    and the `large` ones of LARGE_SCENARIOS."""
+    for name, text in [*SCENARIOS.items(), *((name, LARGE_SCENARIOS[name]) for name in large)]:
         async with session.post(url + "/_fakehop/scenarios", params={"name": name}, data=text, headers=YAML) as response:
             response.raise_for_status()
 
 
 async def hostile(server: ServerProcess, scale: float = 1.0, only: str | None = None) -> list[Figures]:
-    """Each case (or the one named `only`) in turn, with its figures. The scenarios the cases
-    name are added before each case (adding `million-deltas` writes its 940,000 characters)
-    and go with the reset after it."""
+    """Each case (or the one named `only`) in turn, with its figures. SCENARIOS, and the large
+    ones a case plays, are added before it and go with the reset after it."""
     found = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-        for name, make in cases(scale):
+        for name, make, plays in cases(scale):
             if only is not None and name != only:
                 continue
-            await add_scenarios(session, server.url)
+            await add_scenarios(session, server.url, plays)
             send = make()
             await asyncio.to_thread(server.figures, "clear-peak")
             with HealthProber(server.url) as prober:
@@ -224,8 +237,8 @@ async def hostile_apart(time_scale: float, scale: float = 1.0) -> tuple[list[Fig
     """Each case on a server of its own, started afresh, and what the servers logged: a case's
     peak RSS is then its own, not what the cases before it left in the journal and the allocator."""
     found, logged = [], ""
-    for name, _ in cases(scale):
+    for case in cases(scale):
         with ServerProcess(time_scale) as server:
-            found += await hostile(server, scale, only=name)
+            found += await hostile(server, scale, only=case.name)
             logged += server.logged()
     return found, logged

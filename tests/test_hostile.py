@@ -25,10 +25,10 @@ pytestmark = pytest.mark.xdist_group("hostile")  # one xdist worker runs them al
 
 SCALE = 0.1
 HEALTH_BOUND_MS = 1000.0
-NAMES = [name for name, _ in cases(SCALE)]
+NAMES = [case.name for case in cases(SCALE)]
 # The cases that held the loop for seconds at full size (3,000,000 empty objects: 6.5 s) and
 # would not at a tenth of it: run at full size.
-FULL_SIZE = [name for name, _ in cases(1.0) if name.startswith(("3,000,000 empty objects", "a conversation of 900,000",
+FULL_SIZE = [case.name for case in cases(1.0) if case.name.startswith(("3,000,000 empty objects", "a conversation of 900,000",
                                                                  "bodies of 149,000 numbers", "headers of 120 lines"))]
 
 
