@@ -184,8 +184,8 @@ async def test_timing_survives_at_time_scale_1(serve, proxy, name, protocol):
     replayed = delta_offsets(await timed_frames(replay_url + path, body))
     assert [text for _, text in replayed] == [text for _, text in original]
     assert original[-1][0] > (2 if name == "slow-typing" else 45)
-    for (then, text), (now, _) in zip(original, replayed):
-        assert then - EARLY <= now <= then + LATE, f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
+    for (then, text), (now, _) in zip(original, replayed):  # the first pass too may have been read up to LATE late
+        assert then - LATE - EARLY <= now <= then + LATE, f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
 
 
 async def test_a_recording_plays_faster_at_a_smaller_time_scale(serve, proxy):
@@ -197,8 +197,8 @@ async def test_a_recording_plays_faster_at_a_smaller_time_scale(serve, proxy):
     _, replay_url = await replay(serve, out, time_scale=0.25)
     replayed = delta_offsets(await timed_frames(replay_url + path, body))
     assert len(replayed) == len(original) == len("The quick brown fox jumps over the lazy dog.")
-    for (then, _), (now, _) in zip(original, replayed):
-        assert then / 4 - EARLY <= now <= then / 4 + LATE
+    for (then, _), (now, _) in zip(original, replayed):  # as above, with the first pass's lateness a quarter as long
+        assert (then - LATE) / 4 - EARLY <= now <= then / 4 + LATE
 
 
 async def test_the_proxy_streams_as_it_receives(serve, proxy):
