@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 8
 
 .PHONY: serve test bench soak golden clean
 
