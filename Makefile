@@ -1,5 +1,5 @@
 # Every target creates or updates the virtualenv it needs.
-# Python may cache bytecode here whatever the environment says: a test run starts some 300 Python
+# Python may cache bytecode here whatever the environment says: a test run starts about 200 Python
 # processes, each of which would otherwise compile fakehop's modules afresh, and pytest would
 # rewrite the asserts of every test module and plugin afresh in each of its processes.
 unexport PYTHONDONTWRITEBYTECODE
