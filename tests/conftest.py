@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
+
 import httpcore2  # noqa: F401 - see below
 import pytest
 
 from fakehop.library import Library
 from fakehop.server import Gateway, create_app
+
+from . import assert_cache
 
 # The SDKs' HTTP library imports httpcore2 when it makes its first client, and keeps a map from
 # httpcore2's exceptions to its own from then on. A pytester run in this process removes the
@@ -74,6 +79,17 @@ async def anthropic_client(base_url):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "long: one of the slowest tests (seconds to tens of seconds); run first, so that under xdist it ends with the others, not after them")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # the xdist controller
+        assert_cache.fill(config, sorted(Path(__file__).parent.glob("test_*.py")))
+
+
+def pytest_collection_finish(session):
+    """Once the tests are collected, the SDKs' models and every test module are in memory for
+    good: hundreds of thousands of objects that each full collection would walk again. Frozen, the collector
+    leaves them be; and a larger first generation collects less often. A sample of the suite
+    spent about a sixth less CPU with both."""
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
 
 def pytest_collection_modifyitems(items):

@@ -76,8 +76,8 @@ def test_verdicts_judge_each_tests_own_session_of_a_running_server(project, serv
 CONFLICTING_TESTS = '''
 import json
 import os
+import urllib.request
 
-import anthropic
 import openai
 import pytest
 
@@ -104,16 +104,19 @@ def test_conflicting_faults(fakehop, number):
     assert ask(client) == f"HTTP {status}"
     assert ask(client) == f"answer {number}"
     assert [ask(client, extra_headers={"X-Fakehop-Scenario": "flaky-then-ok"}) for _ in range(3)] == ["HTTP 429", "HTTP 500", HELLO]
-    # the app under test: configured with the session's key alone, no header (its TLS context, never used on
-    # plain HTTP, the fixture's: made once rather than for each of 80 apps)
+    # the apps under test: configured with the session's key alone, no header. One through the openai SDK
+    # (its TLS context, never used on plain HTTP, the fixture's: made once rather than for each of 80 apps);
+    # one that sends the key as x-api-key to the Anthropic base URL, as the anthropic SDK does, over plain HTTP
+    # (that SDK takes seconds to import in each of the four workers, and tests/test_sessions.py runs it)
     app = openai.OpenAI(base_url=fakehop.openai_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10,
                         http_client=openai.DefaultHttpxClient(verify=plain_http_tls()))
-    claude = anthropic.Anthropic(base_url=fakehop.anthropic_base_url, api_key=fakehop.api_key, max_retries=0, timeout=10,
-                                 http_client=anthropic.DefaultHttpxClient(verify=plain_http_tls()))
     fakehop.use({"steps": [{"text": f"app {number}"}]})
     assert ask(app) == f"app {number}"
-    answer = claude.messages.create(model="claude-sonnet-5", max_tokens=20, messages=[{"role": "user", "content": "hi"}])
-    assert answer.content[0].text == f"app {number}"
+    body = {"model": "claude-sonnet-5", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
+    claude = urllib.request.Request(fakehop.anthropic_base_url + "/v1/messages", data=json.dumps(body).encode(), method="POST",
+                                    headers={"x-api-key": fakehop.api_key, "anthropic-version": "2023-06-01", "content-type": "application/json"})
+    with urllib.request.urlopen(claude, timeout=10) as answer:
+        assert json.load(answer)["content"][0]["text"] == f"app {number}"
     assert [r.scenario for r in fakehop.requests] == ["fault", "inline-1", "flaky-then-ok[1]", "flaky-then-ok[2]",
                                                      "flaky-then-ok[3]->hello", "inline-2", "inline-2"]
     assert {r.session for r in fakehop.requests} == {fakehop.session}
