@@ -135,7 +135,7 @@ async def test_a_session_has_its_own_scenarios_default_and_time_scale(control, b
 
 
 async def test_a_sessions_time_scale_paces_its_answers(control, base_url):
-    await control.ok("PUT", "/time_scale", json={"time_scale": 0.2}, **in_session("slow"))
+    await control.ok("PUT", "/time_scale", json={"time_scale": 0.5}, **in_session("slow"))
     pause = {"steps": [{"delay": "1s"}, {"text": "done"}]}
     for name in ("slow", "fast"):
         await control.ok("POST", "/queue", json={"scenario": pause}, **in_session(name))
@@ -143,8 +143,8 @@ async def test_a_sessions_time_scale_paces_its_answers(control, base_url):
             await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     [slow] = (await control.ok("GET", "/requests", **in_session("slow")))["requests"]
     [fast] = (await control.ok("GET", "/requests", **in_session("fast")))["requests"]
-    assert 0.2 <= slow["duration"] < 2.0  # 1 s at 0.2
-    assert fast["duration"] < 0.2  # 1 s at the server's 0.01
+    assert 0.5 <= slow["duration"] < 2.5  # 1 s at 0.5
+    assert fast["duration"] < 0.5  # 1 s at the server's 0.01, with room for a loaded machine
 
 
 async def test_sessions_are_listed_and_dropped(control, base_url):
