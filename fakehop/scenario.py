@@ -1213,10 +1213,12 @@ def scenario_json(scenario: Scenario) -> dict:
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
+    if isinstance(value, frozenset):
+        return sorted(value)
     if not hasattr(value, "__dataclass_fields__"):
         return value
     plain = {"type": re.sub(r"(?<!^)(?=[A-Z])", "_", type(value).__name__).lower()}
     for name in value.__dataclass_fields__:
-        if name != "prompt_regex":  # compiled; `prompt` holds its text
+        if not (isinstance(value, TextRule) and name == "regex"):  # compiled; `text` holds its source
             plain[name] = _plain(getattr(value, name))
     return plain

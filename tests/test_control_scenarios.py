@@ -127,3 +127,30 @@ async def test_a_time_scale_that_is_not_a_number_above_zero_is_refused(control, 
     status, answer = await control.call("PUT", "/time_scale", json=body)
     assert status == 400 and ("time_scale" in answer["error"] or "unknown key" in answer["error"])
     assert (await control.ok("GET", "/health"))["time_scale"] == FAST
+
+
+USER_FORMS = {
+    "regex-prompt": 'match: {prompt: "/hel+o/"}\nsteps: [{text: hi}]\n',
+    "globs": 'match: {protocol: chat, model: "gpt-*", header: {x-team: "blue-*"}}\nsteps: [{text: hi}]\n',
+    "turns": 'match: {turn: [1, 3], system: "/be (brief|short)/", tool_result: get_weather, tools: get_weather}\n'
+             'steps: [{text: hi}]\n',
+    "turns-on": 'match: {turn: ">=2"}\nsteps: [{text: hi}]\n',
+    "a-conversation": "conversation:\n  - steps: [{tool_call: {name: get_weather, arguments: {city: Paris}}}]\n"
+                      "  - steps: [{text: Sunny.}]\n",
+    "a-sequence": "sequence:\n  - http_error: {status: 429, retry_after: 0.5}\n  - use: hello\n  - steps: [{text: hi}, stall]\n",
+}
+
+
+async def test_every_scenario_s_definition_is_served_as_json(control, library):
+    """Bundled scenarios and each form a user's may take: regexes, globs, header and turn rules,
+    conversations and sequences."""
+    for name, text in USER_FORMS.items():
+        await control.ok("POST", "/scenarios", data=f"name: {name}\n{text}")
+    for name in [*library.names(), *USER_FORMS]:
+        status, body = await control.call("GET", f"/scenarios/{name}")
+        assert status == 200, (name, body)
+        assert body["scenario"]["name"] == name and body["scenario"]["definition"]["entries"], name
+    definition = (await control.ok("GET", "/scenarios/regex-prompt"))["scenario"]["definition"]
+    assert definition["match"]["prompt"] == {"type": "text_rule", "text": "/hel+o/"}
+    definition = (await control.ok("GET", "/scenarios/turns"))["scenario"]["definition"]
+    assert definition["match"]["turn"] == {"type": "turn_rule", "turns": [1, 3], "at_least": None}
