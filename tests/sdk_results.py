@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
+import openai
+
 from fakehop.protocols import PROTOCOLS
 
 from . import clients
@@ -39,13 +42,35 @@ async def final_result(url: str, protocol: str, stream: bool, headers: dict[str,
 
 
 def error_result(error: Exception) -> dict:
-    """An exception as the SDKs raise it: its class and message, the HTTP status where it has
-    one (200 for Anthropic's error event), and what it read of the error: type, code, param."""
-    found = {"error": type(error).__name__, "message": str(error)}
+    """An exception as the SDKs raise it, in what fakehop controls: its class and the classes of
+    the errors it was raised from (a read timeout, a connection cut short), the HTTP status
+    where it has one (200 for Anthropic's error event), the error body fakehop sent and what
+    the SDK read of it: type, code, param. The SDK's own message is kept only for an exception
+    that carries no body: a connection error's names the port and the request id, which differ
+    from server to server, and its wording changes from one SDK release to the next."""
+    found: dict[str, Any] = {"error": type(error).__name__, "causes": [type(cause).__name__ for cause in causes(error)]}
+    body = getattr(error, "body", None)
+    if body is not None:
+        found["body"] = body
+    elif not isinstance(error, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        found["message"] = str(error)
     for name in ("status_code", "type", "code", "param"):
         if getattr(error, name, None) is not None:
             found[name] = getattr(error, name)
     return found
+
+
+def causes(error: BaseException):
+    """The exceptions `error` was raised from, nearest first."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+        yield error
+
+
+def caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `error` is a `kind`, or was raised from one: an SDK may let its HTTP library's
+    exception through or wrap it in its own, from one release to the next."""
+    return isinstance(error, kind) or any(isinstance(cause, kind) for cause in causes(error))
 
 
 def usage_of(usage: Any) -> dict | None:

@@ -21,6 +21,7 @@ from fakehop.testing import Fakehop, make_app
 from fakehop.verdicts import RETRY_COUNT_HEADER, RULES, Settings
 
 from . import clients
+from .sdk_results import caused_by
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -428,11 +429,12 @@ async def test_the_anthropic_sdk_with_a_short_read_timeout_gives_up_during_keepa
     gateway = make_gateway(time_scale=PAUSE_SCALE)
     base_url = await serve(gateway)
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test", timeout=0.2, max_retries=0) as client:
-        with pytest.raises(httpx2.ReadTimeout):  # between events the anthropic SDK lets its HTTP library's own error through
+        with pytest.raises((anthropic.APITimeoutError, httpx2.ReadTimeout)) as caught:
             async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=chat_body("prove it")["messages"],
                                               thinking={"type": "enabled", "budget_tokens": 50},
                                               extra_headers=scenario("reasoning-pause")) as stream:
                 await stream.get_final_message()
+        assert caused_by(caught.value, httpx2.ReadTimeout)  # whether the SDK wraps its HTTP library's error or lets it through
     await settled(gateway)
     assert rules_of(await verdict(base_url)) == ["gave_up_during_keepalive"]
 
