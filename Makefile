@@ -7,15 +7,34 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# every package the tests install, at the versions that last passed: `make lock` refreshes it
+LOCK := requirements/test.txt
+# the SDK range fakehop's tests are run at, both ends: the newest of the day and these
+OLDEST_SDKS := openai==3.19.1 anthropic==2.0.0
+NEWEST_SDKS := openai anthropic
+JS_LATEST := tests/.js-latest
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
 TEST_WORKERS ?= 8
 
-.PHONY: serve test bench soak golden clean
+.PHONY: serve test test-latest test-oldest lock bench soak golden clean
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# fakehop itself is installed with the build backend the lock holds, so nothing is left to the day
+define install-locked
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --disable-pip-version-check -r $(LOCK)
+	$(1)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+endef
+
+$(STAMP): pyproject.toml $(LOCK)
+	$(call install-locked,$(VENV))
 	touch $(STAMP)
+
+# The lock, from pyproject's runtime dependencies and test extra: newest versions within their
+# ranges, written without this machine's own package indexes.
+lock: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check pip-tools
+	$(VENV)/bin/pip-compile --quiet --upgrade --extra test --strip-extras --allow-unsafe \
+		--no-emit-find-links --no-emit-index-url --output-file $(LOCK) pyproject.toml
 
 serve: $(STAMP)
 	$(VENV)/bin/fakehop serve
@@ -25,6 +44,25 @@ serve: $(STAMP)
 # tests done, and the ten slowest at the end
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -o console_output_style=count --durations=10 $(TEST_ARGS)
+
+# The SDK-facing tests (those that drive an official SDK, Python's or JavaScript's) against the
+# newest SDKs of the day, in a venv of their own; the rest of the lock as it is.
+SDK_TESTS = $(shell grep -l -E '^import (openai|anthropic)|^from \.(sdk_results|clients|agents) import|^from \. import clients' tests/test_*.py)
+
+test-latest:
+	$(call install-locked,.venv-latest)
+	.venv-latest/bin/python -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager $(NEWEST_SDKS)
+	rm -rf $(JS_LATEST) && mkdir -p $(JS_LATEST) && cp tests/js/package.json tests/js/*.mjs $(JS_LATEST)/
+	cd $(JS_LATEST) && npm install --no-audit --no-fund --loglevel=error openai@latest @anthropic-ai/sdk@latest
+	cd $(JS_LATEST) && npm ls --depth=0 openai @anthropic-ai/sdk
+	FAKEHOP_JS_DIR=$(CURDIR)/$(JS_LATEST) .venv-latest/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(SDK_TESTS) tests/test_js_sdks.py $(TEST_ARGS)
+
+# The Python SDK-facing tests against the oldest SDKs fakehop supports (the JavaScript SDKs' are
+# those of tests/js/package-lock.json).
+test-oldest:
+	$(call install-locked,.venv-oldest)
+	.venv-oldest/bin/python -m pip install --quiet --disable-pip-version-check $(OLDEST_SDKS)
+	.venv-oldest/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(SDK_TESTS) $(TEST_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m soak
@@ -38,4 +76,4 @@ golden: $(STAMP)
 	$(PY) -m tests.golden_files --write
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info fakehop-results
+	rm -rf $(VENV) .venv-latest .venv-oldest $(JS_LATEST) build dist *.egg-info fakehop-results

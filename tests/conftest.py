@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from importlib import metadata
 from pathlib import Path
 
 import httpcore2  # noqa: F401 - see below
@@ -83,6 +84,12 @@ def pytest_configure(config):
         assert_cache.fill(config, sorted(Path(__file__).parent.glob("test_*.py")))
     else:  # a process that collects: see pytest_collection_finish
         gc.disable()
+
+
+def pytest_report_header(config) -> str:
+    """The SDK versions the run tests against: `make test`'s are the lock's, `make test-latest`'s
+    the newest of the day, `make test-oldest`'s the oldest supported."""
+    return "official SDKs: " + ", ".join(f"{name} {metadata.version(name)}" for name in ("openai", "anthropic", "httpx2"))
 
 
 def pytest_collection_finish(session):

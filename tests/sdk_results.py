@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 
 from fakehop.protocols import PROTOCOLS
@@ -65,6 +66,12 @@ def causes(error: BaseException):
     while error.__cause__ is not None:
         error = error.__cause__
         yield error
+
+
+# What each SDK raises when a stream is cut short or a read times out: its own exception, or the
+# one its HTTP library raised, as SDK releases have done either way.
+CUT_SHORT = (openai.APIConnectionError, anthropic.APIConnectionError, httpx2.RemoteProtocolError)
+TIMED_OUT = (openai.APITimeoutError, anthropic.APITimeoutError, httpx2.ReadTimeout)
 
 
 def caused_by(error: BaseException, kind: type[BaseException]) -> bool:

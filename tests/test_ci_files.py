@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 import urllib.error
 import urllib.request
 import zipfile
@@ -190,3 +192,39 @@ def test_the_workflow_example_runs_the_recipe_and_keeps_its_results_whatever_hap
     serve_options(["serve", *recipe[2:recipe.index("--")]])
     assert steps[-1]["if"] == "always()" and steps[-1]["with"]["path"] == "fakehop-results/"
     assert "$FAKEHOP_PACKAGE" in " ".join(step.get("run", "") for step in steps) and workflow["env"]["FAKEHOP_PACKAGE"].endswith(".whl")
+
+
+def make_variable(name: str) -> str:
+    [line] = [line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith(f"{name} :=")]
+    return line.split(":=", 1)[1].strip()
+
+
+def test_the_sdk_workflow_runs_the_newest_and_the_oldest_sdks_every_day():
+    workflow = yaml.safe_load((CI / "sdk-drift.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))
+    assert triggers["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"]  # daily
+    job = workflow["jobs"]["sdks"]
+    assert job["strategy"]["matrix"]["target"] == ["test-latest", "test-oldest"]
+    assert any(step.get("run", "").startswith("make ${{ matrix.target }}") for step in job["steps"])
+    for target in ("test-latest", "test-oldest"):
+        planned = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+        assert planned.returncode == 0 and "-m pytest" in planned.stdout, planned.stderr
+
+
+def test_the_oldest_sdks_the_makefile_tests_are_those_the_readme_names():
+    oldest = dict(pin.split("==") for pin in make_variable("OLDEST_SDKS").split())
+    assert set(oldest) == {"openai", "anthropic"}
+    readme = (ROOT / "README.md").read_text()
+    assert f"**openai {oldest['openai']} and anthropic {oldest['anthropic']}**" in readme
+
+
+def test_the_lock_pins_every_package_pyproject_names_and_make_test_installs_from_it():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    lock = ROOT / make_variable("LOCK")
+    pinned = {line.split("==")[0].lower() for line in lock.read_text().splitlines() if "==" in line and not line.startswith("#")}
+    for requirement in named:
+        name = re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in pinned, requirement
+    planned = subprocess.run(["make", "-n", "-B", ".venv/.installed-stamp"], cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+    assert f"-r {make_variable('LOCK')}" in planned.stdout and "--no-deps --no-build-isolation -e ." in planned.stdout

@@ -1,7 +1,8 @@
 """The official JavaScript SDKs (openai, @anthropic-ai/sdk) against a real fakehop: tests/js, run by `node --test`.
 
 The npm packages are installed into tests/js/node_modules from package-lock.json, once per
-change of the lock file, and reused after that.
+change of the lock file, and reused after that. With FAKEHOP_JS_DIR set (`make test-latest`),
+the tests run in that directory instead, with the packages already installed there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 JS_DIR = Path(__file__).parent / "js"
+GIVEN_DIR = os.environ.get("FAKEHOP_JS_DIR")
 LOCK_FILE = JS_DIR / "package-lock.json"
 INSTALLED_STAMP = JS_DIR / "node_modules" / ".fakehop-installed-lock"
 INSTALL_TIMEOUT = 300
@@ -44,8 +46,9 @@ def install_packages() -> None:
 
 @pytest.mark.long
 def test_javascript_sdks_accept_fakehop():
-    install_packages()
+    if not GIVEN_DIR:
+        install_packages()
     env = dict(os.environ, FAKEHOP_PYTHON=sys.executable)
-    run = subprocess.run(["node", "--test"], cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT)
+    run = subprocess.run(["node", "--test"], cwd=GIVEN_DIR or JS_DIR, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT)
     assert run.returncode == 0, f"node --test failed:\n{run.stdout[-20000:]}\n{run.stderr[-5000:]}"
     assert "# fail 0" in run.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import aiohttp
+import httpx2
 import openai
 import pytest
 
@@ -20,6 +21,7 @@ from fakehop.stored import StoredResponses
 
 from . import clients
 from .agents import ResponsesAgent, agent_weather_loop
+from .sdk_results import CUT_SHORT, TIMED_OUT, caused_by
 
 MODEL = "gpt-5.6-sol"
 LIBRARY = Library.load()
@@ -354,16 +356,18 @@ async def test_http_errors_are_retried_then_succeed(retrying_client, gateway, st
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 async def test_disconnect_raises_a_connection_error(openai_client, stream):
-    with pytest.raises(openai.APIConnectionError):
+    with pytest.raises(CUT_SHORT) as caught:
         if stream:
             await stream_events(openai_client, "disconnect")
         else:
             await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("disconnect"))
+    assert caused_by(caught.value, httpx2.RemoteProtocolError)
 
 
 async def test_hang_runs_into_the_client_timeout(openai_client):
-    with pytest.raises(openai.APITimeoutError):
+    with pytest.raises(TIMED_OUT) as caught:
         await stream_events(openai_client.with_options(timeout=0.5), "hang")
+    assert caused_by(caught.value, httpx2.ReadTimeout)
 
 
 async def test_malformed_frame_breaks_the_sdk_parser(openai_client):
