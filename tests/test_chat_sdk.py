@@ -8,6 +8,9 @@ import httpx2
 import openai
 import pytest
 
+from fakehop.library import Library
+from fakehop.scenario import parse_text
+
 from . import clients
 from .agents import ChatAgent, agent_weather_loop, loop
 from .sdk_results import CUT_SHORT, TIMED_OUT, caused_by
@@ -110,13 +113,21 @@ async def test_non_streaming_completion(openai_client):
     assert completion.choices[0].finish_reason == "tool_calls"
 
 
-async def test_model_comes_from_request_unless_scenario_sets_it(openai_client):
+async def test_model_comes_from_request_unless_scenario_sets_it(openai_client, gateway):
     plain = await openai_client.chat.completions.create(model="my-model", messages=MESSAGES)
     assert plain.model == "my-model"
-    stream = await openai_client.chat.completions.create(model="my-model", messages=MESSAGES, stream=True, extra_headers=scenario("interrupted"))
+    gateway.global_session.add(parse_text("model: gpt-5.6-mini\nsteps: [{text: hi}]\n", "<test>", "pinned"))
+    stream = await openai_client.chat.completions.create(model="my-model", messages=MESSAGES, stream=True, extra_headers=scenario("pinned"))
     first = await stream.__anext__()
-    assert first.model == "claude-sonnet-5"
+    assert first.model == "gpt-5.6-mini"
     await stream.close()
+
+
+async def test_no_bundled_scenario_pins_a_model():
+    """A bundled scenario plays in every protocol, so one that named a model would name the
+    other family's on two of them."""
+    library = Library.load()
+    assert [name for name in library.names() if any(entry.script and entry.script.model for entry in library[name].entries)] == []
 
 
 @pytest.mark.parametrize("name,code", sorted(FAIL_CODES.items()))
