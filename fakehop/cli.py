@@ -640,12 +640,17 @@ def run_queue(args: argparse.Namespace) -> int:
         if name is not None:  # a name the server does not know stops the command before the queue is emptied
             client.call("GET", f"/scenarios/{quote(name, safe='')}")
         removed = client.call("DELETE", "/queue")["removed"]
-        print(f"queue cleared: {removed} entr{'y' if removed == 1 else 'ies'} removed")
+        print(f"{queue_of(args)} cleared: {removed} entr{'y' if removed == 1 else 'ies'} removed")
     if name is not None:
         count = client.call("POST", "/queue", {"scenario": name, "times": args.times or 1})["requests"]
         requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
-        print(f"queued {name} for {requests} no scenario; queue now: {runs(client.call('GET', '/queue')['queue'])}")
+        where = f" in session {args.session}" if args.session else ""
+        print(f"queued {name} for {requests} no scenario{where}; {queue_of(args)} now: {runs(client.call('GET', '/queue')['queue'])}")
     return 0
+
+
+def queue_of(args: argparse.Namespace) -> str:
+    return f"session {args.session}'s queue" if args.session else "queue"
 
 
 def runs(names: list[str]) -> str:
@@ -676,23 +681,40 @@ def run_requests(args: argparse.Namespace) -> int:
 
 def run_verdict(args: argparse.Namespace) -> int:
     query = {setting.name: str(getattr(args, setting.name)) for setting in fields(Settings) if getattr(args, setting.name) is not None}
-    answer = client_of(args).call("GET", "/verdict", query=query)  # the client names the session
+    client = client_of(args)
+    answer = client.call("GET", "/verdict", query=query)  # the client names the session
     if args.json:
         print(json.dumps(answer, indent=2))
     else:
         tint = tinter(sys.stdout)
         for finding in answer["findings"]:
             print(Finding.from_json(finding).line(tint))
-        print(tint(verdict_summary(answer), "bad" if answer["errors"] else "warn" if answer["warnings"] else "good"))
+        left = [] if args.session else [s["requests"] for s in client.call("GET", "/sessions")["sessions"] if s["requests"]]
+        print(tint(verdict_summary(answer, left), "bad" if answer["errors"] else "warn" if answer["warnings"] else "good"))
     return 1 if answer["errors"] else 0
 
 
-def verdict_summary(answer: dict) -> str:
-    """The last line of `fakehop verdict`: what was judged and what came of it."""
-    judged = f"{answer['requests']} request{'s' if answer['requests'] != 1 else ''} ({len(answer['retried'])} retried)"
-    if not answer["findings"]:
-        return f"no findings over {judged}: the client kept HopBase's rules"
-    return f"{answer['errors']} error{'s' if answer['errors'] != 1 else ''}, {answer['warnings']} warning{'s' if answer['warnings'] != 1 else ''} over {judged}"
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def verdict_summary(answer: dict, left_to_sessions: list[int]) -> str:
+    """The last line of `fakehop verdict`: what was judged and what came of it, and what was left
+    to the sessions' own verdicts (`left_to_sessions`: how many requests each session with any
+    made), which the pytest fixture gives each test of its own."""
+    judged = f"{plural(answer['requests'], 'request')} ({len(answer['retried'])} retried)"
+    if left_to_sessions:
+        judged += " made in no session"
+    if answer["findings"]:
+        summary = f"{plural(answer['errors'], 'error')}, {plural(answer['warnings'], 'warning')} over {judged}"
+    elif answer["requests"]:
+        summary = f"no findings over {judged}: the client kept HopBase's rules"
+    else:
+        summary = f"no findings over {judged}: nothing was judged"
+    if left_to_sessions:
+        summary += (f"; {plural(sum(left_to_sessions), 'request')} in {plural(len(left_to_sessions), 'session')} are left to"
+                    " each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')")
+    return summary
 
 
 def run_reset(args: argparse.Namespace) -> int:

@@ -199,6 +199,7 @@ def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
     expect(console.row(1).locator("td").nth(5)).to_have_text("429")
     assert console.cells(1)["end"] == "http_error" and console.cells(1)["scenario"] == "rate-limited"
     expect(page.locator("#queue")).to_have_text("empty")
+    expect(page.locator("#message")).to_have_text("queued rate-limited for the next request")  # no queue length gone stale
     console.row(1).click()
     expect(page.locator("#detail-summary")).to_contain_text("Retry-After 2")
     expect(page.locator("#detail-scenario")).to_contain_text("status: 429")

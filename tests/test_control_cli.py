@@ -220,7 +220,7 @@ def test_queue_clear_empties_the_queue_and_may_queue_afresh(url):
     assert (cleared.returncode, cleared.stdout, left) == (0, "queue cleared: 3 entries removed\n", [])
     assert afresh.stdout == ("queue cleared: 0 entries removed\n"
                              "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n")
-    assert in_session.stdout == "queue cleared: 1 entry removed\n"
+    assert in_session.stdout == "session ci-clear's queue cleared: 1 entry removed\n"
     assert control.call("GET", "/queue")["queue"] == ["rate-limited", "rate-limited"]
 
 

@@ -52,7 +52,8 @@ def test_control_commands_take_a_session(url):
     default = fakehop_here("default", "rate-limited", "--session", "ci-1", url=url)
 
     assert (queued.returncode, default.returncode) == (0, 0), queued.stderr + default.stderr
-    assert queued.stdout == "queued server-error for the next 2 requests that name no scenario; queue now: server-error x2\n"
+    assert queued.stdout == ("queued server-error for the next 2 requests that name no scenario in session ci-1; "
+                             "session ci-1's queue now: server-error x2\n")
     assert [ask(app(url, "ci-1")) for _ in range(3)] == ["HTTP 500", "HTTP 500", "HTTP 429"]
     assert ask(app(url, "ci-2")) == HELLO
     assert ask(app(url)) == HELLO

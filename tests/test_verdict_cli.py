@@ -16,13 +16,13 @@ from .test_control_cli import closed_port, fakehop_here, fakehop_process, server
 MESSAGES = [{"role": "user", "content": "Hello"}]
 
 
-def client(url: str, **options) -> openai.OpenAI:
-    return clients.openai_sync(base_url=url + "/v1", api_key="sk-test", **options)
+def client(url: str, api_key: str = "sk-test", **options) -> openai.OpenAI:
+    return clients.openai_sync(base_url=url + "/v1", api_key=api_key, **options)
 
 
-def retry_at_once(url: str, scenario: str, times: int) -> None:
-    """A client that catches the error and asks again straight away."""
-    app = client(url, max_retries=0)
+def retry_at_once(url: str, scenario: str, times: int, api_key: str = "sk-test") -> None:
+    """A client that catches the error and asks again straight away (in a session where its key names one)."""
+    app = client(url, api_key=api_key, max_retries=0)
     for _ in range(times):
         try:
             app.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": scenario})
@@ -77,6 +77,16 @@ def test_the_session_option_judges_that_sessions_requests(url):
     retry_at_once(url, "rate-limited", 2)
     result = fakehop_here("verdict", "--session", "nobody", url=url)
     assert result.returncode == 0 and result.stdout.startswith("no findings over 0 requests")
+
+
+def test_requests_made_in_sessions_are_named_as_left_to_their_own_verdicts(url):
+    for session in ("ci-a", "ci-b"):
+        retry_at_once(url, "rate-limited", 2 if session == "ci-a" else 1, api_key=f"sk-fakehop-{session}")
+    result = fakehop_here("verdict", url=url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ("no findings over 0 requests (0 retried) made in no session: nothing was judged; 3 requests in 2 sessions"
+                             " are left to each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')\n")
+    assert fakehop_here("verdict", "--session", "ci-a", url=url).stdout.splitlines()[-1] == "1 error, 0 warnings over 1 request (1 retried)"
 
 
 def test_a_bad_threshold_is_one_line_and_exit_2(url):

@@ -420,7 +420,8 @@ function times() {
 async function queueScenario(name) {
   try {
     const answer = await call("POST", "queue", { json: { scenario: name, times: times() } });
-    say(`queued ${answer.queued} for the next ${answer.times} request${answer.times > 1 ? "s" : ""}; queue: ${answer.length}`);
+    // what was done, not what the queue holds now: the queue panel shows that, kept up to date
+    say(`queued ${answer.queued} for the next ${answer.times > 1 ? `${answer.times} requests` : "request"}`);
     await readState();
   } catch (error) {
     failed(error);
