@@ -1,5 +1,56 @@
-"""fakehop: a fake HopBase LLM gateway for integration tests."""
+"""fakehop: a fake HopBase LLM gateway for integration tests.
+
+What a program needs to start a server from Python, drive it and read its journal is importable
+from here: `from fakehop import Fakehop, Gateway, Library, ThreadServer`. Each name is imported
+when first used, so `import fakehop` stays cheap and the package's modules can import this one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 CONTROL_PREFIX = "/_fakehop"  # the control API lives under this path
+
+# name -> the module that defines it
+_PUBLIC = {
+    "Fakehop": "fakehop.testing",
+    "RecordedRequest": "fakehop.testing",
+    "make_app": "fakehop.testing",
+    "ThreadServer": "fakehop.thread_server",
+    "Gateway": "fakehop.server",
+    "create_app": "fakehop.server",
+    "Library": "fakehop.library",
+    "Scenario": "fakehop.scenario",
+    "ScenarioError": "fakehop.scenario",
+    "load_file": "fakehop.scenario",
+    "parse_text": "fakehop.scenario",
+    "ControlClient": "fakehop.remote",
+    "ControlFailed": "fakehop.remote",
+    "Finding": "fakehop.verdicts",
+}
+
+__all__ = ["CONTROL_PREFIX", "__version__", *_PUBLIC]
+
+if TYPE_CHECKING:
+    from fakehop.library import Library
+    from fakehop.remote import ControlClient, ControlFailed
+    from fakehop.scenario import Scenario, ScenarioError, load_file, parse_text
+    from fakehop.server import Gateway, create_app
+    from fakehop.testing import Fakehop, RecordedRequest, make_app
+    from fakehop.thread_server import ThreadServer
+    from fakehop.verdicts import Finding
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'fakehop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # the next use finds it at once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
