@@ -9,11 +9,15 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
+from fakehop.remote import ControlClient
+
 from .cli_runs import fakehop_process
+from .test_serve_for_scripts import appeared, serve, stop
 
 DRIP_EVERY = 0.2  # seconds between the bytes a dripping server sends
 
@@ -97,3 +101,23 @@ def test_wait_for_a_server_whose_health_answer_is_not_fakehops_says_so(body):
     assert result.returncode == 1, result
     what = "its health check without fakehop's status and version" if body.startswith(b"{") else "HTTP 200 without fakehop's JSON"
     assert result.stderr == f"fakehop: no fakehop server answered at {url} within 0.5s: {url} answered {what}; is it a fakehop server?\n"
+
+
+# ---------------------------------------------------------------- the ready file
+
+
+def test_the_ready_file_is_written_past_a_link_planted_where_its_partial_copy_went(tmp_path: Path):
+    precious, ready = tmp_path / "precious", tmp_path / "url"
+    precious.write_text("kept\n")
+    (tmp_path / ".url.partial").symlink_to(precious)
+    server = serve("--ready-file", str(ready))
+    try:
+        url = appeared(ready, server)
+        assert ControlClient(url.strip()).call("GET", "/health")["status"] == "ok"
+        assert not ready.is_symlink()
+        assert sorted(path.name for path in tmp_path.iterdir()) == [".url.partial", "precious", "url"]  # nothing else left
+    finally:
+        stdout, stderr = stop(server)
+    assert (server.returncode, stderr) == (0, "")
+    assert precious.read_text() == "kept\n" and (tmp_path / ".url.partial").readlink() == precious
+    assert not ready.exists()
