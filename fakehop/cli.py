@@ -11,7 +11,9 @@ import functools
 import gc
 import itertools
 import json
+import os
 import re
+import secrets
 import signal
 import sys
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -402,17 +404,29 @@ def ready_file_holding(url: str, path: Path | None):
     if path is None:
         yield
         return
-    partial = path.with_name(f".{path.name}.partial")
     try:
-        partial.write_text(url + "\n")
-        partial.replace(path)
+        write_whole(path, url + "\n")
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise OSError(f"cannot write --ready-file {path}: {exc.strerror or exc}") from None
     try:
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """`text` in the file at `path`, written whole or not at all: into a file made afresh beside
+    it under a name no one can foresee (never one planted there, nor what a link planted there
+    points to), then renamed onto it."""
+    partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        with open(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 async def run_until_stopped(runner, while_serving: AbstractContextManager = nullcontext()) -> None:

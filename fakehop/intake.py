@@ -21,7 +21,7 @@ from typing import Callable, TypeVar
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .jsonshape import shape_of
+from .jsonshape import Shape, shape_of
 from .protocols.common import FRESH, BadRequest
 from .render import seeded_request_id
 from .sessions import SCENARIO_HEADER, SESSION_HEADER
@@ -114,15 +114,32 @@ def json_object(raw: bytes) -> dict:
         raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
     try:
         body = checked_json(raw, text)
-    except TooManyValues as exc:
-        raise BadRequest(f"The request body is too large to read: {exc}, and fakehop reads at most that many.", status=413) from None
     except UnfitJson as exc:
-        raise BadRequest(f"We could not use the JSON body of your request: {exc}.") from None
+        raise refusal(exc) from None
     except ValueError:
         raise NotJson() from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     return body
+
+
+def refusal(exc: UnfitJson) -> BadRequest:
+    if isinstance(exc, TooManyValues):
+        return BadRequest(f"The request body is too large to read: {exc}, and fakehop reads at most that many.",
+                          status=413)
+    return BadRequest(f"We could not use the JSON body of your request: {exc}.")
+
+
+def check_shape(raw: bytes) -> None:
+    """BadRequest, as json_object refuses it, for a body of too many values or nested too deep,
+    found without parsing it (see checked_shape): a body that is not JSON passes, for whoever
+    parses it to refuse it, with no fear that the parse overflows the stack."""
+    try:
+        shape = checked_shape(raw)
+        if shape is not None and shape.depth > MAX_JSON_DEPTH:
+            raise UnfitJson(TOO_DEEP)
+    except UnfitJson as exc:
+        raise refusal(exc) from None
 
 
 def too_large(limit: int) -> BadRequest:
@@ -245,13 +262,7 @@ def checked_json(raw: bytes, text: str):
     Infinity, which the real APIs refuse and no journal reader could parse. Most bodies are
     too short to hold too many values and have too few brackets to nest too deep: for them,
     two counts and the parse."""
-    shape = None
-    if len(raw) > MAX_JSON_VALUES or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
-        shape = shape_of(raw, MAX_JSON_VALUES)
-        if shape.values > MAX_JSON_VALUES:
-            raise TooManyValues(f"it holds more than {MAX_JSON_VALUES:,} values")
-    if len(raw) > MAX_BACKSLASHES and raw.count(b"\\") > MAX_BACKSLASHES:
-        raise TooManyValues(f"it holds more than {MAX_BACKSLASHES:,} backslashes")
+    shape = checked_shape(raw)
     try:
         value = _DECODER.decode(text)
     except RecursionError:
@@ -261,6 +272,20 @@ def checked_json(raw: bytes, text: str):
     if "\\" in text and _SURROGATE_ESCAPE.search(text) and unpaired_surrogate(text):  # a text with no backslash is found at once
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
     return value
+
+
+def checked_shape(raw: bytes) -> Shape | None:
+    """The shape of `raw` when it has brackets enough to nest too deep, or bytes enough for too
+    many values (None when it has neither); TooManyValues when it holds more than
+    MAX_JSON_VALUES values or MAX_BACKSLASHES backslashes."""
+    shape = None
+    if len(raw) > MAX_JSON_VALUES or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        shape = shape_of(raw, MAX_JSON_VALUES)
+        if shape.values > MAX_JSON_VALUES:
+            raise TooManyValues(f"it holds more than {MAX_JSON_VALUES:,} values")
+    if len(raw) > MAX_BACKSLASHES and raw.count(b"\\") > MAX_BACKSLASHES:
+        raise TooManyValues(f"it holds more than {MAX_BACKSLASHES:,} backslashes")
+    return shape
 
 
 def unpaired_surrogate(text: str) -> bool:

@@ -27,7 +27,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, Requests, names_event_stream
-from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
+from .intake import INFLATED, MAX_BODY_BYTES, check_shape, new_request_id
+from .protocols.common import BadRequest
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
 from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_of, write_new
@@ -37,6 +38,7 @@ NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 NOT_RELAYED = HOP_BY_HOP | {"content-length"}
 KEY_HEADERS = ("authorization", "x-api-key", "api-key")  # where a client sends its key
 CONNECT_TIMEOUT = 30.0
+MAX_MESSAGE_CHARS = 400  # of an error message that quotes the upstream's bytes
 ENDINGS_SAID = {
     FINISHED: "finished", FAILED: "failed mid-stream", HTTP_ERROR: "an HTTP error",
     CUT: "cut off (written as disconnect)", LEFT: "the client went away (written as hang)",
@@ -147,6 +149,7 @@ class Exchange:
         self.recorder = request.app[RECORDER_KEY]
         self.session = request.app[SESSION_KEY]
         self.json_body = readable(body, request.headers.get("Content-Encoding"))
+        check_shape(self.json_body)  # BadRequest for a body nested too deep to read
         self.asked = self.recorder.requests.read(protocol, self.json_body)
         self.when = datetime.now(timezone.utc)
         self.started = asyncio.get_running_loop().time()
@@ -162,6 +165,12 @@ class Exchange:
             upstream = await self.session.request(self.request.method, url, data=self.body, headers=headers, allow_redirects=False)
         except aiohttp.ClientConnectorError as exc:
             message = f"fakehop record could not reach the upstream {shown_url(self.recorder.upstream)}: {exc.os_error.strerror or exc}"
+            self.not_recorded(message)
+            return error_response(self.protocol, 502, message, new_request_id())
+        except aiohttp.ClientResponseError as exc:  # an answer whose head is not HTTP, or too long
+            upstream = shown_url(self.recorder.upstream)
+            said = " ".join(str(exc.message).split())  # aiohttp's may take lines
+            message = f"fakehop record could not read the answer of the upstream {upstream}: {said}"[:MAX_MESSAGE_CHARS]
             self.not_recorded(message)
             return error_response(self.protocol, 502, message, new_request_id())
         except aiohttp.ClientError:  # connected, then the upstream closed without an answer
@@ -252,7 +261,11 @@ class Exchange:
 
 def recording_handler(protocol):
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await Exchange(request, protocol, await request.read()).run()
+        try:
+            exchange = Exchange(request, protocol, await request.read())
+        except BadRequest as exc:
+            return error_response(protocol, exc.status, exc.message, new_request_id())
+        return await exchange.run()
 
     return handle
 
@@ -263,9 +276,29 @@ async def forward_models(request: web.Request) -> web.StreamResponse:
     headers = forwarded_headers(request.headers, "chat", recorder.upstream_key)
     try:
         async with request.app[SESSION_KEY].get(recorder.upstream + request.path_qs, headers=headers, allow_redirects=False) as upstream:
-            return web.Response(status=upstream.status, reason=upstream.reason, body=await upstream.read(), headers=relayed_headers(upstream.headers))
+            return await passed_on(request, upstream)
     except aiohttp.ClientError as exc:
         return error_response(protocol_for_request(request), 502, f"fakehop record could not reach the upstream: {exc}", new_request_id())
+
+
+async def passed_on(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """The upstream's answer passed on to the client as it comes, whatever its size; the
+    client's connection closed when the upstream's breaks."""
+    headers = relayed_headers(upstream.headers)
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+    response.content_length = upstream.content_length
+    await response.prepare(request)
+    try:
+        while data := await read_upstream(upstream):
+            await response.write(data)
+    except UpstreamBroke:
+        if request.transport is not None:
+            request.transport.close()
+        return response
+    except ConnectionError:  # the client went away
+        return response
+    await response.write_eof()
+    return response
 
 
 async def unrouted(request: web.Request) -> web.Response:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import queue
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -39,6 +41,28 @@ class ControlFailed(Exception):
         self.problems = list(problems)
         self.status = status
         self.answer = answer
+
+
+def within(seconds: float, call: Callable[[], Any]) -> Any:
+    """What `call` returns or raises, when it is done within `seconds`; ControlFailed when it is
+    not. A socket's timeout bounds each of its reads alone, not a server that sends a byte now
+    and then: the call runs on a thread of its own, which is left to end by itself."""
+    outcome: queue.Queue = queue.Queue(1)
+
+    def run() -> None:
+        try:
+            outcome.put((call(), None))
+        except Exception as exc:  # raised below, in the caller's thread
+            outcome.put((None, exc))
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        answer, failure = outcome.get(timeout=seconds)
+    except queue.Empty:
+        raise ControlFailed("its answer did not come whole in time") from None
+    if failure is not None:
+        raise failure
+    return answer
 
 
 class ControlClient:
@@ -79,7 +103,7 @@ class ControlClient:
     def answer_of(self, status: int, raw: bytes) -> dict:
         try:
             answer = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             answer = None
         if not isinstance(answer, dict):
             raise ControlFailed(f"{self.url} answered HTTP {status} without fakehop's JSON; is it a fakehop server?")
@@ -102,17 +126,26 @@ class ControlClient:
 
     def wait_until_up(self, timeout: float, interval: float = 0.1) -> dict:
         """The health check's answer once the server gives one; ControlFailed with the last
-        reason after `timeout` seconds, or at once when fakehop answers with a refusal."""
+        reason after `timeout` seconds (an interval more for the last try), or at once when
+        fakehop answers with a refusal."""
         deadline = time.monotonic() + timeout
         while True:
-            attempt = ControlClient(self.url, self.admin_token, max(deadline - time.monotonic(), interval), self.session)
+            patience = max(deadline - time.monotonic(), interval)
+            attempt = ControlClient(self.url, self.admin_token, patience, self.session)
             try:
-                return attempt.call("GET", "/health")
+                return self.healthy(within(patience, lambda: attempt.call("GET", "/health")))
             except ControlFailed as exc:
                 left = deadline - time.monotonic()
                 if exc.status is not None or left <= 0:
                     raise
             time.sleep(min(interval, left))  # the last attempt at the deadline, not an interval before it
+
+    def healthy(self, answer: dict) -> dict:
+        """`answer` when it is what fakehop's health check says: its status and version."""
+        if answer.get("status") != "ok" or not isinstance(answer.get("version"), str):
+            raise ControlFailed(f"{self.url} answered its health check without fakehop's status and version; "
+                                "is it a fakehop server?")
+        return answer
 
     def follow(self, since: int, interval: float, notice: Callable[[str], None] = lambda line: None) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.

@@ -8,12 +8,14 @@ message) and `judge` makes findings of them. Adding a rule is writing one such f
 
 from __future__ import annotations
 
+import bisect
 import email.utils
+import heapq
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 from . import journal as jr
 from . import player
@@ -35,6 +37,7 @@ NON_RETRYABLE_STATUSES = frozenset((400, 401, 403, 404))
 SDK_RETRIED_STATUSES = frozenset((408, 409, 429))  # and every 5xx
 SDK_ATTEMPTS = 3  # what the SDKs make of a request at their defaults (max_retries=2)
 RETRY_COUNT_HEADER = "x-stainless-retry-count"  # the official SDKs' own: 0 on a first attempt, N on the Nth retry
+RETRY_COUNT_DIGITS = 9
 
 
 def setting(default: float, meaning: str):
@@ -149,47 +152,84 @@ def same_request_key(record: Record) -> tuple[str, str]:
 
 def retry_count(record: Record) -> int | None:
     """How many times the client says it had sent this request before (the SDKs' retry
-    header: 0 on a first attempt), or None when it does not say."""
+    header: 0 on a first attempt), or None when it does not say: a value of anything but
+    ASCII digits, or of more than RETRY_COUNT_DIGITS of them, is not the SDKs' count."""
     count = record.headers.get(RETRY_COUNT_HEADER)
-    return int(count) if count is not None and count.isdigit() else None
+    if count is None or not (count.isascii() and count.isdigit() and len(count) <= RETRY_COUNT_DIGITS):
+        return None
+    return int(count)
+
+
+class Waiting(NamedTuple):
+    ended: float  # when the chain's last attempt ended (see wall_end)
+    order: int  # the chain's place among the chains, by when each began
+    length: int  # its attempts when it was put to wait
+    chain: Attempts
+
+
+class Ended:
+    """Chains of attempts (calls or requests) whose last attempt has ended, the first-ended
+    first: matching an attempt to that one never makes a wait shorter than it was. Of chains
+    that ended at once, the one begun first comes first; a chain that grew since it was put
+    here is passed over."""
+
+    def __init__(self) -> None:
+        self.heap: list[Waiting] = []
+
+    def put(self, chain: Attempts, order: int) -> None:
+        heapq.heappush(self.heap, Waiting(wall_end(chain.records[-1]), order, len(chain.records), chain))
+
+    def first(self, fits: Callable[[float], bool]) -> Waiting | None:
+        """The chain that ended first, when its end (a time) `fits`: which must then hold for
+        every earlier end too."""
+        heap = self.heap
+        while heap and len(heap[0].chain.records) != heap[0].length:
+            heapq.heappop(heap)
+        return heap[0] if heap and fits(heap[0].ended) else None
+
+
+def ended_by(moment: float) -> Callable[[float], bool]:
+    return lambda ended: ended <= moment
 
 
 def group_attempts(records: list[Record], settings: Settings, script_of: ScriptOf) -> list[Attempts]:
     """The records as requests and their retries, oldest first: the calls that sent them (see
     `sdk_calls`), each joined to an earlier call of the same request when it is the client's
-    own retry of it (see `continues`). Only attempts with the same path and body can be one
-    request's: under load many requests fail at once, and a retry header alone cannot tell
+    own retry of it (see `retried_request`). Only attempts with the same path and body can be
+    one request's: under load many requests fail at once, and a retry header alone cannot tell
     whose retry an attempt is."""
     requests: list[Attempts] = []
-    of_request: dict[tuple[str, str], list[Attempts]] = {}
-    last_call: dict[int, Attempts] = {}  # by id() of each request
+    failed: dict[tuple[str, str], Ended] = {}  # by request key: the requests whose last attempt failed
+    turned: dict[tuple[str, str], Ended] = {}  # those of them whose last call had its SDK's retries turned down
     for key, call in sdk_calls(records):
-        same = of_request.setdefault(key, [])
-        request = first_ended([request for request in same if continues(last_call[id(request)], call, settings, script_of)])
-        if request is None:
-            request = Attempts([])
-            same.append(request)
+        found = retried_request(failed.get(key), turned.get(key), call, settings)
+        request, order = (found.chain, found.order) if found is not None else (Attempts([]), len(requests))
+        if found is None:
             requests.append(request)
         request.records.extend(call.records)
-        last_call[id(request)] = call
+        if call.records[-1].end in FAILURES:
+            failed.setdefault(key, Ended()).put(request, order)
+            if turned_down(call, script_of):
+                turned.setdefault(key, Ended()).put(request, order)
     return requests
 
 
-def continues(before: Attempts, call: Attempts, settings: Settings, script_of: ScriptOf) -> bool:
-    """Whether `call` is the client's own retry of the call `before` (of the same request):
-    that one's last attempt failed, and ended before `call` began. A call from an SDK (its
+def retried_request(failed: Ended | None, turned: Ended | None, call: Attempts, settings: Settings) -> Waiting | None:
+    """The request (with the same path and body) that `call` is the client's own retry of, of
+    those whose last attempt failed and ended before `call` began. A call from an SDK (its
     first attempt counting 0) may also be a copy of the request sent at the same time, which
-    the wire cannot tell from a retry at once: it is a retry only when `before` had the SDK's
-    retries turned down, or when it came `together_within` or more after the failure."""
-    last, first = before.records[-1], call.records[0]
-    if not retried(last, first):
-        return False
+    the wire cannot tell from a retry at once: it is a retry only of a request whose last call
+    had the SDK's retries turned down, or one that failed `together_within` or more before."""
+    first = call.records[0]
     count = retry_count(first)
+    if failed is None or (count is not None and count > 0):  # > 0: an SDK's retry whose first attempts never arrived
+        return None
     if count is None:
-        return True
-    if count > 0:  # an SDK's retry whose attempts before never reached the journal
-        return False
-    return turned_down(before, script_of) or first.started_at - wall_end(last) >= settings.together_within
+        return failed.first(ended_by(first.started_at))
+    began, together = first.started_at, settings.together_within
+    late = failed.first(lambda ended: ended <= began and began - ended >= together)
+    copied = turned.first(ended_by(began)) if turned is not None else None
+    return min(filter(None, (late, copied)), default=None)
 
 
 def turned_down(call: Attempts, script_of: ScriptOf) -> bool:
@@ -224,38 +264,19 @@ def sdk_calls(records: list[Record]) -> list[tuple[tuple[str, str], Attempts]]:
     N-1 and ended before it began; any other begins a call (a count of N whose attempt before
     is not in the journal, too: it never reached the server)."""
     calls: list[tuple[tuple[str, str], Attempts]] = []
-    of_request: dict[tuple[str, str], list[Attempts]] = {}
+    ended: dict[tuple[tuple[str, str], int], Ended] = {}  # by request key and the retry count of the last attempt
     for record in records:
         key = same_request_key(record)
-        same = of_request.setdefault(key, [])
         count = retry_count(record)
-        call = first_ended([call for call in same if follows(call.records[-1], record, count)]) if count else None
-        if call is None:
-            call = Attempts([])
-            same.append(call)
+        before = ended.get((key, count - 1)) if count else None
+        found = before.first(ended_by(record.started_at)) if before is not None else None
+        call, order = (found.chain, found.order) if found is not None else (Attempts([]), len(calls))
+        if found is None:
             calls.append((key, call))
         call.records.append(record)
+        if count is not None and record.end != jr.IN_PROGRESS:
+            ended.setdefault((key, count), Ended()).put(call, order)
     return calls
-
-
-def first_ended(chains: list[Attempts]) -> Attempts | None:
-    """Of the chains an attempt may go on (identical requests sent at once), the one whose last
-    attempt ended first: matching them in that order never makes a wait shorter than it was."""
-    return min(chains, key=lambda chain: wall_end(chain.records[-1]), default=None)
-
-
-def ended_before(last: Record, record: Record) -> bool:
-    return last.end != jr.IN_PROGRESS and wall_end(last) <= record.started_at
-
-
-def follows(last: Record, record: Record, count: int) -> bool:
-    """Whether `record`, sent with retry count `count`, is the SDK's retry of `last`."""
-    return retry_count(last) == count - 1 and ended_before(last, record)
-
-
-def retried(last: Record, record: Record) -> bool:
-    """Whether `record` may be a retry of `last`: that one failed, and ended before it began."""
-    return last.end in FAILURES and ended_before(last, record)
 
 
 @dataclass
@@ -275,11 +296,6 @@ class Evidence:
     def retries(self) -> Iterator[tuple[Record, Record, float]]:
         for request in self.requests:
             yield from request.retries()
-
-    @cached_property
-    def histories(self) -> dict[int, list[tuple[str, str]] | None]:
-        """Each record's conversation by seq (see `history`), read once for every rule."""
-        return {record.seq: history(record) for record in self.records}
 
     @cached_property
     def carried_forward(self) -> list[tuple[Record, Record, bool]]:
@@ -392,20 +408,55 @@ def cut_answers_carried(evidence: Evidence) -> Iterator[tuple[Record, Record, bo
     """Each stream cut short (failed, disconnected, or left by the client) with some text out,
     and the first later request whose history is its own followed by that partial text as the
     assistant's turn; True when more turns follow it (the conversation went on)."""
+    histories = [history(record) for record in evidence.records]
+    conversations = Conversations(histories)
     for number, cut in enumerate(evidence.records):
         if not (cut.stream and cut.end in (jr.FAILED, jr.DISCONNECTED, jr.CLIENT_DISCONNECTED)):
             continue
-        partial, asked = squeezed(streamed_text(cut)), evidence.histories[cut.seq]
-        if not partial or asked is None:
+        partial = squeezed(streamed_text(cut))
+        if not partial or histories[number] is None:
             continue
-        for later in evidence.records[number + 1:]:
-            turns = evidence.histories[later.seq]
-            if turns is None or len(turns) <= len(asked) or turns[: len(asked)] != asked:
-                continue
-            role, text = turns[len(asked)]
-            if role == "assistant" and (text == partial or (cut.frames_cut and text.startswith(partial))):
-                yield cut, later, len(turns) > len(asked) + 1
-                break
+        later = conversations.first_reply(number, partial, cut.frames_cut)
+        if later is not None:
+            yield cut, evidence.records[later], len(histories[later]) > len(histories[number]) + 1
+
+
+Turn = tuple[str, str]
+
+
+class Conversations:
+    """The requests' histories as one tree of turns, each distinct history a node (0: none
+    yet), in which the later requests that carried a history on are found at once rather
+    than by comparing it with each of them, turn by turn."""
+
+    def __init__(self, histories: list[list[Turn] | None]) -> None:
+        self.node_after: dict[tuple[int, Turn], int] = {}  # a node and the turn that follows it: the node they make
+        self.replies: dict[int, dict[str, int]] = {}  # a node's following assistant turns: their nodes by their text
+        self.passing: dict[int, list[int]] = {}  # an assistant turn's node: the numbers of the requests through it
+        self.ends = [None if turns is None else self.add(number, turns) for number, turns in enumerate(histories)]
+
+    def add(self, number: int, turns: list[Turn]) -> int:
+        """The node of the `number`th request's history, which passes every node on its way."""
+        node = 0
+        for turn in turns:
+            after = self.node_after.get((node, turn))
+            if after is None:
+                after = self.node_after[node, turn] = len(self.node_after) + 1
+                if turn[0] == "assistant":
+                    self.replies.setdefault(node, {})[turn[1]] = after
+            if turn[0] == "assistant":
+                self.passing.setdefault(after, []).append(number)
+            node = after
+        return node
+
+    def first_reply(self, number: int, partial: str, cut: bool) -> int | None:
+        """The number of the first request after the `number`th whose history is that one's
+        followed by an assistant turn of `partial` (or beginning with it, when `cut`)."""
+        replies = self.replies.get(self.ends[number], {})
+        nodes = [node for text, node in replies.items() if text.startswith(partial)] if cut else [replies.get(partial)]
+        later = [passing[bisect.bisect_right(passing, number)] for node in nodes
+                 if node is not None and (passing := self.passing[node])[-1] > number]
+        return min(later, default=None)
 
 
 # ---------------------------------------------------------------- the rules
