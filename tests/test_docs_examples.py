@@ -33,11 +33,16 @@ def served():
         yield server.url
 
 
+def reader_env(server_url: str) -> dict[str, str]:
+    """A shell where `fakehop` and `python` are this virtualenv's and the commands reach `server_url`."""
+    return {**os.environ, "FAKEHOP_URL": server_url, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
 def run_against(server_url: str, script: str, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
     """Runs an example written for `fakehop serve` on its default port, pointed at `server_url`."""
     (cwd / script).write_text(example(script).replace(DEFAULT_URL, server_url))
     return subprocess.run([*argv, script], cwd=cwd, capture_output=True, text=True, timeout=WAIT,
-                          env={**os.environ, "FAKEHOP_URL": server_url, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+                          env=reader_env(server_url))
 
 
 def test_the_fixture_examples_pass_in_a_new_project(pytester):
@@ -83,7 +88,7 @@ def test_the_app_gets_the_default_answer_then_the_queued_stall(served, tmp_path)
     assert (answered.returncode, answered.stdout) == (0, "Hello! How can I help you today?\n"), answered.stderr
     (tmp_path / "queue-a-fault.sh").write_text(example("queue-a-fault.sh"))
     done = subprocess.run(["bash", "queue-a-fault.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT,
-                          env={**os.environ, "FAKEHOP_URL": served, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+                          env=reader_env(served))
     queued, _, rest = done.stdout.partition("\n")
     assert queued.startswith("queued stall for the next request that names no scenario")
     assert rest.startswith("Let me think about")  # and no newline: the stall's error cut the line
