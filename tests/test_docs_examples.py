@@ -19,7 +19,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 WAIT = 60  # seconds: generous, for a loaded machine
 DEFAULT_URL = "http://127.0.0.1:8080"  # where the examples that talk to `fakehop serve` expect it
 # the test files a reader copies into a project that has the pyproject settings of the fixture's page
-FIXTURE_EXAMPLES = {"test_fixture_quickstart.py": 6, "test_aiohttp_app.py": 1, "test_first.py": 2, "test_retry_loop_verdict.py": 1}
+FIXTURE_EXAMPLES = {
+    "test_fixture_quickstart.py": 6, "test_aiohttp_app.py": 1, "test_first.py": 2, "test_retry_loop_verdict.py": 1,
+}
 
 
 def example(name: str) -> str:
@@ -47,7 +49,8 @@ def run_against(server_url: str, script: str, cwd: Path, *argv: str) -> subproce
 
 def test_the_fixture_examples_pass_in_a_new_project(pytester):
     """A new user's project: the fixture page's pyproject settings, its example tests, asyncio in strict mode."""
-    pytester.makepyprojecttoml(example("pytest-settings.toml") + 'addopts = "-p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio"\n'
+    unused_plugins = "-p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio"
+    pytester.makepyprojecttoml(example("pytest-settings.toml") + f'addopts = "{unused_plugins}"\n'
                                'asyncio_default_fixture_loop_scope = "function"\n')
     pytester.mkdir("tests").joinpath("scenarios").mkdir()
     for name in FIXTURE_EXAMPLES:
@@ -59,14 +62,16 @@ def test_the_fixture_examples_pass_in_a_new_project(pytester):
 def test_the_example_without_pytest_prints_what_its_page_shows(tmp_path):
     (tmp_path / "tests" / "scenarios").mkdir(parents=True)
     (tmp_path / "without_pytest.py").write_text(example("without_pytest.py"))
-    done = subprocess.run([sys.executable, "without_pytest.py"], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT)
+    done = subprocess.run([sys.executable, "without_pytest.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == 0, done.stderr
     assert done.stdout == example("without_pytest.txt")
 
 
 def test_the_walkthroughs_fault_file_plays_as_it_says(tmp_path):
     (tmp_path / "my-fault.yaml").write_text(example("my-fault.yaml"))
-    played = subprocess.run([sys.executable, "-m", "fakehop", "play", "my-fault", "--scenarios", str(tmp_path), "--no-wait"],
+    played = subprocess.run([sys.executable, "-m", "fakehop", "play", "my-fault", "--scenarios", str(tmp_path),
+                             "--no-wait"],
                             capture_output=True, text=True, timeout=WAIT)
     assert played.returncode == 0, played.stderr
     deltas = re.findall(r'"content":"([^"]+)"', played.stdout)

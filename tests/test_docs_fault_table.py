@@ -69,5 +69,6 @@ async def test_the_pages_table_is_what_the_sdks_raise(base_url):
         PAGE.write_text(expected)
         return
     if f"Computed with {sdk_versions()}." not in written:  # make test-latest, test-oldest
-        pytest.skip(f"the page is of other SDK versions than these ({sdk_versions()}): `make docs-tables` under the lock")
+        pytest.skip(f"the page is of other SDK versions than these ({sdk_versions()}): "
+                    "`make docs-tables` under the lock")
     assert written == expected, "`make docs-tables` rewrites the page: review the diff"

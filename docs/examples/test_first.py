@@ -3,7 +3,8 @@ import pytest
 
 
 def ask(client: openai.OpenAI) -> str:
-    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    question = [{"role": "user", "content": "Hi"}]
+    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=question, stream=True)
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
