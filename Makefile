@@ -16,7 +16,7 @@ JS_LATEST := tests/.js-latest
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
 TEST_WORKERS ?= 8
 
-.PHONY: serve test test-latest test-oldest lock bench soak golden clean
+.PHONY: serve test test-latest test-oldest lock bench soak golden docs docs-serve docs-tables clean
 
 # fakehop itself is installed with the build backend the lock holds, so nothing is left to the day
 define install-locked
@@ -75,5 +75,16 @@ bench: $(STAMP)
 golden: $(STAMP)
 	$(PY) -m tests.golden_files --write
 
+# The documentation site, from mkdocs.yml and docs/, into site/; a broken link or anchor fails it
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve --strict
+
+# rewrites the pages a test run computes (what the SDKs raise for each bundled fault): review the diff
+docs-tables: $(STAMP)
+	FAKEHOP_WRITE_DOCS=1 $(PY) -m pytest -q tests/test_docs_fault_table.py
+
 clean:
-	rm -rf $(VENV) .venv-latest .venv-oldest $(JS_LATEST) build dist *.egg-info fakehop-results
+	rm -rf $(VENV) .venv-latest .venv-oldest $(JS_LATEST) build dist *.egg-info fakehop-results site

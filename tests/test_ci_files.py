@@ -211,11 +211,11 @@ def test_the_sdk_workflow_runs_the_newest_and_the_oldest_sdks_every_day():
         assert planned.returncode == 0 and "-m pytest" in planned.stdout, planned.stderr
 
 
-def test_the_oldest_sdks_the_makefile_tests_are_those_the_readme_names():
+def test_the_oldest_sdks_the_makefile_tests_are_those_the_contributing_page_names():
     oldest = dict(pin.split("==") for pin in make_variable("OLDEST_SDKS").split())
     assert set(oldest) == {"openai", "anthropic"}
-    readme = (ROOT / "README.md").read_text()
-    assert f"**openai {oldest['openai']} and anthropic {oldest['anthropic']}**" in readme
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    assert f"**openai {oldest['openai']} and anthropic {oldest['anthropic']}**" in page
 
 
 def test_the_lock_pins_every_package_pyproject_names_and_make_test_installs_from_it():

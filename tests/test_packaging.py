@@ -69,7 +69,7 @@ def test_the_sdist_holds_the_sources_the_scenarios_the_tests_the_ci_files_and_th
     with tarfile.open(dist / SDIST) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "fakehop/cli.py", "tests/conftest.py", "Dockerfile",
-            "docs/ci/run-with-fakehop.sh", "requirements/test.txt"} <= names
+            "docs/ci/run-with-fakehop.sh", "requirements/test.txt", "mkdocs.yml", "docs/examples/test_first.py"} <= names
     assert {name.removeprefix("scenarios/") for name in names if name.startswith("scenarios/")} == set(bundled_files())
     assert not any(name.startswith((".ci/", ".venv/", "dist/")) or "__pycache__" in name for name in names)
 

@@ -7,8 +7,6 @@ server; the outer test checks that they all ran and passed (or failed with the r
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 import openai  # noqa: F401 - imported once here, not again by every in-process run
 import pytest
@@ -322,27 +320,6 @@ def test_under_xdist_each_worker_runs_its_own_server(project, monkeypatch):
     assert sorted(urls_by_worker) == ["gw0", "gw1"]
     assert all(len(urls) == 1 for urls in urls_by_worker.values())
     assert urls_by_worker["gw0"] != urls_by_worker["gw1"]
-
-
-def readme_section_blocks(language: str, title: str = "Use it as a pytest fixture") -> list[str]:
-    """The `language` code blocks of the README's section `title` (the pytest fixture's by default)."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
-
-
-def test_the_readme_examples_run_as_written(pytester):
-    """A new user's project: the README's pyproject settings, its example tests, asyncio in strict mode."""
-    [settings] = readme_section_blocks("toml")
-    pytester.makepyprojecttoml(settings + 'addopts = "-p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio"\n'
-                               'asyncio_default_fixture_loop_scope = "function"\n')
-    pytester.mkdir("tests").joinpath("scenarios").mkdir()
-    examples = readme_section_blocks("python")
-    assert len(examples) == 2
-    for number, example in enumerate(examples, 1):
-        pytester.path.joinpath(f"test_readme_{number}.py").write_text(example)
-    result = pytester.runpytest("--strict-markers")
-    result.assert_outcomes(passed=7)
 
 
 CONVERSATION_TESTS = HELPERS + '''
