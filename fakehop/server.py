@@ -149,6 +149,18 @@ def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadR
     return None
 
 
+def session_in_record(gateway: Gateway, headers: Mapping[str, str], record: jr.Record) -> Session | BadSessionName:
+    """The session a request names, made on first use, written in its journal record before
+    anything else is looked at, so that the session's view shows the request however it is
+    refused; for a bad name, the error (the record stays in the global session)."""
+    try:
+        session = gateway.session_for(headers, record.seq)
+    except BadSessionName as exc:
+        return exc
+    record.session = session.name
+    return session
+
+
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
@@ -196,12 +208,16 @@ class Answer:
 
     async def answer(self) -> web.StreamResponse:
         gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
+        try:  # session_in_record, inline: this runs for every request
+            session = gateway.session_for(headers, self.record.seq)
+            self.record.session = session.name
+        except BadSessionName as bad_name:
+            session = bad_name
         refused = refusal(self.request, self.hosts, gateway.api_key)
         if refused is not None:
             raise refused
-        session = gateway.session_for(headers, self.record.seq)
-        if session.name is not None:
-            self.record.session = session.name
+        if type(session) is BadSessionName:
+            raise session
         seed = seed_of(self.request)
         raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
         self.held_bytes = len(raw)
@@ -339,13 +355,16 @@ async def stored_response(request: web.Request) -> web.Response:
     protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
     record = gateway.journal.open(request_id, request.method, request.path, request.headers)
     record.protocol = protocol.NAME
+    session = session_in_record(gateway, request.headers, record)
     refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is None and type(session) is BadSessionName:
+        refused = BadRequest(str(session), param=SESSION_HEADER)
     stored = gateway.responses.find(response_id) if refused is None else None
     if refused is None and stored is None:
         refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if refused is not None:
         record.close(jr.REJECTED, refused.status, refused.message)
-        response = error_response(protocol, refused.status, refused.message, request_id, code=refused.code)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code)
     else:
         if request.method == "DELETE":
             gateway.responses.delete(response_id)
@@ -394,10 +413,7 @@ async def unrouted(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
     journal = gateway.journal
     record = journal.open(request_id, request.method, request.path, request.headers)
-    try:
-        record.session = gateway.session_for(request.headers, record.seq).name
-    except BadSessionName:
-        pass  # journaled in the global session: the path is what is wrong with it
+    session_in_record(gateway, request.headers, record)  # a bad name is journaled in the global session: the path is what is wrong
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
     protocol = protocol_for_request(request)

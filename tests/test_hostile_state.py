@@ -67,3 +67,56 @@ async def test_a_use_of_a_missing_scenario_is_still_refused(server):
     async with aiohttp.ClientSession(timeout=ANSWER_TIMEOUT) as client:
         status, body = await add_scenario(client, server.url, "missing", "name: lost\nsequence: [{use: helo}]\n")
     assert (status, body["problems"]) == (400, ["<POST /_fakehop/scenarios>:2: use: no scenario named 'helo'; did you mean 'hello'?"])
+
+
+# ---------------------------------------------------------------- every request in its session's view
+
+
+CHAT_BODY = {"model": "gpt-5.6-sol", "messages": [{"role": "user", "content": "Hi"}]}
+
+
+async def session_view(client: aiohttp.ClientSession, url: str, session: str) -> list[tuple[str, str, int]]:
+    async with client.get(f"{url}/_fakehop/requests", params={"session": session}) as response:
+        return [(record["method"], record["path"], record["status"]) for record in (await response.json())["requests"]]
+
+
+async def status_of(client: aiohttp.ClientSession, method: str, url: str, **kwargs) -> int:
+    async with client.request(method, url, **kwargs) as response:
+        await response.read()
+        return response.status
+
+
+async def test_a_misspelled_fakehop_header_is_in_its_sessions_view(base_url):
+    async with aiohttp.ClientSession() as client:
+        misspelled = {"X-Fakehop-Session": "typo", "X-Fakehop-Scenaro": "hello"}
+        assert await status_of(client, "POST", base_url + "/v1/chat/completions", json=CHAT_BODY, headers=misspelled) == 400
+        assert await session_view(client, base_url, "typo") == [("POST", "/v1/chat/completions", 400)]
+
+
+async def test_a_wrong_key_is_in_its_sessions_view(make_gateway, serve):
+    url = await serve(make_gateway(api_key="sk-right"))
+    async with aiohttp.ClientSession() as client:
+        wrong_key = {"X-Fakehop-Session": "locked-out", "Authorization": "Bearer sk-wrong"}
+        assert await status_of(client, "POST", url + "/v1/chat/completions", json=CHAT_BODY, headers=wrong_key) == 401
+        assert await status_of(client, "GET", url + "/v1/responses/resp_1", headers=wrong_key) == 401
+        assert await session_view(client, url, "locked-out") == [("POST", "/v1/chat/completions", 401), ("GET", "/v1/responses/resp_1", 401)]
+
+
+async def test_a_stored_answer_read_and_deleted_in_a_session_is_in_its_view(base_url):
+    headers = {"X-Fakehop-Session": "reader"}
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + "/v1/responses", json={"model": "gpt-5.6-sol", "input": "Hi"}, headers=headers) as response:
+            answer_id = (await response.json())["id"]
+        assert await status_of(client, "GET", f"{base_url}/v1/responses/{answer_id}", headers=headers) == 200
+        assert await status_of(client, "DELETE", f"{base_url}/v1/responses/{answer_id}", headers=headers) == 200
+        assert await status_of(client, "GET", f"{base_url}/v1/responses/{answer_id}", headers=headers) == 404
+        assert await session_view(client, base_url, "reader") == [("POST", "/v1/responses", 200), ("GET", f"/v1/responses/{answer_id}", 200),
+                                                                   ("DELETE", f"/v1/responses/{answer_id}", 200), ("GET", f"/v1/responses/{answer_id}", 404)]
+
+
+async def test_a_bad_session_name_on_a_stored_answer_is_a_400_in_the_global_view(gateway, base_url):
+    async with aiohttp.ClientSession() as client:
+        async with client.get(base_url + "/v1/responses/resp_1", headers={"X-Fakehop-Session": "no spaces"}) as response:
+            body = await response.json()
+            assert (response.status, body["error"]["param"]) == (400, "X-Fakehop-Session")
+    assert [(record.path, record.status, record.session) for record in gateway.journal.records] == [("/v1/responses/resp_1", 400, None)]
