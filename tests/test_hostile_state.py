@@ -8,8 +8,15 @@ process of its own (soak/child.py, started as `fakehop serve` starts), while a t
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import aiohttp
 import pytest
+
+from fakehop.stored import StoredResponses
 
 from soak.hostile import HealthProber
 from soak.runs import SOAK_TIME_SCALE
@@ -120,3 +127,154 @@ async def test_a_bad_session_name_on_a_stored_answer_is_a_400_in_the_global_view
             body = await response.json()
             assert (response.status, body["error"]["param"]) == (400, "X-Fakehop-Session")
     assert [(record.path, record.status, record.session) for record in gateway.journal.records] == [("/v1/responses/resp_1", 400, None)]
+
+
+# ---------------------------------------------------------------- stored answers: each session's own
+
+
+RESPONSES = "/v1/responses"
+TWO_MIB = "i" * (2 * 2**20)
+
+
+async def stored_answer(client: aiohttp.ClientSession, url: str, session: str, body: dict, headers: dict | None = None) -> str:
+    """The id of the answer to `body`, streamed or not, in `session`."""
+    async with client.post(url + RESPONSES, json={"model": "gpt-5.6-sol", **body}, headers={"X-Fakehop-Session": session, **(headers or {})}) as response:
+        assert response.status == 200
+        if not body.get("stream"):
+            return (await response.json())["id"]
+        data = (await response.read()).split(b"\ndata: ")
+        return json.loads(data[1].split(b"\n")[0])["response"]["id"]
+
+
+async def stored_status(client: aiohttp.ClientSession, url: str, session: str, answer_id: str) -> int:
+    return await status_of(client, "GET", f"{url}/v1/responses/{answer_id}", headers={"X-Fakehop-Session": session})
+
+
+async def test_a_seeded_answer_stored_again_and_again_frees_the_one_it_replaces(gateway, base_url):
+    async with aiohttp.ClientSession() as client:
+        mine = await stored_answer(client, base_url, "a", {"input": "Hi"})
+        for _ in range(40):
+            seeded = await stored_answer(client, base_url, "b", {"input": "Hi", "stream": True, "instructions": TWO_MIB}, {"X-Fakehop-Seed": "7"})
+            assert await stored_status(client, base_url, "b", seeded) == 200
+        assert await stored_status(client, base_url, "a", mine) == 200
+    assert len(gateway.responses) == 2
+    assert gateway.responses.size < 8 * len(TWO_MIB)  # one answer: its stream carries the instructions thrice
+
+
+@pytest.mark.parametrize("bound", ["bytes", "count"])
+async def test_one_sessions_answers_push_out_its_own_not_another_sessions(bound, make_gateway, serve):
+    store = StoredResponses(max_bytes=8 * 2**20) if bound == "bytes" else StoredResponses(capacity=6)
+    url = await serve(make_gateway(responses=store))
+    async with aiohttp.ClientSession() as client:
+        mine = [await stored_answer(client, url, "a", {"input": f"Question {number}"}) for number in range(2)]
+        theirs = [await stored_answer(client, url, "b", {"input": f"Question {number}", "instructions": TWO_MIB}) for number in range(12)]
+        assert [await stored_status(client, url, "a", answer_id) for answer_id in mine] == [200, 200]
+        assert await stored_status(client, url, "b", theirs[-1]) == 200
+        assert await stored_status(client, url, "b", theirs[0]) == 404
+    assert store.size <= store.max_bytes and len(store) <= store.capacity
+
+
+async def test_a_seeded_id_is_looked_up_in_the_asking_sessions_answers_first(base_url):
+    seed = {"X-Fakehop-Seed": "3"}
+    async with aiohttp.ClientSession() as client:
+        first = await stored_answer(client, base_url, "first", {"input": "Hi", "metadata": {"by": "first"}}, seed)
+        second = await stored_answer(client, base_url, "second", {"input": "Hi", "metadata": {"by": "second"}}, seed)
+        assert first == second
+        for session in ("first", "second"):
+            async with client.get(f"{base_url}/v1/responses/{first}", headers={"X-Fakehop-Session": session}) as response:
+                assert (await response.json())["metadata"] == {"by": session}
+        async with client.get(f"{base_url}/v1/responses/{first}", headers={"X-Fakehop-Session": "third"}) as response:
+            assert (await response.json())["metadata"] == {"by": "second"}  # another session's, the newest
+
+
+# ---------------------------------------------------------------- stored answers: memory within their bound
+
+
+STORE_BOUND_MIB = 64  # the store's bound in bytes (fakehop.stored.KEPT_BYTES)
+SLACK_MIB = 16  # what the allocator and the journal's few records may hold beside it
+EIGHT_MIB = 8 * 2**20
+
+
+class Served:
+    """`fakehop serve` in a process of its own, with a journal of a few records holding 4 MB at
+    most: next to nothing beside the store. glibc maps each block of 128 KiB or more on its own
+    and gives it back when it is freed, so that its RSS is what the process holds."""
+
+    def __init__(self) -> None:
+        environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+        self.process = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--journal-size", "4",
+                                         "--journal-bytes", "4M"], stdout=subprocess.PIPE, text=True, env=environment)
+        self.url = self.process.stdout.readline().split()[-1]
+
+    def rss_mib(self) -> float:
+        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def served():
+    running = Served()
+    yield running
+    running.stop()
+
+
+async def rss_growth_mib(server: Served, send) -> float:
+    """How far the server's RSS grows while `send(client)` runs, the health check timed all along."""
+    before = server.rss_mib()
+    async with aiohttp.ClientSession(timeout=ANSWER_TIMEOUT) as client:
+        with HealthProber(server.url) as prober:
+            await send(client)
+    assert prober.longest < HEALTH_BOUND_MS and prober.failures == [], (prober.longest, prober.failures)
+    return server.rss_mib() - before
+
+
+async def answers(client: aiohttp.ClientSession, url: str, bodies) -> None:
+    for body in bodies:
+        await stored_answer(client, url, "memory", body)
+
+
+@pytest.mark.parametrize("field,stream", [("input", True), ("instructions", False)], ids=["streamed-input", "whole-instructions"])
+async def test_answers_to_8_mib_requests_stay_within_the_stores_bound(served, field, stream):
+    def bodies(store: bool, count: int) -> list[dict]:
+        return [{"input": "Hi", "stream": stream, "store": store, field: f"{store} {number} " + "x" * EIGHT_MIB} for number in range(count)]
+
+    unstored = await rss_growth_mib(served, lambda client: answers(client, served.url, bodies(False, 4)))
+    stored = await rss_growth_mib(served, lambda client: answers(client, served.url, bodies(True, 16)))  # 128 MiB sent
+    assert unstored < SLACK_MIB and stored < STORE_BOUND_MIB + SLACK_MIB, (unstored, stored)
+
+
+async def chain(client: aiohttp.ClientSession, url: str, links: int, input_of) -> None:
+    """`links` answers, each continuing the one before with `input_of(link)`."""
+    previous = None
+    for link in range(links):
+        body = {"input": input_of(link), **({"previous_response_id": previous} if previous else {})}
+        previous = await stored_answer(client, url, "chain", body)
+
+
+def developer_message(link: int) -> list[dict]:
+    return [{"role": "developer", "content": f"{link} " + "d" * 64_000}, {"role": "user", "content": f"Step {link}"}]
+
+
+def function_calls(link: int) -> list[dict]:
+    return [{"type": "function_call", "call_id": f"call_{link}_{number}", "name": "lookup", "arguments": "{}"} for number in range(1000)]
+
+
+@pytest.mark.parametrize("input_of", [developer_message, function_calls], ids=["64-kb-developer-messages", "1000-function-calls"])
+async def test_a_chain_of_a_hundred_links_holds_memory_in_proportion_to_what_was_sent(served, input_of):
+    grown = await rss_growth_mib(served, lambda client: chain(client, served.url, 100, input_of))
+    assert grown < 32, grown  # sent: 6.4 MB; as the square of the chain's length, hundreds of MB
+
+
+async def test_an_output_may_answer_a_call_two_links_back_and_not_one_the_chain_never_made(base_url):
+    call = {"type": "function_call", "call_id": "call_first", "name": "lookup", "arguments": "{}"}
+    async with aiohttp.ClientSession() as client:
+        first = await stored_answer(client, base_url, "links", {"input": [call, {"role": "user", "content": "Look it up"}]})
+        second = await stored_answer(client, base_url, "links", {"input": "And then?", "previous_response_id": first})
+        for call_id, status in (("call_first", 200), ("call_never", 400), (["call_first"], 400)):
+            body = {"model": "gpt-5.6-sol", "previous_response_id": second, "input": [{"type": "function_call_output", "call_id": call_id, "output": "42"}]}
+            async with client.post(base_url + RESPONSES, json=body, headers={"X-Fakehop-Session": "links"}) as response:
+                assert response.status == status, await response.text()
