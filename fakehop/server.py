@@ -367,13 +367,16 @@ async def stored_response(request: web.Request) -> web.Response:
         refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if refused is not None:
         record.close(jr.REJECTED, refused.status, refused.message)
-        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param,
+                                  code=refused.code)
     else:
         if request.method == "DELETE":
             gateway.responses.delete(response_id, session.name)
         record.close(jr.COMPLETED, 200)
-        deleted = {"id": response_id, "object": "response", "deleted": True}
-        response = web.json_response(deleted, dumps=dumps) if request.method == "DELETE" else web.json_response(body=stored.body())
+        if request.method == "DELETE":
+            response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
+        else:
+            response = web.json_response(body=stored.body())
     gateway.journal.closed(record)
     stamp_answer(response, request_id, protocol)
     return response
@@ -417,7 +420,7 @@ async def unrouted(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
     journal = gateway.journal
     record = journal.open(request_id, request.method, request.path, request.headers)
-    session_in_record(gateway, request.headers, record)  # a bad name is journaled in the global session: the path is what is wrong
+    session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
     protocol = protocol_for_request(request)

@@ -65,7 +65,7 @@ class StoredResponses:
         self.size = 0
         self.count = 0
         self._held: dict[str | None, Held] = {}
-        self._sessions_of: dict[str, list[str | None]] = {}  # answer id -> the sessions holding an answer of that id, newest last
+        self._sessions_of: dict[str, list[str | None]] = {}  # answer id -> the sessions holding one, newest last
 
     def __len__(self) -> int:
         return self.count
@@ -100,7 +100,8 @@ class StoredResponses:
         than an equal share, else the one holding the most."""
         by_count = self.count > self.capacity
         sessions = len(self._held)
-        if len(newcomer) and (len(newcomer) * sessions > self.capacity if by_count else newcomer.size * sessions > self.max_bytes):
+        over_share = len(newcomer) * sessions > self.capacity if by_count else newcomer.size * sessions > self.max_bytes
+        if over_share and len(newcomer):
             return newcomer
         return max(self._held.values(), key=len if by_count else lambda held: held.size)
 

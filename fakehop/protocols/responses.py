@@ -239,7 +239,8 @@ class Thread:
 
     __slots__ = ("turns", "calls", "system", "prompt", "earlier", "__weakref__")
 
-    def __init__(self, turns: int = 0, calls: dict | None = None, system: str = "", prompt: str | None = None, earlier: Thread | None = None):
+    def __init__(self, turns: int = 0, calls: dict | None = None, system: str = "", prompt: str | None = None,
+                 earlier: Thread | None = None):
         self.turns = turns  # assistant turns
         self.calls = calls or {}  # call id -> tool name, of the function calls it added; read, never changed
         self.system = system  # the text of its system and developer messages, its first MATCH_PREFIX_CHARS
@@ -259,7 +260,10 @@ class Thread:
         thread = self
         while wanted and thread is not None:
             calls = thread.calls
-            hits = [call_id for call_id in wanted if call_id in calls] if len(wanted) <= len(calls) else [call_id for call_id in calls if call_id in wanted]
+            if len(wanted) <= len(calls):
+                hits = [call_id for call_id in wanted if call_id in calls]
+            else:
+                hits = [call_id for call_id in calls if call_id in wanted]
             for call_id in hits:
                 found[call_id] = calls[call_id]
             wanted.difference_update(hits)
@@ -336,7 +340,8 @@ class InputHistory(History):
         system = carried_system(before.system, self.system)
         prompt = before.prompt if self.prompt is None else self.prompt[:MAX_TEXT_CHARS]
         thread = Thread(before.turns + self.turns, self.calls, system, prompt, earlier)
-        named = thread.call_names([*self.outputs, *(call_id for call_id, _ in self.results)]) if self.outputs or self.results else {}
+        answered = [*self.outputs, *(call_id for call_id, _ in self.results)]
+        named = thread.call_names(answered) if answered else {}
         problem = self.problem
         if problem is None and (earlier is not None or echo["previous_response_id"] is None):
             problem = unanswered_output(self.outputs, named)
@@ -370,8 +375,8 @@ def thread_after(before: Thread | str, response: dict) -> Thread:
     thread = Thread(prompt=before) if type(before) is str else before
     output = response.get("output") or []
     calls = {item["call_id"]: item.get("name") for item in output if item.get("type") == "function_call"}
-    return Thread(thread.turns + (1 if output else 0), {**thread.calls, **calls} if calls else thread.calls, thread.system, thread.prompt,
-                  thread.continued())
+    turns, calls = thread.turns + (1 if output else 0), {**thread.calls, **calls} if calls else thread.calls
+    return Thread(turns, calls, thread.system, thread.prompt, thread.continued())
 
 
 def named_under(prefix: str, exc: BadRequest) -> BadRequest:
