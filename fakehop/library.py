@@ -120,9 +120,10 @@ class Library:
                 else f"{new.source} replaces {old.source} (scenario {old.name!r})" for new, old in self.replaced]
 
     def with_scenario(self, scenario: Scenario) -> "Library":
-        """A new library with `scenario` added or replaced; raises ScenarioError if its `use` breaks."""
+        """A new library with `scenario` added or replaced; raises ScenarioError if its `use` breaks.
+        This library's own `use` are known to resolve, so only the new scenario's are followed."""
         library = Library({**self.scenarios, scenario.name: scenario})
-        problems = library.reference_problems()
+        problems = library.reference_problems(scenario.name)
         if problems:
             raise ScenarioError(problems)
         return library
@@ -136,24 +137,70 @@ class Library:
     def __getitem__(self, name: str) -> Scenario:
         return self.scenarios[name]
 
-    def reference_problems(self) -> list[Problem]:
-        """Every `use` must name a known scenario and no chain of `use` may loop."""
+    def reference_problems(self, added: str | None = None) -> list[Problem]:
+        """Every `use` must name a known scenario and no chain of `use` may loop. With `added`,
+        the library but that scenario is taken to be sound: its own `use` are checked, and the
+        loops through it. The time is linear in the scenarios and `use` looked at."""
+        component = self._loop_components(self.scenarios if added is None else (added,))
         problems = []
         for scenario in self.scenarios.values():
+            if added is not None and scenario.name != added and scenario.name not in component:
+                continue
+            loop = component.get(scenario.name)
             for entry in scenario.entries:
                 if entry.use is None:
                     continue
                 if entry.use not in self.scenarios:
                     problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}{did_you_mean(entry.use, self.scenarios)}"))
-                elif self._loops(entry.use, {scenario.name}):
+                elif loop is not None and component.get(entry.use) == loop:
                     problems.append(Problem(scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"))
         return problems
 
-    def _loops(self, name: str, seen: set[str]) -> bool:
-        if name in seen:
-            return True
-        uses = {e.use for e in self.scenarios[name].entries if e.use in self.scenarios}
-        return any(self._loops(used, seen | {name}) for used in uses)
+    def _uses(self, name: str) -> list[str]:
+        return [entry.use for entry in self.scenarios[name].entries if entry.use in self.scenarios]
+
+    def _loop_components(self, roots: Iterable[str]) -> dict[str, str]:
+        """The strongly connected components of the `use` graph reachable from `roots` (Tarjan's,
+        without recursion: a chain of `use` may be thousands long): for each scenario on a
+        loop, its component's first scenario. A `use` closes a loop when it stays in one."""
+        order: dict[str, int] = {}  # the order each scenario was reached in
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        component: dict[str, str] = {}
+        for root in roots:
+            if root in order:
+                continue
+            walk = [(root, iter(self._uses(root)))]
+            order[root] = low[root] = len(order)
+            stack.append(root)
+            on_stack.add(root)
+            while walk:
+                name, uses = walk[-1]
+                used = next(uses, None)
+                if used is None:
+                    walk.pop()
+                    if walk:
+                        low[walk[-1][0]] = min(low[walk[-1][0]], low[name])
+                    if low[name] == order[name]:
+                        self._pop_component(name, stack, on_stack, component)
+                elif used not in order:
+                    order[used] = low[used] = len(order)
+                    stack.append(used)
+                    on_stack.add(used)
+                    walk.append((used, iter(self._uses(used))))
+                elif used in on_stack:
+                    low[name] = min(low[name], order[used])
+        return component
+
+    def _pop_component(self, top: str, stack: list[str], on_stack: set[str], component: dict[str, str]) -> None:
+        """Take the component whose first scenario is `top` off the stack; kept, by `top`, when it is a loop."""
+        members = []
+        while not members or members[-1] != top:
+            members.append(stack.pop())
+        on_stack.difference_update(members)
+        if len(members) > 1 or top in self._uses(top):
+            component.update(dict.fromkeys(members, top))
 
     def first_match(self, protocol: str, request, headers) -> Scenario | None:
         """The first scenario, by name, whose `match` fits `request` (a ParsedRequest to the

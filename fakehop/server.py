@@ -92,11 +92,12 @@ class Gateway:
             return self.global_session
         return self.session(name, seq)
 
-    def settled(self, request: ParsedRequest) -> ParsedRequest:
-        """`request` with the stored history it continues (Responses' previous_response_id),
-        once it has passed the real API's conversation checks (unless lenient)."""
+    def settled(self, request: ParsedRequest, session: str | None = None) -> ParsedRequest:
+        """`request` with the stored history it continues (Responses' previous_response_id, looked
+        up first among `session`'s answers), once it has passed the real API's conversation checks
+        (unless lenient)."""
         if request.conversation.continues is not None:
-            request = self.responses.continued(request)
+            request = self.responses.continued(request, session)
         problem = request.conversation.problem
         if problem is not None and not self.lenient_conversations:
             raise problem
@@ -149,10 +150,23 @@ def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadR
     return None
 
 
+def session_in_record(gateway: Gateway, headers: Mapping[str, str], record: jr.Record) -> Session | BadSessionName:
+    """The session a request names, made on first use, written in its journal record before
+    anything else is looked at, so that the session's view shows the request however it is
+    refused; for a bad name, the error (the record stays in the global session)."""
+    try:
+        session = gateway.session_for(headers, record.seq)
+    except BadSessionName as exc:
+        return exc
+    record.session = session.name
+    return session
+
+
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
     kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
+    kept_in: str | None = None  # the session it is stored in
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
 
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
@@ -196,12 +210,16 @@ class Answer:
 
     async def answer(self) -> web.StreamResponse:
         gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
+        try:  # session_in_record, inline: this runs for every request
+            session = gateway.session_for(headers, self.record.seq)
+            self.record.session = session.name
+        except BadSessionName as bad_name:
+            session = bad_name
         refused = refusal(self.request, self.hosts, gateway.api_key)
         if refused is not None:
             raise refused
-        session = gateway.session_for(headers, self.record.seq)
-        if session.name is not None:
-            self.record.session = session.name
+        if type(session) is BadSessionName:
+            raise session
         seed = seed_of(self.request)
         raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
         self.held_bytes = len(raw)
@@ -216,12 +234,12 @@ class Answer:
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
-            parsed = gateway.settled(parsed)
+            parsed = gateway.settled(parsed, session.name)
         self.record.turn = parsed.conversation.turn
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
         if conversation.keep:
-            self.kept = parsed
+            self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
             return self.http_error(script)
         model = script.model or parsed.model
@@ -274,7 +292,7 @@ class Answer:
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
             if self.kept is not None:
-                self.gateway.responses.keep(self.kept, data, len(data))
+                self.gateway.responses.keep(self.kept, data, False, self.kept_in)
         elif data:
             await response.write(data)
         self.record.sent(events)
@@ -303,13 +321,14 @@ class Answer:
         if isinstance(ending, player.Hang):
             await asyncio.Event().wait()
         status, body = whole_answer(self.protocol, meta, parsed, outcome, self.request_id)
+        response = web.json_response(body, status=status, dumps=dumps)
         if isinstance(ending, player.Failure):
             self.record.close(jr.FAILED, status, f"{ending.kind}: {ending.message}")
         else:
             self.record.close(jr.COMPLETED, status)
             if self.kept is not None:
-                self.gateway.responses.keep(self.kept, body, sum(len(block.text) for block in outcome.blocks))
-        return web.json_response(body, status=status, dumps=dumps)
+                self.gateway.responses.keep(self.kept, response.body, True, self.kept_in)
+        return response
 
     def drop_connection(self) -> None:
         """Close the socket at once: whatever was written goes out, then the peer sees EOF."""
@@ -339,18 +358,25 @@ async def stored_response(request: web.Request) -> web.Response:
     protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
     record = gateway.journal.open(request_id, request.method, request.path, request.headers)
     record.protocol = protocol.NAME
+    session = session_in_record(gateway, request.headers, record)
     refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
-    stored = gateway.responses.find(response_id) if refused is None else None
+    if refused is None and type(session) is BadSessionName:
+        refused = BadRequest(str(session), param=SESSION_HEADER)
+    stored = gateway.responses.find(response_id, session.name) if refused is None else None
     if refused is None and stored is None:
         refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if refused is not None:
         record.close(jr.REJECTED, refused.status, refused.message)
-        response = error_response(protocol, refused.status, refused.message, request_id, code=refused.code)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param,
+                                  code=refused.code)
     else:
         if request.method == "DELETE":
-            gateway.responses.delete(response_id)
+            gateway.responses.delete(response_id, session.name)
         record.close(jr.COMPLETED, 200)
-        response = web.json_response({"id": response_id, "object": "response", "deleted": True} if request.method == "DELETE" else stored.response, dumps=dumps)
+        if request.method == "DELETE":
+            response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
+        else:
+            response = web.json_response(body=stored.body())
     gateway.journal.closed(record)
     stamp_answer(response, request_id, protocol)
     return response
@@ -394,10 +420,7 @@ async def unrouted(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
     journal = gateway.journal
     record = journal.open(request_id, request.method, request.path, request.headers)
-    try:
-        record.session = gateway.session_for(request.headers, record.seq).name
-    except BadSessionName:
-        pass  # journaled in the global session: the path is what is wrong with it
+    session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
     record.close(jr.REJECTED, status, message)
     journal.closed(record)
     protocol = protocol_for_request(request)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, NamedTuple
 
 from ..protocols import PROTOCOLS
-from ..protocols.common import BadRequest, ParsedRequest
+from ..protocols.common import BadRequest, ParsedRequest, dumps
 from ..stored import StoredResponses
 from .chat import ChatReader
 from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, error_details, json_object
@@ -156,7 +156,7 @@ class Requests:
         output = [{"type": "function_call", "call_id": block.call_id, "name": block.name} if block.kind == "tool_call" else {"type": block.kind}
                   for block in captured.blocks()]
         kept = {"id": captured.answer_id, "output": output}
-        self.answers.keep(parsed, kept, len(repr(kept)))
+        self.answers.keep(parsed, dumps(kept).encode(), True)
 
 
 # ---------------------------------------------------------------- which protocol a capture speaks

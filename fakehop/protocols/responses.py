@@ -28,9 +28,10 @@ message}`, `output` with the items so far (an unfinished one as far as it got, s
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 from .. import player as p
 from .common import (
@@ -61,6 +62,7 @@ from .common import (
     typed_fields,
 )
 from ..player import PlayRequest, estimate_tokens
+from ..scenario import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -223,14 +225,70 @@ def checked_item_text(number: int, item: Any) -> str:
     return content_text(item.get("output")) if kind.endswith("_output") else ""
 
 
-class Thread(NamedTuple):
-    """A Responses conversation as far as one request and the stored responses it continues
-    go, beside its instructions (which the real API does not carry from one response to the next)."""
+CALL_BYTES = 150  # what a thread's function call holds beside its id's and name's text: the dict's slot, two objects
 
-    turns: int = 0  # assistant turns
-    calls: dict = {}  # call id -> tool name, of every function call; read, never changed
-    system: str = ""  # the text of its system and developer messages
-    prompt: str | None = None  # the last user message's text; None: no user message yet
+
+class Thread:
+    """A Responses conversation as far as one request and the stored responses it continues
+    go, beside its instructions (which the real API does not carry from one response to the
+    next). A chain of stored answers costs memory in proportion to what was sent: a thread
+    holds the function calls its own request and answer added, and only a weak reference to
+    the thread it continues, whose calls are forgotten once that answer is no longer stored;
+    its turns, system text and prompt are the whole conversation's, the text cut where no
+    `match` or quote reads further (and shared with the thread it continues while unchanged)."""
+
+    __slots__ = ("turns", "calls", "system", "prompt", "earlier", "__weakref__")
+
+    def __init__(self, turns: int = 0, calls: dict | None = None, system: str = "", prompt: str | None = None,
+                 earlier: Thread | None = None):
+        self.turns = turns  # assistant turns
+        self.calls = calls or {}  # call id -> tool name, of the function calls it added; read, never changed
+        self.system = system  # the text of its system and developer messages, its first MATCH_PREFIX_CHARS
+        self.prompt = prompt  # the last user message's text, its first MAX_TEXT_CHARS; None: no user message yet
+        self.earlier = None if earlier is None else weakref.ref(earlier)
+
+    def continued(self) -> Thread | None:
+        """The thread this one continues, while its answer is stored."""
+        return None if self.earlier is None else self.earlier()
+
+    def call_names(self, call_ids: Iterable) -> dict[str, str | None]:
+        """Of `call_ids`, those of the conversation's function calls, each with its tool's name
+        (None when the call gave none); the newest call of an id wins. Each thread looked at
+        costs the fewer of its calls and the ids still looked for."""
+        wanted = {call_id for call_id in call_ids if type(call_id) is str}
+        found: dict[str, str | None] = {}
+        thread = self
+        while wanted and thread is not None:
+            calls = thread.calls
+            if len(wanted) <= len(calls):
+                hits = [call_id for call_id in wanted if call_id in calls]
+            else:
+                hits = [call_id for call_id in calls if call_id in wanted]
+            for call_id in hits:
+                found[call_id] = calls[call_id]
+            wanted.difference_update(hits)
+            thread = thread.continued()
+        return found
+
+    def own_bytes(self) -> int:
+        """About how many bytes it holds beside what the thread it continues holds."""
+        earlier = self.continued()
+        size = sum(CALL_BYTES + len(call_id) + len(name or "") for call_id, name in self.calls.items())
+        if earlier is None or self.system is not earlier.system:
+            size += len(self.system)
+        if self.prompt is not None and (earlier is None or self.prompt is not earlier.prompt):
+            size += len(self.prompt)
+        return size
+
+
+NO_THREAD = Thread()
+
+
+def carried_system(before: str, added: list[str]) -> str:
+    """The system text a thread carries: `before` and the `added` texts, joined, as far as a `match` reads."""
+    if not added or len(before) >= MATCH_PREFIX_CHARS:
+        return before
+    return "\n".join(text for text in (before, *added) if text)[:MATCH_PREFIX_CHARS]
 
 
 class InputHistory(History):
@@ -278,14 +336,16 @@ class InputHistory(History):
     def conversation_after(self, earlier: Thread | None, echo: dict) -> tuple[Conversation, Thread]:
         """The request's Conversation and Thread when it continues `earlier` (None: none, or
         not looked up yet, when the function_call_output check waits for it)."""
-        before = earlier or Thread()
-        calls = {**before.calls, **self.calls} if before.calls else self.calls
-        system = "\n".join(text for text in (before.system, *self.system) if text)
-        thread = Thread(before.turns + self.turns, calls, system, before.prompt if self.prompt is None else self.prompt)
+        before = earlier or NO_THREAD
+        system = carried_system(before.system, self.system)
+        prompt = before.prompt if self.prompt is None else self.prompt[:MAX_TEXT_CHARS]
+        thread = Thread(before.turns + self.turns, self.calls, system, prompt, earlier)
+        answered = [*self.outputs, *(call_id for call_id, _ in self.results)]
+        named = thread.call_names(answered) if answered else {}
         problem = self.problem
         if problem is None and (earlier is not None or echo["previous_response_id"] is None):
-            problem = unanswered_output(self.outputs, calls)
-        results = tuple([ToolResult(call_id, calls.get(call_id), text) for call_id, text in self.results])
+            problem = unanswered_output(self.outputs, named)
+        results = tuple([ToolResult(call_id, named.get(call_id), text) for call_id, text in self.results])
         instructions_and_system = "\n".join(text for text in (echo["instructions"], system) if text)
         tools = tool_names(echo["tools"])
         conversation = Conversation(thread.turns + 1, results, tools, instructions_and_system, problem, echo["previous_response_id"], echo["store"])
@@ -294,7 +354,7 @@ class InputHistory(History):
 
 def unanswered_output(call_ids: list, calls: dict) -> BadRequest | None:
     for call_id in call_ids:
-        if call_id not in calls:
+        if type(call_id) is not str or call_id not in calls:
             return BadRequest(f"No tool call found for function call output with call_id {call_id}.", param="input")
     return None
 
@@ -302,8 +362,10 @@ def unanswered_output(call_ids: list, calls: dict) -> BadRequest | None:
 def chained(parsed: ParsedRequest, earlier: Thread) -> ParsedRequest:
     """`parsed` continuing the stored conversation `earlier` (its previous_response_id's)."""
     options = parsed.options
-    conversation, thread = options["history"].conversation_after(earlier, options["echo"])
-    return parsed._replace(prompt=thread.prompt or "", options={**options, "thread": thread}, conversation=conversation)
+    history = options["history"]
+    conversation, thread = history.conversation_after(earlier, options["echo"])
+    prompt = parsed.prompt if history.prompt is not None else thread.prompt or ""
+    return parsed._replace(prompt=prompt, options={**options, "thread": thread}, conversation=conversation)
 
 
 def thread_after(before: Thread | str, response: dict) -> Thread:
@@ -313,7 +375,8 @@ def thread_after(before: Thread | str, response: dict) -> Thread:
     thread = Thread(prompt=before) if type(before) is str else before
     output = response.get("output") or []
     calls = {item["call_id"]: item.get("name") for item in output if item.get("type") == "function_call"}
-    return thread._replace(turns=thread.turns + (1 if output else 0), calls={**thread.calls, **calls} if calls else thread.calls)
+    turns, calls = thread.turns + (1 if output else 0), {**thread.calls, **calls} if calls else thread.calls
+    return Thread(turns, calls, thread.system, thread.prompt, thread.continued())
 
 
 def named_under(prefix: str, exc: BadRequest) -> BadRequest:
