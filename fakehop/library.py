@@ -14,6 +14,7 @@ from .scenario import Problem, Scenario, ScenarioError, Script, load_file, scena
 
 DEFAULT_SCENARIO = "hello"
 LISTED_NAMES = 100  # of the known scenarios an error names; a server may hold 10,000 added ones
+MAX_USE_CHAIN = 100  # `use` followed one after another to answer one request
 
 
 class UnknownScenario(LookupError):
@@ -154,7 +155,30 @@ class Library:
                     problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}{did_you_mean(entry.use, self.scenarios)}"))
                 elif loop is not None and component.get(entry.use) == loop:
                     problems.append(Problem(scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"))
+        if not problems:
+            problems = self._chain_problems()
         return problems
+
+    def _chain_problems(self) -> list[Problem]:
+        """A chain of `use` longer than MAX_USE_CHAIN is refused, at the scenario it starts from:
+        each `use` is followed as a request is answered, and an endless-looking chain is a
+        mistake. The depths are found bottom-up, without recursion, over the scenarios that
+        `use` any (the graph has no loop by now)."""
+        users = {name: self._uses(name) for name, scenario in self.scenarios.items() if any(entry.use for entry in scenario.entries)}
+        depth: dict[str, int] = {}
+        for root in users:
+            walk = [root]
+            while walk:
+                name = walk[-1]
+                waiting = [used for used in users.get(name, ()) if used in users and used not in depth]
+                if waiting:
+                    walk.extend(waiting)
+                    continue
+                walk.pop()
+                depth[name] = 1 + max((depth.get(used, 0) for used in users.get(name, ())), default=0)
+        return [Problem(self.scenarios[name].source, self.scenarios[name].line,
+                        f"use: a chain of {chain} uses, one scenario using the next, starts here; at most {MAX_USE_CHAIN} may")
+                for name, chain in depth.items() if chain > MAX_USE_CHAIN]
 
     def _uses(self, name: str) -> list[str]:
         return [entry.use for entry in self.scenarios[name].entries if entry.use in self.scenarios]

@@ -16,6 +16,7 @@ import sys
 import aiohttp
 import pytest
 
+from fakehop.library import MAX_USE_CHAIN
 from fakehop.stored import StoredResponses
 
 from soak.hostile import HealthProber
@@ -75,6 +76,23 @@ async def test_a_use_that_closes_a_loop_is_still_refused_naming_each_use_of_the_
                                                             "2: use: 'ring-b' leads back to 'ring-a', a loop"))
         status, body = await add_scenario(client, server.url, "ring", "name: itself\nsequence: [{use: itself}]\n")
         assert (status, body["problems"]) == (400, problems("2: use: 'itself' leads back to 'itself', a loop"))
+
+
+async def test_a_chain_of_a_hundred_uses_plays_and_one_more_is_refused(server):
+    async with aiohttp.ClientSession(timeout=ANSWER_TIMEOUT) as client:
+        assert (await add_scenario(client, server.url, "chain", "name: link0\nsteps: [{text: end of the chain}]\n"))[0] == 201
+        for level in range(1, MAX_USE_CHAIN + 1):
+            text = f"name: link{level}\nsequence: [{{use: link{level - 1}}}]\n"
+            assert (await add_scenario(client, server.url, "chain", text))[0] == 201
+        body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+        headers = {"X-Fakehop-Session": "chain", "X-Fakehop-Scenario": f"link{MAX_USE_CHAIN}"}
+        async with client.post(f"{server.url}/v1/chat/completions", json=body, headers=headers) as response:
+            assert response.status == 200
+            assert (await response.json())["choices"][0]["message"]["content"] == "end of the chain"
+        text = f"name: link{MAX_USE_CHAIN + 1}\nsequence: [{{use: link{MAX_USE_CHAIN}}}]\n"
+        status, body = await add_scenario(client, server.url, "chain", text)
+        assert (status, body["problems"]) == (400, problems(f"1: use: a chain of {MAX_USE_CHAIN + 1} uses, one scenario using the"
+                                                            f" next, starts here; at most {MAX_USE_CHAIN} may"))
 
 
 async def test_a_use_of_a_missing_scenario_is_still_refused(server):
