@@ -26,6 +26,8 @@ from typing import Callable, Iterator
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
+from .appkeys import STREAM_HEADERS
+from .control import ROUTES, control_call, error_response, gateway_of, refused_host, refused_origin, refused_without_token
 from .intake import request_id_for, stamp_request_id
 from .journal import IN_PROGRESS, Journal, Record
 from .protocols.common import event_frame
@@ -234,15 +236,11 @@ def push_for(app: web.Application, journal: Journal, first_shown: Callable[[], i
 
 def greeting() -> bytes:
     """What a console is sent first: the columns of its rows, and the calls this server has."""
-    from .control import ROUTES
-
     return event_frame("hello", {"version": __version__, "columns": COLUMNS, "calls": ROUTES, "flush_interval": FLUSH_INTERVAL})
 
 
 async def events(request: web.Request) -> web.StreamResponse:
     """The push: a greeting, a snapshot of the newest records, then rows as they change."""
-    from .server import STREAM_HEADERS
-
     push = request.config_dict[PUSH_KEY]
     response = web.StreamResponse(headers=STREAM_HEADERS)
     stamp_request_id(response, request_id_for(request))
@@ -268,14 +266,10 @@ def asset_response(name: str) -> web.Response:
 
 async def page(request: web.Request) -> web.Response:
     """The console's page: answered without the admin token, since it holds no data."""
-    from .control import refused_host
-
     return refused_host(request) or asset_response("index.html")
 
 
 async def page_file(request: web.Request) -> web.Response:
-    from .control import error_response, refused_host
-
     name = request.match_info["name"]
     if name not in ASSET_TYPES:
         return error_response(404, f"the console has no file {name[:80]!r}; its page is {PAGE_PATH}")
@@ -286,8 +280,6 @@ async def token_state(request: web.Request) -> web.Response:
     """`GET /ui/token`: whether this server needs the admin token, and whether the request sent
     it. Answered without the token (a wrong one is told by a 401 to any call as well), so that
     the page knows before its first call whether to ask for it, and no call of its is refused."""
-    from .control import gateway_of, refused_host, refused_origin, refused_without_token
-
     refused = refused_host(request) or refused_origin(request)
     if refused is not None:
         return refused
@@ -297,8 +289,6 @@ async def token_state(request: web.Request) -> web.Response:
 
 async def to_the_page(request: web.Request) -> web.Response:
     """`GET /`, which no protocol serves: to the console."""
-    from .control import refused_host
-
     refused = refused_host(request)
     if refused is not None:
         return refused
@@ -306,8 +296,6 @@ async def to_the_page(request: web.Request) -> web.Response:
 
 
 def add_routes(control_app: web.Application) -> None:
-    from .control import control_call
-
     control_app.router.add_get("/ui", page)
     control_app.router.add_get("/ui/token", token_state)  # before the files' route, which would take it
     control_app.router.add_get("/ui/{name}", page_file)

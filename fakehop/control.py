@@ -18,18 +18,18 @@ from typing import Any
 from aiohttp import web
 
 from . import CONTROL_PREFIX, __version__
+from .appkeys import GATEWAY_KEY, allowed_methods
 from .intake import FAKEHOP_HEADERS, bearer_token, loads, read_body, request_id_for, stamp_request_id, unknown_fakehop_header, unknown_header_message
 from .library import UnknownScenario, is_bundled
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from .protocols.common import BadRequest
-from .scenario import MAX_FILE_BYTES, Scenario, ScenarioError, parse_document, parse_text, scenario_json
+from .scenario import MAX_FILE_BYTES, SCENARIOS_SOURCE, Scenario, ScenarioError, free_inline_name, parse_document, parse_text, scenario_json
 from .sessions import SESSION_HEADER, BadSessionName, Session, checked_name
-from .yamlsource import LineDict, LineList
+from .yamlsource import with_lines
 
 log = logging.getLogger("fakehop")
 
 PREFIX = CONTROL_PREFIX
-SCENARIOS_SOURCE = f"<POST {PREFIX}/scenarios>"
 QUEUE_SOURCE = f"<POST {PREFIX}/queue>"
 DEFAULT_SOURCE = f"<PUT {PREFIX}/default>"
 MAX_TIMES = 10_000
@@ -60,8 +60,6 @@ class ControlError(Exception):
 
 
 def gateway_of(request: web.Request):
-    from .server import GATEWAY_KEY
-
     return request.config_dict[GATEWAY_KEY]
 
 
@@ -191,8 +189,6 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
 
 async def unknown_call(request: web.Request) -> web.Response:
     """What no control route takes: a 404 naming the calls, or a 405 on a path that takes other methods."""
-    from .server import allowed_methods
-
     allowed = allowed_methods(request.app, request.path)
     if allowed:
         return web.json_response({"error": f"{request.method} is not allowed on {request.path}"}, status=405, headers={"Allow": ",".join(allowed)})
@@ -239,15 +235,6 @@ def times_of(body: dict) -> int:
     return times
 
 
-def with_lines(value: Any) -> Any:
-    """JSON values as the loader's LineDict/LineList (with no line numbers), for parse_document."""
-    if isinstance(value, dict):
-        return LineDict({key: with_lines(item) for key, item in value.items()})
-    if isinstance(value, list):
-        return LineList(with_lines(item) for item in value)
-    return value
-
-
 def scenario_problems(exc: ScenarioError) -> ControlError:
     count = len(exc.problems)
     return ControlError(f"{count} problem{'s' if count != 1 else ''} in the scenario; nothing was changed",
@@ -266,14 +253,6 @@ def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> 
         session.add(scenario)
     except ScenarioError as exc:
         raise scenario_problems(exc) from None
-
-
-def free_inline_name(names) -> str:
-    """The first of inline-1, inline-2, ... that is not in `names`."""
-    number = 1
-    while f"inline-{number}" in names:
-        number += 1
-    return f"inline-{number}"
 
 
 async def off_the_loop(parse, *args) -> Scenario:

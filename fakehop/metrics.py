@@ -18,6 +18,7 @@ from typing import Iterator
 
 from aiohttp import web
 
+from .control import control_call
 from .journal import IN_PROGRESS, Journal, Record
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -203,6 +204,4 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def add_routes(control_app: web.Application) -> None:
-    from .control import control_call
-
     control_app.router.add_get("/metrics", control_call(metrics))

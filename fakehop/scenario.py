@@ -17,13 +17,14 @@ from typing import Any, Iterable, Union
 
 import re2
 
-from . import textgen, yamlsource
+from . import CONTROL_PREFIX, textgen, yamlsource
 from .hints import did_you_mean
 from .yamlsource import LineDict, LineList
 
 MAX_FILE_BYTES = 1_000_000
 MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of one scenario, faker text included
 MAX_DURATION = 86_400.0
+SCENARIOS_SOURCE = f"<POST {CONTROL_PREFIX}/scenarios>"  # the source of a scenario sent to the control API
 PROTOCOL_NAMES = ("chat", "responses", "messages")
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequence")
 FAIL_KINDS = ("rate_limit", "server_error", "invalid_prompt", "overloaded", "interrupted")
@@ -1201,6 +1202,14 @@ def load_file(path: Path) -> Scenario:
 
 def scenario_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file())
+
+
+def free_inline_name(names) -> str:
+    """The first of inline-1, inline-2, ... that is not in `names`."""
+    number = 1
+    while f"inline-{number}" in names:
+        number += 1
+    return f"inline-{number}"
 
 
 def scenario_json(scenario: Scenario) -> dict:

@@ -13,6 +13,7 @@ from aiohttp import web
 from . import CONTROL_PREFIX
 from . import journal as jr
 from . import player, prerender
+from .appkeys import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
 from .intake import (LARGE_BODY_BYTES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, HeldBodies, bearer_token,
                      in_body_thread, json_body, read_body, request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
 from .hints import base_url_hint
@@ -31,8 +32,6 @@ log = logging.getLogger("fakehop")
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
 MODELS_PATH = "/v1/models"
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
-GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
-STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # Bytes a stream writes in a row with no pause before it lets other clients have the loop: a
 # write that does not fill the socket's buffer does not wait, so a fast reader would otherwise
 # have the loop to itself for as long as the answer lasts.
@@ -370,12 +369,6 @@ def is_anthropic_client(request: web.Request) -> bool:
 def wrong_base_url(request: web.Request) -> str:
     """What a 404's path says of the client's base URL (see hints.base_url_hint)."""
     return base_url_hint(request.path, f"{request.scheme}://{request.host}", (*BY_PATH, MODELS_PATH), is_anthropic_client(request))
-
-
-def allowed_methods(app: web.Application, path: str) -> list[str]:
-    """The methods the routes of `path` take; none for a path with no route but the catch-all ones."""
-    return sorted({route.method for resource in app.router.resources() if resource.get_info().get("path") == path
-                   for route in resource if route.method != "*"})
 
 
 async def unrouted(request: web.Request) -> web.Response:

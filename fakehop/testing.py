@@ -22,15 +22,16 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from . import journal as jr
-from .control import SCENARIOS_SOURCE, free_inline_name, with_lines
+from .appkeys import GATEWAY_KEY
 from .library import DEFAULT_SCENARIO, Library, UnknownScenario
 from .player import parse_time_scale, time_scale_from_env
 from .remote import ControlClient, ControlFailed
-from .scenario import Problem, Scenario, ScenarioError, parse_document
-from .server import GATEWAY_KEY, Gateway, create_app
+from .scenario import SCENARIOS_SOURCE, Problem, Scenario, ScenarioError, free_inline_name, parse_document
+from .server import Gateway, create_app
 from .sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
 from .thread_server import ThreadServer
 from .verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
+from .yamlsource import with_lines
 
 ScenarioSpec = Union[str, Mapping[str, Any]]
 FAKE_API_KEY = "sk-fakehop"

@@ -133,6 +133,15 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 _Loader.add_multi_constructor("", _refuse_tag)
 
 
+def with_lines(value):
+    """JSON values as the loader's LineDict/LineList (with no line numbers), for parse_document."""
+    if isinstance(value, dict):
+        return LineDict({key: with_lines(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return LineList(with_lines(item) for item in value)
+    return value
+
+
 def load(text: str):
     """Parse one YAML document into LineDict/LineList/scalars, or raise YamlProblem."""
     try:

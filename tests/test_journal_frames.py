@@ -55,7 +55,7 @@ HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "
 
 
 def add(gateway, mapping: dict) -> None:
-    from fakehop.control import with_lines
+    from fakehop.yamlsource import with_lines
     from fakehop.scenario import parse_document
 
     gateway.global_session.add(parse_document(with_lines(mapping), "test", None))

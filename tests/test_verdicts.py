@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from fakehop import journal as jr
-from fakehop.control import with_lines
+from fakehop.yamlsource import with_lines
 from fakehop.scenario import parse_document
 from fakehop.testing import Fakehop, make_app
 from fakehop.verdicts import RETRY_COUNT_HEADER, RULES, Settings
