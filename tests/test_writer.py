@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from fakehop import player
-from fakehop.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
-from fakehop.capture.facts import Block, Piece, Request
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.record.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
+from fakehop.record.capture.facts import Block, Piece, Request
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.render import render
-from fakehop.scenario import parse_text
-from fakehop.writer import Origin, Yaml, file_stem, scenario_text, write_new
+from fakehop.server.render import render
+from fakehop.scenario.reader import parse_text
+from fakehop.record.writer import Origin, Yaml, file_stem, scenario_text, write_new
 
 from .fidelity_scenarios import with_fidelity
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
-from .. import player as p
+from ..play import player as p
 from .common import (
     EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
@@ -60,7 +60,7 @@ from .common import (
     tool_names,
     typed_fields,
 )
-from ..player import PlayRequest, estimate_tokens
+from ..play.player import PlayRequest, estimate_tokens
 
 NAME = "responses"
 PATH = "/v1/responses"
