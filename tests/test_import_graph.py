@@ -130,3 +130,18 @@ def test_importing_fakehop_imports_none_of_its_modules():
     shown = "import sys, fakehop; print(sorted(name for name in sys.modules if name.startswith('fakehop.')))"
     result = subprocess.run([sys.executable, "-c", shown], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]", f"import fakehop loads {result.stdout.strip()}"
+
+
+# The data flow, lowest first: a module imports only from its own room or one listed before it.
+LAYERS = ("fakehop", "fakehop.style", "fakehop.scenario", "fakehop.play", "fakehop.protocols", "fakehop.state",
+          "fakehop.verdicts", "fakehop.server", "fakehop.record", "fakehop.testing", "fakehop.cli", "fakehop.__main__")
+
+
+def layer_of(module: str) -> int:
+    return max(index for index, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + "."))
+
+
+def test_imports_point_down_the_data_flow():
+    upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items() for target in targets
+                    if layer_of(target) > layer_of(module))
+    assert upward == []
