@@ -23,7 +23,7 @@ _PUBLIC = {
     "Gateway": "fakehop.server.gateway",
     "create_app": "fakehop.server.app",
     "Library": "fakehop.scenario.library",
-    "Scenario": "fakehop.scenario.reader",
+    "Scenario": "fakehop.scenario.model",
     "ScenarioError": "fakehop.scenario.reader",
     "load_file": "fakehop.scenario.reader",
     "parse_text": "fakehop.scenario.reader",
@@ -37,7 +37,8 @@ __all__ = ["CONTROL_PREFIX", "__version__", *_PUBLIC]
 if TYPE_CHECKING:
     from fakehop.scenario.library import Library
     from fakehop.testing.remote import ControlClient, ControlFailed
-    from fakehop.scenario.reader import Scenario, ScenarioError, load_file, parse_text
+    from fakehop.scenario.model import Scenario
+    from fakehop.scenario.reader import ScenarioError, load_file, parse_text
     from fakehop.server.gateway import Gateway
     from fakehop.server.app import create_app
     from fakehop.testing.fixture import Fakehop, RecordedRequest, make_app

@@ -20,7 +20,7 @@ from .play import player
 from .state.journal import Record
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest, content_text
-from .scenario.reader import Script
+from .scenario.model import Script
 from .style import Tint, plain
 
 ScriptOf = Callable[[Record], Script | None]  # the script a record's answer played, when still known

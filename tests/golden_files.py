@@ -18,7 +18,7 @@ from fakehop.play import player
 from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.server.render import render
-from fakehop.scenario.reader import Raw
+from fakehop.scenario.model import Raw
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

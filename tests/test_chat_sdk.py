@@ -36,7 +36,7 @@ def scenario(name: str) -> dict:
 
 def expected_answer(library, name: str) -> tuple[str, list[tuple[str, dict]]]:
     """The text and tool calls (name, parsed arguments) a scenario's steps spell out."""
-    from fakehop.scenario.reader import Output, ToolCall
+    from fakehop.scenario.model import Output, ToolCall
 
     script = library[name].entries[0].script
     text = "".join("".join(s.deltas) for s in script.steps if isinstance(s, Output) and s.kind == "text")

@@ -145,3 +145,11 @@ def test_imports_point_down_the_data_flow():
     upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items() for target in targets
                     if layer_of(target) > layer_of(module))
     assert upward == []
+
+
+def test_the_player_and_the_encoders_need_neither_yaml_nor_re2():
+    """They read the scenario's immutable model; only the reader parses YAML and compiles RE2 patterns."""
+    shown = ("import sys, fakehop.play.player, fakehop.protocols; "
+             "print(sorted(name for name in ('yaml', 're2', 'fakehop.scenario.reader') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", shown], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"

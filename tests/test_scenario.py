@@ -12,10 +12,8 @@ from multidict import CIMultiDict
 from fakehop.scenario import quoting
 from fakehop.scenario.library import Library, SequenceCounters, resolve
 from fakehop.protocols import chat
-from fakehop.scenario.reader import (
-    MAX_TEXT_CHARS, Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, ScenarioError, Stall, ToolCall, load_file,
-    parse_duration, parse_text, split_deltas,
-)
+from fakehop.scenario.reader import MAX_TEXT_CHARS, ScenarioError, load_file, parse_duration, parse_text, split_deltas
+from fakehop.scenario.model import Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, Stall, ToolCall
 
 
 def parse(text: str, name: str = "t"):

@@ -10,7 +10,8 @@ import tracemalloc
 import aiohttp
 import pytest
 
-from fakehop.scenario.reader import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, ScenarioError, parse_text
+from fakehop.scenario.model import MATCH_PREFIX_CHARS
+from fakehop.scenario.reader import MAX_TEXT_CHARS, ScenarioError, parse_text
 from fakehop.scenario.yamlsource import MAX_EXPANDED_SIZE
 
 MEMORY_BOUND = 64 * 2**20

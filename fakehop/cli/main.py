@@ -24,7 +24,8 @@ from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from ..protocols import PROTOCOLS
 from ..protocols.common import BadRequest
-from ..scenario.reader import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_file, parse_duration, scenario_files
+from ..scenario.reader import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration, scenario_files
+from ..scenario.model import Scenario
 from ..server.addresses import is_all_interfaces, is_loopback
 from ..testing.remote import ControlClient, ControlFailed, default_admin_token, default_url
 from ..play.player import parse_time_scale, time_scale_from_env

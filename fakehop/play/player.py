@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Iterator, NamedTuple, Protocol, Union
 
-from ..scenario import reader as sc
+from ..scenario import model as sc
 
 CHARS_PER_TOKEN = 4
 MAX_BATCH = 256

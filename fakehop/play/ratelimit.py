@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 
 from .player import PlayRequest
-from ..scenario.reader import RateLimit, Script
+from ..scenario.model import RateLimit, Script
 
 
 class Window:

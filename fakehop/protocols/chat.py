@@ -43,7 +43,7 @@ from .common import (
     typed_fields,
 )
 from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.reader import FINISH_REASONS
+from ..scenario.model import FINISH_REASONS
 
 NAME = "chat"
 PATH = "/v1/chat/completions"

@@ -21,7 +21,8 @@ from typing import Iterable, Iterator
 
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, ErrorDetails, Piece, RawFrame, Request
 from ..play.player import FAIL_MESSAGES, estimate_tokens
-from ..scenario.reader import DEFAULT_KEEPALIVE, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
+from ..scenario.model import DEFAULT_KEEPALIVE
+from ..scenario.reader import MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")

@@ -9,7 +9,8 @@ from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from . import quoting
 from .hints import did_you_mean
-from .reader import Problem, Scenario, ScenarioError, Script, load_file, scenario_files
+from .reader import Problem, ScenarioError, load_file, scenario_files
+from .model import Scenario, Script
 
 
 DEFAULT_SCENARIO = "hello"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .reader import MAX_TEXT_CHARS, Output, Quote, QuoteRef, Script, split_deltas
+from .reader import MAX_TEXT_CHARS, split_deltas
+from .model import Output, Quote, QuoteRef, Script
 
 
 def filled(script: Script, request) -> Script:

@@ -7,7 +7,8 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .reader import FAIL_KINDS, FINISH_REASONS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
+from .reader import FAIL_KINDS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
+from .model import FINISH_REASONS
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"

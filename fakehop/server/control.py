@@ -23,7 +23,8 @@ from .intake import FAKEHOP_HEADERS, bearer_token, loads, read_body, request_id_
 from ..scenario.library import UnknownScenario, is_bundled
 from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from ..protocols.common import BadRequest
-from ..scenario.reader import MAX_FILE_BYTES, SCENARIOS_SOURCE, Scenario, ScenarioError, free_inline_name, parse_document, parse_text, scenario_json
+from ..scenario.reader import MAX_FILE_BYTES, SCENARIOS_SOURCE, ScenarioError, free_inline_name, parse_document, parse_text, scenario_json
+from ..scenario.model import Scenario
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from ..scenario.yamlsource import with_lines
 

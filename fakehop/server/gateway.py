@@ -22,7 +22,7 @@ from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
-from ..scenario.reader import Script
+from ..scenario.model import Script
 from ..state.sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
                        Session, Sessions, Start, Unmatched, checked_name, session_named_by)
 from ..state.stored import StoredResponses

@@ -26,7 +26,7 @@ from json.encoder import encode_basestring
 from ..play import player
 from ..state.journal import sse_events
 from ..protocols.common import Meta, ParsedRequest
-from ..scenario.reader import Script
+from ..scenario.model import Script
 
 # A write as the server sends it: when it is due (seconds from the stream's start), its bytes,
 # the SSE events in them (journal.sse_events) and the last happening in it.

@@ -10,7 +10,7 @@ from ..play import player
 from ..scenario.library import Library, resolve
 from ..protocols import PROTOCOLS
 from ..protocols.common import Meta, ParsedRequest, default_message, dumps
-from ..scenario.reader import HttpError
+from ..scenario.model import HttpError
 
 FIXED_CREATED = 1_700_000_000
 

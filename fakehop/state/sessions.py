@@ -21,7 +21,8 @@ from . import journal as jr
 from ..scenario.library import Library, Pinned, SequenceCounters, UnknownScenario
 from ..protocols.common import ParsedRequest
 from ..play.ratelimit import RateLimits
-from ..scenario.reader import NAME_PATTERN, Scenario, Script
+from ..scenario.reader import NAME_PATTERN
+from ..scenario.model import Scenario, Script
 
 SESSION_HEADER = "X-Fakehop-Session"
 SCENARIO_HEADER = "X-Fakehop-Scenario"

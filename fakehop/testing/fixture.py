@@ -26,7 +26,8 @@ from ..server.shared import GATEWAY_KEY
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..play.player import parse_time_scale, time_scale_from_env
 from .remote import ControlClient, ControlFailed
-from ..scenario.reader import SCENARIOS_SOURCE, Problem, Scenario, ScenarioError, free_inline_name, parse_document
+from ..scenario.reader import SCENARIOS_SOURCE, Problem, ScenarioError, free_inline_name, parse_document
+from ..scenario.model import Scenario
 from ..server.gateway import Gateway
 from ..server.app import create_app
 from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...play.player import FAIL_MESSAGES
 from ...protocols.common import OPENAI_FAIL
-from ...scenario.reader import FINISH_REASONS, Usage
+from ...scenario.model import FINISH_REASONS, Usage
 from .sse import Frame
 
 # How an answer ended (Captured.ending).
