@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, ErrorDetails, Piece, RawFrame, Request
+from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
 from ..play.player import FAIL_MESSAGES, estimate_tokens
 from ..scenario.model import DEFAULT_KEEPALIVE
 from ..scenario.reader import MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
@@ -77,7 +77,7 @@ class Yaml:
             text = text.replace(secret, REDACTED)
         return text
 
-    def scrub_block(self, block: Block) -> Block:
+    def scrub_block(self, block: CapturedBlock) -> CapturedBlock:
         """`block` with a secret that spans pieces taken out too: the pieces it touches become
         one, at the time of the first (and a part that began inside it begins with that one)."""
         joined = block.text()
@@ -187,7 +187,7 @@ class Steps:
         self.lines.append(f"  - delay: {duration(written)}{why}")
         self.played += written
 
-    def part(self, part: Block | RawFrame) -> None:
+    def part(self, part: CapturedBlock | RawFrame) -> None:
         if isinstance(part, RawFrame):
             self.wait_until(part.at)
             self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
@@ -201,13 +201,13 @@ class Steps:
             for number, run in enumerate(self.runs(part)):
                 self.output(part, run, signed=number == 0)
 
-    def targets(self, block: Block) -> list[float]:
+    def targets(self, block: CapturedBlock) -> list[float]:
         """When each piece of `block` should play; the replay has waited for the first."""
         first = block.pieces[0].at if block.pieces else block.at
         self.wait_until(first, "  # before the first token" if not self.lines else "")
         return [self.target] + [self.advance(piece.at) for piece in block.pieces[1:]]
 
-    def runs(self, block: Block) -> Iterator[Run]:
+    def runs(self, block: CapturedBlock) -> Iterator[Run]:
         """The block's pieces in runs, each as long as its pieces keep to one interval; the
         delay before each run after the first is laid out once the one before it is. A run
         that begins inside a summary part ends where the next part begins: only a run that
@@ -232,7 +232,7 @@ class Steps:
             yield Run(texts[start:end], interval, start)
             start = end
 
-    def output(self, block: Block, run: Run, signed: bool) -> None:
+    def output(self, block: CapturedBlock, run: Run, signed: bool) -> None:
         parts = [start - run.first for start in block.part_starts if run.first <= start < run.first + len(run.pieces)]
         if parts:  # the run begins a summary part after the first, or holds the start of one
             self.parts(run, ([0] if parts[0] else []) + parts)
@@ -272,7 +272,7 @@ class Steps:
         if run.interval and len(run.pieces) > 1:
             self.lines.append(f"    interval: {duration(run.interval)}")
 
-    def tool_call(self, block: Block) -> None:
+    def tool_call(self, block: CapturedBlock) -> None:
         """A tool call is one step: its pieces spaced by their mean gap."""
         targets = self.targets(block)
         gaps = [later - earlier for earlier, later in zip(targets, targets[1:])]
@@ -357,7 +357,7 @@ def scenario_text(captured: Captured, request: Request | None, origin: Origin, m
     lines.extend(setting_lines(captured, yaml))
     steps = Steps(yaml, min_gap if origin.timed else float("inf"))
     for part in captured.parts:
-        steps.part(yaml.scrub_block(part) if isinstance(part, Block) else part)
+        steps.part(yaml.scrub_block(part) if isinstance(part, CapturedBlock) else part)
     steps.ending(captured)
     if not steps.lines:
         steps.lines.append('  - text: ""')

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from .. import CONTROL_PREFIX, __version__
 from .shared import STREAM_HEADERS
-from .control import ROUTES, control_call, error_response, gateway_of, refused_host, refused_origin, refused_without_token
+from .control import ROUTES, control_call, gateway_of, json_error, refused_host, refused_origin, refused_without_token
 from .intake import request_id_for, stamp_request_id
 from ..state.journal import IN_PROGRESS, Journal, Record
 from ..protocols.common import event_frame
@@ -272,7 +272,7 @@ async def page(request: web.Request) -> web.Response:
 async def page_file(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name not in ASSET_TYPES:
-        return error_response(404, f"the console has no file {name[:80]!r}; its page is {PAGE_PATH}")
+        return json_error(404, f"the console has no file {name[:80]!r}; its page is {PAGE_PATH}")
     return refused_host(request) or asset_response(name)
 
 

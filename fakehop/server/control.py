@@ -92,7 +92,7 @@ def parameters_taken(parameters: tuple[str, ...]) -> str:
     return f"the parameters are {', '.join(parameters[:-1])} and {parameters[-1]}"
 
 
-def error_response(status: int, message: str, **details: Any) -> web.Response:
+def json_error(status: int, message: str, **details: Any) -> web.Response:
     return web.json_response({"error": message, **details}, status=status)
 
 
@@ -126,7 +126,7 @@ def refused_host(request: web.Request) -> web.Response | None:
     """The 403 for a Host that is not this server's (a page on a name rebound to it), or None."""
     host = request.headers.get("Host")
     if request.config_dict[HOSTS_KEY].refuses(host):
-        return error_response(403, refused_host_message(host))
+        return json_error(403, refused_host_message(host))
     return None
 
 
@@ -134,7 +134,7 @@ def refused_origin(request: web.Request) -> web.Response | None:
     origin = foreign_origin(request)
     if origin is None:
         return None
-    return error_response(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
+    return json_error(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
                                "call it from the command line, a test or the server's own pages")
 
 
@@ -155,14 +155,14 @@ def refused_header(request: web.Request) -> web.Response | None:
     unknown = unknown_fakehop_header(request.headers)
     if unknown is None:
         return None
-    return error_response(400, unknown_header_message(unknown), known=list(FAKEHOP_HEADERS))
+    return json_error(400, unknown_header_message(unknown), known=list(FAKEHOP_HEADERS))
 
 
 def refused_body_type(request: web.Request) -> web.Response | None:
     """The 415 for a body that is neither JSON nor YAML by its Content-Type."""
     if not request.body_exists or is_json(request.content_type) or is_yaml(request.content_type):
         return None
-    return error_response(415, f"a body must come as application/json or application/yaml, not {request.content_type}; "
+    return json_error(415, f"a body must come as application/json or application/yaml, not {request.content_type}; "
                                "with curl: -H 'Content-Type: application/json'")
 
 
@@ -178,14 +178,14 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ControlError as exc:
-        return error_response(exc.status, exc.message, **exc.details)
+        return json_error(exc.status, exc.message, **exc.details)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, exc.reason)
+        return json_error(exc.status, exc.reason)
     except Exception:
         log.exception("control call %s %s failed", request.method, request.path)
-        return error_response(500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details")
+        return json_error(500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details")
 
 
 async def unknown_call(request: web.Request) -> web.Response:
@@ -193,7 +193,7 @@ async def unknown_call(request: web.Request) -> web.Response:
     allowed = allowed_methods(request.app, request.path)
     if allowed:
         return web.json_response({"error": f"{request.method} is not allowed on {request.path}"}, status=405, headers={"Allow": ",".join(allowed)})
-    return error_response(404, f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}")
+    return json_error(404, f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}")
 
 
 # ---------------------------------------------------------------- reading requests

@@ -24,7 +24,7 @@ from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
 from ..scenario.model import Script
 from ..state.sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
-                       Session, Sessions, Start, Unmatched, checked_name, session_named_by)
+                       Session, Sessions, SessionStart, Unmatched, checked_name, session_named_by)
 from ..state.stored import StoredResponses
 
 log = logging.getLogger("fakehop")
@@ -63,7 +63,7 @@ class Gateway:
     max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
 
     def __post_init__(self) -> None:
-        start = Start(self.library, self.default, self.time_scale, self.strict)
+        start = SessionStart(self.library, self.default, self.time_scale, self.strict)
         self.global_session = Session(None, start, self.journal)
         self.global_session.check_name(self.default)
         self.sessions = Sessions(start, self.journal, self.max_sessions, self.session_idle)

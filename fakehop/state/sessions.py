@@ -93,7 +93,7 @@ def session_in_key(key: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Start:
+class SessionStart:
     """What every session starts from, and goes back to when it is reset: the server's settings."""
 
     library: Library
@@ -105,7 +105,7 @@ class Start:
 class Session:
     """One session's state. It belongs to the server's event loop: change it only there."""
 
-    def __init__(self, name: str | None, start: Start, journal: jr.Journal, first_seq: int | None = None):
+    def __init__(self, name: str | None, start: SessionStart, journal: jr.Journal, first_seq: int | None = None):
         """`first_seq`: the journal's first record that may be this session's; by default the next one."""
         self.name = name  # None for the global session
         self.start = start
@@ -191,7 +191,7 @@ class Sessions:
     """The named sessions, made on first use. One idle for `idle_timeout` seconds is dropped,
     and when a new one would make more than `limit`, the one idle longest goes first."""
 
-    def __init__(self, start: Start, journal: jr.Journal, limit: int = DEFAULT_MAX_SESSIONS, idle_timeout: float = DEFAULT_SESSION_IDLE):
+    def __init__(self, start: SessionStart, journal: jr.Journal, limit: int = DEFAULT_MAX_SESSIONS, idle_timeout: float = DEFAULT_SESSION_IDLE):
         self.start = start
         self.journal = journal
         self.limit = limit

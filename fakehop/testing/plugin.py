@@ -31,7 +31,7 @@ MAX_SESSION_NAME = 128  # as session names are checked
 
 
 @dataclass(frozen=True)
-class Settings:
+class PluginSettings:
     scenario_dirs: tuple[Path, ...]
     time_scale: float | None  # None: in process 1, with a URL the server's own
     verdicts: str  # one of VERDICT_LEVELS
@@ -40,7 +40,7 @@ class Settings:
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
 
 
-SETTINGS = pytest.StashKey[Settings]()
+SETTINGS = pytest.StashKey[PluginSettings]()
 HANDLE = pytest.StashKey[Any]()  # the test's Fakehop, for its failure report
 CALL_FAILED = pytest.StashKey[bool]()  # the test itself failed: its report has the findings, teardown adds no failure
 
@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = read_settings(config)
 
 
-def read_settings(config: pytest.Config) -> Settings:
+def read_settings(config: pytest.Config) -> PluginSettings:
     directories = [config.rootpath / d for d in config.getini("fakehop_scenarios")]
     directories += [config.invocation_params.dir / d for d in config.getoption("fakehop_scenarios")]
     from ..play.player import time_scale_from_env
@@ -97,7 +97,7 @@ def read_settings(config: pytest.Config) -> Settings:
     if strict_text not in STRICT_WORDS:
         raise pytest.UsageError(f"fakehop_strict: expected true or false, got {strict_text!r}")
     lenient = config.getoption("fakehop_lenient_conversations") or config.getini("fakehop_lenient_conversations")
-    return Settings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient))
+    return PluginSettings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient))
 
 
 STRICT_WORDS = {"": None, "true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}

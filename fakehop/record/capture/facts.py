@@ -51,7 +51,7 @@ class Piece:
 
 
 @dataclass(slots=True)
-class Block:
+class CapturedBlock:
     """One output block: text, a refusal, reasoning, redacted thinking or one tool call, with
     its pieces as they streamed. Reasoning that came in several summary parts says where each
     part after the first begins, as the index of its first piece."""
@@ -90,7 +90,7 @@ class ErrorDetails:
 
 
 @dataclass(frozen=True, slots=True)
-class Failure:
+class CapturedFailure:
     kind: str  # a scenario fail kind
     message: str
     details: ErrorDetails = ErrorDetails()
@@ -111,7 +111,7 @@ class Captured:
     protocol: str
     streamed: bool
     model: str | None = None
-    parts: list[Block | RawFrame] = field(default_factory=list)
+    parts: list[CapturedBlock | RawFrame] = field(default_factory=list)
     usage: Usage | None = None
     usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
     finish: str | None = None  # a scenario finish reason, when the answer said one
@@ -119,7 +119,7 @@ class Captured:
     answer_id: str | None = None  # Responses: the response's id, which a later request's previous_response_id names
     ending: str | None = None  # FINISHED, FAILED, CUT, LEFT or HTTP_ERROR; None until the answer ends
     ended_at: float | None = None
-    failure: Failure | None = None
+    failure: CapturedFailure | None = None
     http_error: HttpError | None = None
     status: int = 200
     events: int = 0  # SSE events (comments not counted)
@@ -134,8 +134,8 @@ class Captured:
         if text not in self.notes:
             self.notes.append(text)
 
-    def blocks(self) -> list[Block]:
-        return [part for part in self.parts if isinstance(part, Block)]
+    def blocks(self) -> list[CapturedBlock]:
+        return [part for part in self.parts if isinstance(part, CapturedBlock)]
 
 
 def clean(text: Any) -> str:
@@ -211,7 +211,7 @@ class Reader:
 
     def __init__(self, streamed: bool = True):
         self.captured = Captured(self.NAME, streamed)
-        self.open: dict[Any, Block] = {}  # blocks by the protocol's key for them
+        self.open: dict[Any, CapturedBlock] = {}  # blocks by the protocol's key for them
         self.last_frame_at: float | None = None
 
     # -------------------------------------------- frames
@@ -254,12 +254,12 @@ class Reader:
 
     # -------------------------------------------- what readers note
 
-    def piece(self, key: Any, kind: str, text: Any, at: float | None, part: Any = None, **facts: Any) -> Block:
+    def piece(self, key: Any, kind: str, text: Any, at: float | None, part: Any = None, **facts: Any) -> CapturedBlock:
         """`text` onto the block `key` names, opened (with `facts`) if it is new; `part` is the
         protocol's key of the summary part it belongs to, where a block has several."""
         block = self.open.get(key)
         if block is None:
-            block = self.open[key] = Block(kind, at, **facts)
+            block = self.open[key] = CapturedBlock(kind, at, **facts)
             self.captured.parts.append(block)
         text = clean(text)
         if text:
@@ -305,7 +305,7 @@ class Reader:
         message = clean(error.get("message"))
         kind = self.fail_kind(error, message)
         details = error_details(error, self.fail_defaults(kind), f"the {kind} kind's", self.captured.left_out)
-        self.captured.failure = Failure(kind, message or FAIL_MESSAGES[kind], details, error_event)
+        self.captured.failure = CapturedFailure(kind, message or FAIL_MESSAGES[kind], details, error_event)
         self.end(FAILED, at)
 
     def fail_kind(self, error: dict, message: str) -> str:

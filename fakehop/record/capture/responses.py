@@ -15,7 +15,7 @@ from typing import Any
 
 from ...protocols.responses import INCOMPLETE_REASONS
 from ...scenario.reader import PHASES
-from .facts import FINISHED, Block, OpenAIReader, clean, detail
+from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail
 
 ITEM_KINDS = {"reasoning": "reasoning", "function_call": "tool_call"}  # and message items, whose parts are blocks
 PART_KINDS = {"output_text": "text", "refusal": "refusal"}
@@ -79,7 +79,7 @@ class ResponsesReader(OpenAIReader):
         if isinstance(response.get("id"), str):
             self.captured.answer_id = response["id"]
 
-    def item_added(self, at: float | None, event: dict) -> Block | None:
+    def item_added(self, at: float | None, event: dict) -> CapturedBlock | None:
         """A reasoning or function call item opens its block; a message item's blocks open with its content parts."""
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
         index, kind = event.get("output_index"), ITEM_KINDS.get(item.get("type"))
@@ -143,7 +143,7 @@ class ResponsesReader(OpenAIReader):
             if isinstance(part, dict) and (index, content_index) not in self.open:
                 self.part(at, index, content_index, part, part.get(PART_TEXT.get(part.get("type"), "text")))
 
-    def reasoning_done(self, at: float | None, index: Any, block: Block, item: dict) -> None:
+    def reasoning_done(self, at: float | None, index: Any, block: CapturedBlock, item: dict) -> None:
         if not block.pieces:
             for number, text in enumerate(summary_texts(item)):
                 self.piece(index, "reasoning", text, at, part=number)
