@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import h11
 
-from fakehop.cli import raise_open_file_limit
+from fakehop.cli.main import raise_open_file_limit
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 OPEN_TIMEOUT = 60.0

@@ -84,9 +84,9 @@ def summary(seconds: list[float]) -> dict:
 
 def warm_start_seconds() -> float:
     """Load the scenarios and start a server again, with every module already imported."""
-    from fakehop.library import Library
-    from fakehop.server import Gateway
-    from fakehop.thread_server import ThreadServer
+    from fakehop.scenario.library import Library
+    from fakehop.server.gateway import Gateway
+    from fakehop.testing.thread_server import ThreadServer
 
     started = time.perf_counter()
     server = ThreadServer(Gateway(Library.load()))

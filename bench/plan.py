@@ -14,10 +14,10 @@ import io
 import json
 from pathlib import Path
 
-from fakehop import cli
-from fakehop.library import Library
+from fakehop.cli import main as cli
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.render import render
+from fakehop.server.render import render
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 SCENARIOS = ("bench-long", "bench-short", "bench-paced", "bench-idle")

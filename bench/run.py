@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Iterator
 
-from fakehop.cli import raise_open_file_limit
+from fakehop.cli.main import raise_open_file_limit
 from fakehop.protocols import PROTOCOLS
 
 from . import console as bench_console

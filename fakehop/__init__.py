@@ -16,31 +16,33 @@ CONTROL_PREFIX = "/_fakehop"  # the control API lives under this path
 
 # name -> the module that defines it
 _PUBLIC = {
-    "Fakehop": "fakehop.testing",
-    "RecordedRequest": "fakehop.testing",
-    "make_app": "fakehop.testing",
-    "ThreadServer": "fakehop.thread_server",
-    "Gateway": "fakehop.server",
-    "create_app": "fakehop.server",
-    "Library": "fakehop.library",
-    "Scenario": "fakehop.scenario",
-    "ScenarioError": "fakehop.scenario",
-    "load_file": "fakehop.scenario",
-    "parse_text": "fakehop.scenario",
-    "ControlClient": "fakehop.remote",
-    "ControlFailed": "fakehop.remote",
+    "Fakehop": "fakehop.testing.fixture",
+    "RecordedRequest": "fakehop.testing.fixture",
+    "make_app": "fakehop.testing.fixture",
+    "ThreadServer": "fakehop.testing.thread_server",
+    "Gateway": "fakehop.server.gateway",
+    "create_app": "fakehop.server.app",
+    "Library": "fakehop.scenario.library",
+    "Scenario": "fakehop.scenario.model",
+    "ScenarioError": "fakehop.scenario.reader",
+    "load_file": "fakehop.scenario.reader",
+    "parse_text": "fakehop.scenario.reader",
+    "ControlClient": "fakehop.testing.remote",
+    "ControlFailed": "fakehop.testing.remote",
     "Finding": "fakehop.verdicts",
 }
 
 __all__ = ["CONTROL_PREFIX", "__version__", *_PUBLIC]
 
 if TYPE_CHECKING:
-    from fakehop.library import Library
-    from fakehop.remote import ControlClient, ControlFailed
-    from fakehop.scenario import Scenario, ScenarioError, load_file, parse_text
-    from fakehop.server import Gateway, create_app
-    from fakehop.testing import Fakehop, RecordedRequest, make_app
-    from fakehop.thread_server import ThreadServer
+    from fakehop.scenario.library import Library
+    from fakehop.testing.remote import ControlClient, ControlFailed
+    from fakehop.scenario.model import Scenario
+    from fakehop.scenario.reader import ScenarioError, load_file, parse_text
+    from fakehop.server.gateway import Gateway
+    from fakehop.server.app import create_app
+    from fakehop.testing.fixture import Fakehop, RecordedRequest, make_app
+    from fakehop.testing.thread_server import ThreadServer
     from fakehop.verdicts import Finding
 
 

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from . import journal as jr
-from . import player
-from .journal import Record
+from .state import journal as jr
+from .play import player
+from .state.journal import Record
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest, content_text
-from .scenario import Script
+from .scenario.model import Script
 from .style import Tint, plain
 
 ScriptOf = Callable[[Record], Script | None]  # the script a record's answer played, when still known
@@ -679,7 +679,7 @@ def judge(taken: Taken, settings: Settings = Settings()) -> Verdict:
 def script_finder(library) -> ScriptOf:
     """The script each record's answer played, found again by its journal label in `library`
     (None when the scenario is gone or was replaced since)."""
-    from .library import resolve
+    from .scenario.library import resolve
 
     def script_of(record: Record) -> Script | None:
         label = record.scenario or ""

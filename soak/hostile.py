@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fakehop.intake import MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_JSON_VALUES, MAX_MODEL_CHARS
+from fakehop.server.intake import MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_JSON_VALUES, MAX_MODEL_CHARS
 
 from .server import ServerProcess
 

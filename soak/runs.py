@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fakehop.library import Library
+from fakehop.scenario.library import Library
 
 from .server import Figures, ServerProcess
 from .streams import EVERY_STEP, EVERY_STEP_NAME, Cut, Result, Target, client_session, fetch, library_with_every_step, targets

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fakehop.journal import DEFAULT_CAPACITY
+from fakehop.state.journal import DEFAULT_CAPACITY
 
 ROOT = Path(__file__).resolve().parent.parent
 IDLE_TIMEOUT = 20.0

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fakehop import player
-from fakehop import scenario as sc
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.scenario import reader as sc
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.scenario import parse_text
+from fakehop.scenario.reader import parse_text
 from tests.golden_files import Case, played_bytes
 
 HANG_WAIT = 0.3  # how long a client waits for the headers of a non-streamed `hang` before giving up

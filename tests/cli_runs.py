@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 
-from fakehop.cli import main
+from fakehop.cli.main import main
 
 Environment = Mapping[str, str | None]  # variables laid over os.environ; None takes one out
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import httpcore2  # noqa: F401 - see below
 import pytest
 
-from fakehop.library import Library
-from fakehop.server import Gateway, create_app
+from fakehop.scenario.library import Library
+from fakehop.server.gateway import Gateway
+from fakehop.server.app import create_app
 
 from . import assert_cache
 

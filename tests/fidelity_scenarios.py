@@ -3,8 +3,8 @@ and import tests: whatever of them a recording drops, the SDKs' result shows it.
 
 from __future__ import annotations
 
-from fakehop.library import Library
-from fakehop.scenario import parse_text
+from fakehop.scenario.library import Library
+from fakehop.scenario.reader import parse_text
 
 FIDELITY = {
     "refusal": "steps: [{refusal: \"I can't help with that.\", chunk: word}]",

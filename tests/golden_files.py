@@ -14,11 +14,11 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from fakehop import player
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.render import render
-from fakehop.scenario import Raw
+from fakehop.server.render import render
+from fakehop.scenario.model import Raw
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

@@ -7,7 +7,7 @@ import json
 import aiohttp
 import pytest
 
-from fakehop import scenario as sc
+from fakehop.scenario import reader as sc
 
 
 def add(gateway, name: str, text: str) -> dict:

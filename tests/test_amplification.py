@@ -10,12 +10,13 @@ import sys
 import aiohttp
 import pytest
 
-from fakehop import prerender
-from fakehop.control import MAX_QUEUE, PAGE_BYTES, PAGE_RECORDS
-from fakehop.intake import HeldBodies
-from fakehop.journal import CUT_HEADERS, KEPT_BODY_BYTES, KEPT_HEADER_BYTES, Journal, Record
-from fakehop.server import Gateway, start
-from fakehop.sessions import MAX_QUEUED_IN_ALL
+from fakehop.server import prerender
+from fakehop.server.control import MAX_QUEUE, PAGE_BYTES, PAGE_RECORDS
+from fakehop.server.intake import HeldBodies
+from fakehop.state.journal import CUT_HEADERS, KEPT_BODY_BYTES, KEPT_HEADER_BYTES, Journal, Record
+from fakehop.server.gateway import Gateway
+from fakehop.server.app import start
+from fakehop.state.sessions import MAX_QUEUED_IN_ALL
 
 from .conftest import FAST
 

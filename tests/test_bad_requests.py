@@ -26,11 +26,12 @@ from multidict import CIMultiDict
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fakehop.library import Library
-from fakehop.intake import LARGE_BODY_BYTES, MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_MODEL_CHARS
+from fakehop.scenario.library import Library
+from fakehop.server.intake import LARGE_BODY_BYTES, MAX_BACKSLASHES, MAX_BODY_BYTES, MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_MODEL_CHARS
 from fakehop.protocols import PROTOCOLS
-from fakehop.server import Gateway, start
-from fakehop.thread_server import ThreadServer
+from fakehop.server.gateway import Gateway
+from fakehop.server.app import start
+from fakehop.testing.thread_server import ThreadServer
 
 from .conftest import FAST
 

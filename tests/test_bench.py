@@ -16,9 +16,9 @@ import pytest
 from bench import client, instructions
 from bench import plan as bench_plan
 from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS, Placement
-from fakehop.library import Library, bundled_directory
+from fakehop.scenario.library import Library, bundled_directory
 from fakehop.protocols import PROTOCOLS
-from fakehop.server import Gateway
+from fakehop.server.gateway import Gateway
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--long-clients", "2", "--short-clients", "3", "--idle-streams", "8", "--timing-streams", "3"]
@@ -93,7 +93,7 @@ def test_instructions_per_request_are_counted_for_both_servers():
 
 def test_the_bench_console_is_counted_by_the_server_while_it_watches(library):
     from bench.console import watching
-    from fakehop.thread_server import ThreadServer
+    from fakehop.testing.thread_server import ThreadServer
 
     with ThreadServer(Gateway(library)) as server:
         listening = lambda: server.call(lambda: len(server.gateway.journal.listeners))  # noqa: E731

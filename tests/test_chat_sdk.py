@@ -8,8 +8,8 @@ import httpx2
 import openai
 import pytest
 
-from fakehop.library import Library
-from fakehop.scenario import parse_text
+from fakehop.scenario.library import Library
+from fakehop.scenario.reader import parse_text
 
 from . import clients
 from .agents import ChatAgent, agent_weather_loop, loop
@@ -36,7 +36,7 @@ def scenario(name: str) -> dict:
 
 def expected_answer(library, name: str) -> tuple[str, list[tuple[str, dict]]]:
     """The text and tool calls (name, parsed arguments) a scenario's steps spell out."""
-    from fakehop.scenario import Output, ToolCall
+    from fakehop.scenario.model import Output, ToolCall
 
     script = library[name].entries[0].script
     text = "".join("".join(s.deltas) for s in script.steps if isinstance(s, Output) and s.kind == "text")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from fakehop.cli import build_parser
+from fakehop.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "docs" / "ci"

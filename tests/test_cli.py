@@ -24,7 +24,7 @@ import jsonschema
 import pytest
 import yaml
 
-from fakehop.library import bundled_directory
+from fakehop.scenario.library import bundled_directory
 
 from .cli_runs import fakehop_here, fakehop_process
 
@@ -206,7 +206,7 @@ def test_schema_is_valid_and_accepts_every_bundled_scenario():
 
 
 def test_schema_accepts_explicit_pieces_and_signatures():
-    from fakehop.schema import scenario_schema
+    from fakehop.scenario.schema import scenario_schema
 
     document = {"steps": [
         {"reasoning": ["Thin", "king"], "signature": "c2ln", "interval": "5ms"},
@@ -217,8 +217,8 @@ def test_schema_accepts_explicit_pieces_and_signatures():
 
 
 def test_schema_accepts_the_conversation_keys():
-    from fakehop.scenario import parse_text
-    from fakehop.schema import scenario_schema
+    from fakehop.scenario.reader import parse_text
+    from fakehop.scenario.schema import scenario_schema
 
     document = {
         "match": {"turn": [1, ">=3"], "tool_result": "get_weather", "tools": "get_weather", "system": "/brief/", "header": {"X-Tenant": "acme-*"}},
@@ -255,8 +255,8 @@ def test_schema_accepts_the_conversation_keys():
     {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
 ])
 def test_schema_rejects_what_the_loader_rejects(document):
-    from fakehop.scenario import ScenarioError, parse_text
-    from fakehop.schema import scenario_schema
+    from fakehop.scenario.reader import ScenarioError, parse_text
+    from fakehop.scenario.schema import scenario_schema
 
     with pytest.raises(ScenarioError):
         parse_text(json.dumps(document), "<t>", "t")
@@ -368,8 +368,8 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
     {"finish": "content_filter", "stop_details": {"category": None}, "steps": [{"text": "a"}]},
 ])
 def test_schema_accepts_what_the_loader_accepts(document):
-    from fakehop.scenario import parse_text
-    from fakehop.schema import scenario_schema
+    from fakehop.scenario.reader import parse_text
+    from fakehop.scenario.schema import scenario_schema
 
     parse_text(json.dumps(document), "<t>", "t")
     assert not list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
@@ -378,7 +378,7 @@ def test_schema_accepts_what_the_loader_accepts(document):
 def test_the_commands_for_a_running_server_start_without_the_server_stack():
     """`fakehop queue`, `requests`, `wait` and the rest only talk HTTP to a server: importing the
     CLI leaves aiohttp out, which halves their start-up."""
-    done = subprocess.run([sys.executable, "-c", "import sys, fakehop.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"],
+    done = subprocess.run([sys.executable, "-c", "import sys, fakehop.cli.main; print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -9,8 +9,8 @@ import json
 import aiohttp
 import pytest
 
-from fakehop import player
-from fakehop.scenario import parse_text
+from fakehop.play import player
+from fakehop.scenario.reader import parse_text
 
 SLOT_LIKE = ["\u0000slot\u0000", 'x"\u0000slot\u0000', "\u0000number\u0000", "\u0000fakehop:m\u0000", "\u0000fakehop:abc\u0000",
              "\u0000fakehop:99\u0000", "7391062845173"]

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fakehop.remote import ControlClient
+from fakehop.testing.remote import ControlClient
 
 from .test_control_cli import WAIT, ServerProcess, app, ask, fakehop_process
 

@@ -10,9 +10,9 @@ import time
 
 import aiohttp
 
-from fakehop import console
-from fakehop import journal as jr
-from fakehop.console import Push
+from fakehop.server import console
+from fakehop.state import journal as jr
+from fakehop.server.console import Push
 
 from .test_journal_frames import add
 

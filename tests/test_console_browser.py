@@ -21,8 +21,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from fakehop.server import Gateway
-from fakehop.thread_server import ThreadServer
+from fakehop.server.gateway import Gateway
+from fakehop.testing.thread_server import ThreadServer
 
 from . import clients
 

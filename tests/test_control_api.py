@@ -6,9 +6,9 @@ import aiohttp
 import openai
 import pytest
 
-from fakehop.journal import Journal
-from fakehop.library import Library
-from fakehop.server import Gateway
+from fakehop.state.journal import Journal
+from fakehop.scenario.library import Library
+from fakehop.server.gateway import Gateway
 
 from . import clients
 from .conftest import FAST

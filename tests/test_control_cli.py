@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from fakehop.remote import ControlClient
+from fakehop.testing.remote import ControlClient
 
 from . import cli_runs, clients
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from fakehop.library import bundled_directory
+from fakehop.scenario.library import bundled_directory
 
 from .conftest import FAST
 from .test_control_api import Control, session  # noqa: F401 - the fixture, shared

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from fakehop.protocols import PROTOCOLS
-from fakehop.scenario import parse_text
+from fakehop.scenario.reader import parse_text
 
 from . import clients
 from .agents import agent_for

@@ -9,7 +9,7 @@ import anthropic
 import openai
 import pytest
 
-from fakehop import scenario as sc
+from fakehop.scenario import reader as sc
 
 from . import clients
 from .inline_scenarios import add, problems_of

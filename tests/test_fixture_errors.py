@@ -13,7 +13,7 @@ from .test_pytest_plugin import INI
 
 pytest_plugins = ["pytester"]
 
-FRAMES_OF_FAKEHOP = ("thread_server.py", "concurrent/futures", "fakehop/testing.py", "fakehop/sessions.py", "fakehop/scenario.py")
+FRAMES_OF_FAKEHOP = ("thread_server.py", "concurrent/futures", "fakehop/testing/fixture.py", "fakehop/state/sessions.py", "fakehop/scenario/reader.py")
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_a_mistake_in_the_marker_use_or_queue_is_said_once_at_the_tests_own_line
     assert_said_once(output, "@pytest.mark.fakehop(scenario=...): Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ",
                      "UnknownScenario: Unknown scenario 'helo'; did you mean 'hello'? Known scenarios: ",
                      "ScenarioError: inline scenario 'inline-1': unknown key 'txt' in a step; did you mean 'text'?")
-    result.stdout.fnmatch_lines([">       fakehop.use(\"helo\")", "E       fakehop.library.UnknownScenario: *",
+    result.stdout.fnmatch_lines([">       fakehop.use(\"helo\")", "E       fakehop.scenario.library.UnknownScenario: *",
                                  "test_mistakes.py:5: UnknownScenario"])
 
 
@@ -100,7 +100,7 @@ def three_descriptors_to_spare():
     """Before the fakehop fixture, the process may open three more files: enough to read the
     scenario files, one by one, and for the server's event loop (its selector and the two ends
     of its wake-up pipe), and none left for the socket it would listen on."""
-    import fakehop.console, fakehop.control, fakehop.metrics, fakehop.testing  # noqa: F401 - while files may be opened
+    import fakehop.server.console, fakehop.server.control, fakehop.server.metrics, fakehop.testing.fixture  # noqa: F401 - while files may be opened
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     in_use = len(os.listdir("/proc/self/fd")) - 1  # less the one that listed them
     resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 3, hard))

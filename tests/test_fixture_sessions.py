@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fakehop.remote import ControlClient
+from fakehop.testing.remote import ControlClient
 
 from .test_control_cli import ServerProcess
 from .test_fixture_verdicts import HANDLE_TESTS, TEARDOWN_TESTS, errored
@@ -128,7 +128,7 @@ def run_at_once(directory, url: str, runs: int) -> list[subprocess.CompletedProc
     """`runs` pytest runs of the project, with two xdist workers each, all at the same time; with
     xdist and fakehop's plugin alone, since each of the six processes would import every plugin
     installed here (hypothesis, pytest-aiohttp, …), which these tests do not use."""
-    command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "fakehop.pytest_plugin", "-n", "2", "-q", "--fakehop-url", url]
+    command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "fakehop.testing.plugin", "-n", "2", "-q", "--fakehop-url", url]
     environment = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     processes = [subprocess.Popen(command, cwd=directory, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for _ in range(runs)]

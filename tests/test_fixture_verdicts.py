@@ -4,9 +4,13 @@ the official SDK against the plugin's server. `fakehop.verdict()`, `assert_clien
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from .test_pytest_plugin import INI, readme_section_blocks
+from .test_pytest_plugin import INI
+
+EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "test_retry_loop_verdict.py"
 
 pytest_plugins = ["pytester"]
 
@@ -168,8 +172,8 @@ def test_the_handle_and_the_failure_report(pytester):
     ])
 
 
-def test_the_readme_example_passes_and_fails_without_its_wait(pytester):
-    example = readme_section_blocks("python", "Verdicts: did the client keep HopBase's rules?")[0]  # the others are fragments
+def test_the_docs_example_passes_and_fails_without_its_wait(pytester):
+    example = EXAMPLE.read_text()
     pytester.makeini(INI)
     pytester.makepyfile(test_waits=example, test_does_not_wait=example.replace("time.sleep(", "(lambda seconds: None)("))
     result = pytester.runpytest()

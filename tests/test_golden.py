@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakehop.library import Library
+from fakehop.scenario.library import Library
 
 from .cli_runs import fakehop_here
 from .golden_files import Case, cases, play_bytes

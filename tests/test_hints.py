@@ -18,11 +18,11 @@ import anthropic
 import openai
 import pytest
 
-from fakehop.cli import main
-from fakehop.hints import HINT_WORK, did_you_mean, nearest_in_length
-from fakehop.library import LISTED_NAMES, Library, UnknownScenario
-from fakehop.server import Gateway
-from fakehop.thread_server import ThreadServer
+from fakehop.cli.main import main
+from fakehop.scenario.hints import HINT_WORK, did_you_mean, nearest_in_length
+from fakehop.scenario.library import LISTED_NAMES, Library, UnknownScenario
+from fakehop.server.gateway import Gateway
+from fakehop.testing.thread_server import ThreadServer
 
 from . import clients
 from .cli_runs import fakehop_here, fakehop_process

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from fakehop.remote import ControlClient
+from fakehop.testing.remote import ControlClient
 
 from .cli_runs import fakehop_process
 from .test_serve_for_scripts import appeared, serve, stop

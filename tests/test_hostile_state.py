@@ -16,8 +16,8 @@ import sys
 import aiohttp
 import pytest
 
-from fakehop.library import MAX_USE_CHAIN
-from fakehop.stored import StoredResponses
+from fakehop.scenario.library import MAX_USE_CHAIN
+from fakehop.state.stored import StoredResponses
 
 from soak.hostile import HealthProber
 from soak.runs import SOAK_TIME_SCALE
@@ -206,7 +206,7 @@ async def test_a_seeded_id_is_looked_up_in_the_asking_sessions_answers_first(bas
 # ---------------------------------------------------------------- stored answers: memory within their bound
 
 
-STORE_BOUND_MIB = 64  # the store's bound in bytes (fakehop.stored.KEPT_BYTES)
+STORE_BOUND_MIB = 64  # the store's bound in bytes (fakehop.state.stored.KEPT_BYTES)
 SLACK_MIB = 16  # what the allocator and the journal's few records may hold beside it
 EIGHT_MIB = 8 * 2**20
 

@@ -11,7 +11,7 @@ import time
 import aiohttp
 import pytest
 
-from fakehop.journal import Journal
+from fakehop.state.journal import Journal
 from fakehop.verdicts import RETRY_COUNT_HEADER, judge, take
 
 CHAT = "/v1/chat/completions"

@@ -22,12 +22,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from fakehop import cli
-from fakehop.importer import read_file
-from fakehop.library import Library
+from fakehop.cli import main as cli
+from fakehop.record.importer import read_file
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.server import Gateway
-from fakehop.writer import scenario_text
+from fakehop.server.gateway import Gateway
+from fakehop.record.writer import scenario_text
 
 from .agents import QUESTION, RESPONSES_TOOLS, Call, Turn, sdk_loop
 from .cli_runs import fakehop_here_async

@@ -6,7 +6,7 @@ import pytest
 
 from multidict import CIMultiDict
 
-from fakehop.journal import joined_headers, sse_events
+from fakehop.state.journal import joined_headers, sse_events
 
 
 @pytest.mark.parametrize("data,events", [

@@ -8,7 +8,7 @@ import socket
 
 import aiohttp
 
-from fakehop import journal as jr
+from fakehop.state import journal as jr
 
 from .conftest import FAST
 
@@ -55,8 +55,8 @@ HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "
 
 
 def add(gateway, mapping: dict) -> None:
-    from fakehop.control import with_lines
-    from fakehop.scenario import parse_document
+    from fakehop.scenario.yamlsource import with_lines
+    from fakehop.scenario.reader import parse_document
 
     gateway.global_session.add(parse_document(with_lines(mapping), "test", None))
 

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fakehop.jsonshape import shape_of
+from fakehop.server.jsonshape import shape_of
 
 # Text that trips a reader of bytes: quotes, backslashes, brackets, commas and colons inside strings.
 TRICKY = st.text(alphabet=st.sampled_from('ab"\\[]{},: é\U0001F600\n'), max_size=8)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 import tracemalloc
 
-from fakehop import player as p
-from fakehop.scenario import parse_text
+from fakehop.play import player as p
+from fakehop.scenario.reader import parse_text
 
 
 def script(text: str):

@@ -15,11 +15,11 @@ import anthropic
 import httpx2
 import pytest
 
-from fakehop import player
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.scenario.library import Library
 from fakehop.protocols import messages
-from fakehop import scenario as sc
-from fakehop.scenario import parse_text
+from fakehop.scenario import reader as sc
+from fakehop.scenario.reader import parse_text
 
 from . import clients
 from .sdk_results import CUT_SHORT, caused_by

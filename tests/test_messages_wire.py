@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fakehop import player
-from fakehop import scenario as sc
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.scenario import reader as sc
+from fakehop.scenario.library import Library
 from fakehop.protocols import messages
 from fakehop.protocols.common import event_frame
-from fakehop.render import render, seeded_meta
+from fakehop.server.render import render, seeded_meta
 
 from .golden_files import raw_frames
 

@@ -12,8 +12,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fakehop import journal as jr
-from fakehop import metrics
+from fakehop.state import journal as jr
+from fakehop.server import metrics
 
 CHAT = "/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "Hi"}]

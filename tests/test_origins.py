@@ -6,7 +6,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from fakehop.origins import HostCheck
+from fakehop.server.origins import HostCheck
 
 CHAT = "/v1/chat/completions"
 BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakehop import __version__
-from fakehop.library import Library
+from fakehop.scenario.library import Library
 
 from . import clients
 
@@ -68,7 +68,7 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_check_passes(dist: Path):
 def test_the_sdist_holds_the_sources_the_scenarios_the_tests_the_ci_files_and_the_license(dist: Path):
     with tarfile.open(dist / SDIST) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "fakehop/cli.py", "tests/conftest.py", "Dockerfile",
+    assert {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "fakehop/cli/main.py", "tests/conftest.py", "Dockerfile",
             "docs/ci/run-with-fakehop.sh", "requirements/test.txt", "mkdocs.yml", "docs/examples/test_first.py"} <= names
     assert {name.removeprefix("scenarios/") for name in names if name.startswith("scenarios/")} == set(bundled_files())
     assert not any(name.startswith((".ci/", ".venv/", "dist/")) or "__pycache__" in name for name in names)
@@ -80,18 +80,18 @@ def test_the_wheel_holds_the_package_the_bundled_scenarios_and_the_license(dist:
         metadata = wheel.read(f"fakehop-{__version__}.dist-info/METADATA").decode()
         entry_points = wheel.read(f"fakehop-{__version__}.dist-info/entry_points.txt").decode()
     info = f"fakehop-{__version__}.dist-info"
-    assert {"fakehop/__init__.py", "fakehop/cli.py", "fakehop/protocols/chat.py", f"{info}/licenses/LICENSE"} <= names
+    assert {"fakehop/__init__.py", "fakehop/cli/main.py", "fakehop/protocols/chat.py", f"{info}/licenses/LICENSE"} <= names
     assert sorted(name.removeprefix("fakehop/scenarios/") for name in names if name.startswith("fakehop/scenarios/")) == bundled_files()
     assert not any(name.startswith(("tests/", "bench/", "soak/")) for name in names)
     for field in ("License-Expression: MIT", "Requires-Python: >=3.10", "Requires-Dist: aiohttp", "Classifier: Framework :: Pytest",
                   "Description-Content-Type: text/markdown"):
         assert field in metadata
-    assert "fakehop = fakehop.cli:main" in entry_points and "fakehop = fakehop.pytest_plugin" in entry_points
+    assert "fakehop = fakehop.cli.main:main" in entry_points and "fakehop = fakehop.testing.plugin" in entry_points
 
 
 def test_the_installed_wheel_lists_the_bundled_scenarios_from_the_installed_package(installed: Path, tmp_path: Path):
     python = installed / "python"
-    where = run(python, "-c", "import fakehop.library as l; print(l.bundled_directory())", cwd=tmp_path).stdout.strip()
+    where = run(python, "-c", "import fakehop.scenario.library as l; print(l.bundled_directory())", cwd=tmp_path).stdout.strip()
     assert Path(where).is_relative_to(installed.parent) and Path(where).name == "scenarios", where
     listed = run(installed / "fakehop", "list", cwd=tmp_path).stdout
     assert [line.split()[0] for line in listed.splitlines()] == Library.load().names()

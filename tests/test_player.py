@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import textwrap
 
-from fakehop import player as p
-from fakehop import scenario as sc
-from fakehop.scenario import parse_text
+from fakehop.play import player as p
+from fakehop.scenario import reader as sc
+from fakehop.scenario.reader import parse_text
 
 
 def script(text: str):

@@ -9,13 +9,13 @@ import textwrap
 import aiohttp
 import pytest
 
-from fakehop import player
-from fakehop import prerender as pr
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.server import prerender as pr
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.protocols.common import Meta
-from fakehop.render import render, seeded_meta
-from fakehop.scenario import parse_text
+from fakehop.server.render import render, seeded_meta
+from fakehop.scenario.reader import parse_text
 
 LIBRARY = Library.load()
 REQUESTS = {

@@ -311,7 +311,7 @@ def test_under_xdist_each_worker_runs_its_own_server(project, monkeypatch):
     monkeypatch.setenv("SEEN_FILE", str(seen_file))
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the workers import xdist and fakehop's plugin, not every one installed
     project.makepyfile(test_xdist=XDIST_TESTS)
-    result = project.runpytest("-p", "xdist", "-p", "fakehop.pytest_plugin", "-n", "2")
+    result = project.runpytest("-p", "xdist", "-p", "fakehop.testing.plugin", "-n", "2")
     result.assert_outcomes(passed=6)
     seen = [json.loads(line) for line in seen_file.read_text().splitlines()]
     urls_by_worker: dict[str, set] = {}

@@ -11,8 +11,8 @@ import time
 import aiohttp
 import pytest
 
-from fakehop import ratelimit
-from fakehop import scenario as sc
+from fakehop.play import ratelimit
+from fakehop.scenario import reader as sc
 
 from .inline_scenarios import add, problems_of
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from fakehop import player
-from fakehop import scenario as sc
+from fakehop.play import player
+from fakehop.scenario import reader as sc
 
 from .inline_scenarios import add, data_events, problems_of
 from fakehop.protocols import chat

@@ -16,11 +16,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fakehop import cli, record
-from fakehop.library import Library
+from fakehop.cli import main as cli
+from fakehop.record import proxy as record
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.scenario import load_file, parse_text
-from fakehop.server import Gateway
+from fakehop.scenario.reader import load_file, parse_text
+from fakehop.server.gateway import Gateway
 
 from .agents import Turn, sdk_loop
 from .conftest import FAST

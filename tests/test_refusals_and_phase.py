@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pydantic
 
-from fakehop import scenario as sc
+from fakehop.scenario import reader as sc
 
 from .inline_scenarios import add, data_events, problems_of
 

@@ -13,11 +13,11 @@ import httpx2
 import openai
 import pytest
 
-from fakehop import scenario as sc
-from fakehop import yamlsource
-from fakehop.library import Library, resolve
-from fakehop.player import FAIL_MESSAGES
-from fakehop.stored import StoredResponses
+from fakehop.scenario import reader as sc
+from fakehop.scenario import yamlsource
+from fakehop.scenario.library import Library, resolve
+from fakehop.play.player import FAIL_MESSAGES
+from fakehop.state.stored import StoredResponses
 
 from . import clients
 from .agents import ResponsesAgent, agent_weather_loop

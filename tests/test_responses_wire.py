@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fakehop.protocols import responses
 from fakehop.protocols.common import Template, dumps, event_frame
 
-from fakehop.library import Library
+from fakehop.scenario.library import Library
 
 from .golden_files import GOLDEN_DIR, raw_frames
 

@@ -12,7 +12,7 @@ import typing
 
 import pytest
 
-from fakehop import scenario as sc
+from fakehop.scenario import reader as sc
 
 from soak.runs import LOAD_TIME_SCALE, RSS_TOLERANCE_MIB, SLOW_MEMORY_BOUND_MIB, SOAK_TIME_SCALE, aborts, load, slow_readers
 from soak.server import ServerProcess

@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 from multidict import CIMultiDict
 
-from fakehop import quoting
-from fakehop.library import Library, SequenceCounters, resolve
+from fakehop.scenario import quoting
+from fakehop.scenario.library import Library, SequenceCounters, resolve
 from fakehop.protocols import chat
-from fakehop.scenario import (
-    MAX_TEXT_CHARS, Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, ScenarioError, Stall, ToolCall, load_file,
-    parse_duration, parse_text, split_deltas,
-)
+from fakehop.scenario.reader import MAX_TEXT_CHARS, ScenarioError, load_file, parse_duration, parse_text, split_deltas
+from fakehop.scenario.model import Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, Stall, ToolCall
 
 
 def parse(text: str, name: str = "t"):
@@ -313,8 +311,8 @@ def test_bad_pieces_are_named_with_their_line():
 
 
 def test_pieces_count_towards_the_text_limit():
-    from fakehop import yamlsource
-    from fakehop.scenario import MAX_TEXT_CHARS, parse_document
+    from fakehop.scenario import yamlsource
+    from fakehop.scenario.reader import MAX_TEXT_CHARS, parse_document
 
     half = "a" * (MAX_TEXT_CHARS // 2)  # a file this big is refused for its size first: read past that check
     with pytest.raises(ScenarioError, match="more than 2,000,000 characters"):

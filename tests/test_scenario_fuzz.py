@@ -11,7 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fakehop.scenario import ACTION_KEYS, ENTRY_KEYS, FAIL_KINDS, TOP_KEYS, Scenario, ScenarioError, parse_text
+from fakehop.scenario.reader import ACTION_KEYS, ENTRY_KEYS, FAIL_KINDS, TOP_KEYS, ScenarioError, parse_text
+from fakehop.scenario.model import Scenario
 
 KEYS = st.sampled_from(TOP_KEYS + ENTRY_KEYS + ACTION_KEYS + ("chunk", "interval", "name", "arguments", "kind", "status", "faker", "seed", "nb")) | st.text(max_size=8)
 SCALARS = (

@@ -10,8 +10,9 @@ import tracemalloc
 import aiohttp
 import pytest
 
-from fakehop.scenario import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, ScenarioError, parse_text
-from fakehop.yamlsource import MAX_EXPANDED_SIZE
+from fakehop.scenario.model import MATCH_PREFIX_CHARS
+from fakehop.scenario.reader import MAX_TEXT_CHARS, ScenarioError, parse_text
+from fakehop.scenario.yamlsource import MAX_EXPANDED_SIZE
 
 MEMORY_BOUND = 64 * 2**20
 TIME_BOUND = 10.0  # seconds of the parsing thread's CPU time; each of these takes well under one

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from fakehop.journal import Journal
+from fakehop.state.journal import Journal
 
 CHAT = "/v1/chat/completions"
 BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'

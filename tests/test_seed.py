@@ -8,9 +8,9 @@ import json
 import aiohttp
 import pytest
 
-from fakehop import player
+from fakehop.play import player
 from fakehop.protocols import PROTOCOLS
-from fakehop.render import render, seeded_request_id
+from fakehop.server.render import render, seeded_request_id
 
 from .golden_files import Case
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fakehop.remote import ControlClient, ControlFailed
+from fakehop.testing.remote import ControlClient, ControlFailed
 
 WAIT = 15.0  # seconds: generous, for a loaded machine
 

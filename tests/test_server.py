@@ -9,7 +9,7 @@ import re
 import aiohttp
 import pytest
 
-from fakehop.scenario import parse_text
+from fakehop.scenario.reader import parse_text
 
 from . import clients
 

@@ -15,7 +15,7 @@ import time
 import openai
 import pytest
 
-from fakehop.remote import ControlClient
+from fakehop.testing.remote import ControlClient
 
 from . import clients
 from .test_control_cli import HELLO, WAIT, ServerProcess, ask, closed_port, fakehop_here, following

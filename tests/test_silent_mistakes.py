@@ -18,13 +18,13 @@ import openai
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from fakehop.cli import main
-from fakehop.intake import MAX_FINE_NAMES, unknown_fakehop_header
-from fakehop.library import Library, bundled_directory
-from fakehop.remote import ControlClient
-from fakehop.scenario import ScenarioError
-from fakehop.server import Gateway
-from fakehop.thread_server import ThreadServer
+from fakehop.cli.main import main
+from fakehop.server.intake import MAX_FINE_NAMES, unknown_fakehop_header
+from fakehop.scenario.library import Library, bundled_directory
+from fakehop.testing.remote import ControlClient
+from fakehop.scenario.reader import ScenarioError
+from fakehop.server.gateway import Gateway
+from fakehop.testing.thread_server import ThreadServer
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 KNOWN = "X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session"

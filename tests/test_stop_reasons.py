@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fakehop import scenario as sc
+from fakehop.scenario import reader as sc
 
 from .inline_scenarios import add, data_events, problems_of
 

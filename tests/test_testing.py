@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from fakehop.scenario import ScenarioError
-from fakehop.library import UnknownScenario
+from fakehop.scenario.reader import ScenarioError
+from fakehop.scenario.library import UnknownScenario
 from fakehop.testing import Fakehop, make_app, plain_http_tls
 
 MESSAGES = [{"role": "user", "content": "Hello"}]

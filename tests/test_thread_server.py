@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fakehop import journal as jr
-from fakehop.library import UnknownScenario
-from fakehop.server import Gateway
-from fakehop.thread_server import ThreadServer
+from fakehop.state import journal as jr
+from fakehop.scenario.library import UnknownScenario
+from fakehop.server.gateway import Gateway
+from fakehop.testing.thread_server import ThreadServer
 
 from .conftest import FAST
 

@@ -11,7 +11,7 @@ import httpx2
 import openai
 import pytest
 
-from fakehop.library import Library
+from fakehop.scenario.library import Library
 
 from . import clients
 

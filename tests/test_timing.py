@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakehop.scenario import parse_text
+from fakehop.scenario.reader import parse_text
 
 from .timing import timed_frames
 

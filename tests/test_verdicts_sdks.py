@@ -12,7 +12,7 @@ import anthropic
 import openai
 import pytest
 
-from fakehop import journal as jr
+from fakehop.state import journal as jr
 from fakehop.verdicts import RETRY_COUNT_HEADER
 
 from . import clients

@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from fakehop import player
-from fakehop.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
-from fakehop.capture.facts import Block, Piece, Request
-from fakehop.library import Library
+from fakehop.play import player
+from fakehop.record.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
+from fakehop.record.capture.facts import CapturedBlock, Piece, Request
+from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.render import render
-from fakehop.scenario import parse_text
-from fakehop.writer import Origin, Yaml, file_stem, scenario_text, write_new
+from fakehop.server.render import render
+from fakehop.scenario.reader import parse_text
+from fakehop.record.writer import Origin, Yaml, file_stem, scenario_text, write_new
 
 from .fidelity_scenarios import with_fidelity
 
@@ -46,7 +46,7 @@ def facts(captured: Captured) -> tuple:
     """What a replay must give again: blocks (and their summary parts), raw frames, usage with
     its details, finish and how it ended."""
     parts = [(p.kind, [piece.text for piece in p.pieces], p.name, p.call_id, p.signature, p.data, p.phase, p.part_starts)
-             if isinstance(p, Block) else p.text for p in captured.parts]
+             if isinstance(p, CapturedBlock) else p.text for p in captured.parts]
     return (parts, captured.usage, captured.usage_details, captured.finish, captured.stop_sequence, captured.ending, captured.failure,
             captured.http_error, captured.model)
 
@@ -66,7 +66,7 @@ def test_a_written_capture_plays_the_same_facts_again(name, protocol, stream):
 
 def text_answer(times: list[float], ended_at: float | None = None, streamed: bool = True) -> Captured:
     pieces = [Piece(at, "x" * (number % 3 + 1)) for number, at in enumerate(times)]  # split by no `chunk`
-    return Captured("chat", streamed, parts=[Block("text", times[0], pieces)], ending=FINISHED, ended_at=ended_at or times[-1])
+    return Captured("chat", streamed, parts=[CapturedBlock("text", times[0], pieces)], ending=FINISHED, ended_at=ended_at or times[-1])
 
 
 def steps_of(captured: Captured, min_gap: float = 0.005) -> list[str]:

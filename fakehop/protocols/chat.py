@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import player as p
+from ..play import player as p
 from .common import (
     FIRST_TURN,
     StreamEncoderBase,
@@ -42,8 +42,8 @@ from .common import (
     token_logprob,
     typed_fields,
 )
-from ..player import PlayRequest, estimate_tokens
-from ..scenario import FINISH_REASONS
+from ..play.player import PlayRequest, estimate_tokens
+from ..scenario.model import FINISH_REASONS
 
 NAME = "chat"
 PATH = "/v1/chat/completions"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .. import player as p
-from ..player import PlayRequest
+from ..play import player as p
+from ..play.player import PlayRequest
 
 KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
 _ID_ALPHABET = string.ascii_letters + string.digits

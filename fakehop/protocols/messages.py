@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import player as p
+from ..play import player as p
 from .common import (
     EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
@@ -36,7 +36,7 @@ from .common import (
     tool_names,
     typed_fields,
 )
-from ..player import PlayRequest, estimate_tokens
+from ..play.player import PlayRequest, estimate_tokens
 
 NAME = "messages"
 PATH = "/v1/messages"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, Iterable, NamedTuple
 
-from .. import player as p
+from ..play import player as p
 from .common import (
     EXAMPLE_TOOL_CALLS,
     StreamEncoderBase,
@@ -61,8 +61,8 @@ from .common import (
     tool_names,
     typed_fields,
 )
-from ..player import PlayRequest, estimate_tokens
-from ..scenario import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
+from ..play.player import PlayRequest, estimate_tokens
+from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
 
 NAME = "responses"
 PATH = "/v1/responses"

@@ -1,0 +1,1 @@
+"""The `fakehop` command (main.main)."""

@@ -1,0 +1,1 @@
+"""Playing: a scenario and a clock in, timed happenings out that no protocol has shaped yet."""

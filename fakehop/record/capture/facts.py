@@ -1,0 +1,337 @@
+"""What a captured answer said, whatever its protocol: the facts a scenario is written from.
+
+A protocol's reader (chat.py, responses.py, messages.py) takes the answer's SSE frames one by
+one, or its whole JSON body, and fills in a Captured: its blocks with each piece of text and
+when it arrived, the model, usage, finish and how the answer ended. What fakehop cannot play
+is counted in `left_out`, by what it was, so that a recording can say what it did not keep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...play.player import FAIL_MESSAGES
+from ...protocols.common import OPENAI_FAIL
+from ...scenario.model import FINISH_REASONS, Usage
+from .sse import Frame
+
+# How an answer ended (Captured.ending).
+FINISHED = "finished"  # the protocol's good ending, or the body's end without an error
+FAILED = "failed"  # an error event inside the stream
+CUT = "cut"  # the connection broke before the body ended
+LEFT = "left"  # the client went away while the answer was still coming
+HTTP_ERROR = "http_error"
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a scenario's `match` picks an answer again by: the request's protocol, its model,
+    the text of its last user message, its turn in its conversation and whether it ends with
+    tool results (None for what is not known). `unknown_chain` names the stored response a
+    Responses request continues when no answer read before it was that one."""
+
+    protocol: str
+    model: str | None = None
+    prompt: str | None = None
+    turn: int | None = None
+    tool_result: bool | None = None
+    unknown_chain: str | None = None
+
+
+@dataclass(slots=True)
+class Piece:
+    at: float | None  # seconds from the request; None when the capture has no timing
+    text: str
+
+
+@dataclass(slots=True)
+class CapturedBlock:
+    """One output block: text, a refusal, reasoning, redacted thinking or one tool call, with
+    its pieces as they streamed. Reasoning that came in several summary parts says where each
+    part after the first begins, as the index of its first piece."""
+
+    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call"
+    at: float | None  # when it opened
+    pieces: list[Piece] = field(default_factory=list)
+    name: str | None = None
+    call_id: str | None = None
+    signature: str | None = None
+    data: str | None = None  # redacted thinking's opaque data
+    phase: str | None = None  # text: Responses' message phase
+    part_starts: list[int] = field(default_factory=list)
+    part: Any = None  # the protocol's key of the part the last piece went to
+
+    def text(self) -> str:
+        return "".join(piece.text for piece in self.pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class RawFrame:
+    """A frame that is not an event of the protocol (its data is not JSON): kept as it came."""
+
+    at: float | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDetails:
+    """An error's own `type`, `code` and `param` where they are not what fakehop writes for its
+    kind or status (None: the same, or not given)."""
+
+    error_type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedFailure:
+    kind: str  # a scenario fail kind
+    message: str
+    details: ErrorDetails = ErrorDetails()
+    error_event: bool = True  # Responses: an `error` event came before `response.failed`
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError:
+    status: int
+    message: str | None
+    retry_after: str | None
+    headers: tuple[tuple[str, str], ...]
+    details: ErrorDetails = ErrorDetails()
+
+
+@dataclass
+class Captured:
+    protocol: str
+    streamed: bool
+    model: str | None = None
+    parts: list[CapturedBlock | RawFrame] = field(default_factory=list)
+    usage: Usage | None = None
+    usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
+    finish: str | None = None  # a scenario finish reason, when the answer said one
+    stop_sequence: str | None = None  # the sequence a stop_sequence finish names
+    answer_id: str | None = None  # Responses: the response's id, which a later request's previous_response_id names
+    ending: str | None = None  # FINISHED, FAILED, CUT, LEFT or HTTP_ERROR; None until the answer ends
+    ended_at: float | None = None
+    failure: CapturedFailure | None = None
+    http_error: HttpError | None = None
+    status: int = 200
+    events: int = 0  # SSE events (comments not counted)
+    keepalive_gaps: list[float] = field(default_factory=list)  # the silence before each comment frame
+    longest_silence: float = 0.0  # between two frames
+    last_output_at: float | None = None  # the last frame that was not a comment
+    last_comment_at: float | None = None
+    left_out: Counter = field(default_factory=Counter)  # what fakehop does not play, and how often
+    notes: list[str] = field(default_factory=list)  # other things a reader of the file should know
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def blocks(self) -> list[CapturedBlock]:
+        return [part for part in self.parts if isinstance(part, CapturedBlock)]
+
+
+def clean(text: Any) -> str:
+    """Text from JSON, as a str a scenario can hold: a lone UTF-16 surrogate half (which no
+    UTF-8 file can) becomes U+FFFD."""
+    text = text if isinstance(text, str) else ""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
+def kind_of(kinds: list[str], message: str) -> str:
+    """Of the fail kinds an error reads as, the one whose own message this is, else the first;
+    server_error when it reads as none."""
+    for kind in kinds:
+        if FAIL_MESSAGES[kind] == message:
+            return kind
+    return kinds[0] if kinds else "server_error"
+
+
+def kind_for_status(status: int | None) -> str:
+    """The fail kind of an error that comes with this HTTP status (None: not known)."""
+    if status == 429:
+        return "rate_limit"
+    if status in (503, 529):
+        return "overloaded"
+    return "invalid_prompt" if status is not None and 400 <= status < 500 else "server_error"
+
+
+def error_details(error: dict, defaults: dict[str, Any], instead: str, left_out: Counter) -> ErrorDetails:
+    """The `type`, `code` and `param` of an error object that are not their `defaults` (what
+    fakehop writes for its kind or status, by those names). A field the error holds as null
+    where fakehop writes one has no scenario form: it is counted in `left_out`, as replayed
+    `instead`."""
+    own = {}
+    for name, default in defaults.items():
+        value = error.get(name, default)
+        if value == default:
+            continue
+        if value is None:
+            left_out[f"null error {name} (replayed as {instead})"] += 1
+        else:
+            own[name] = clean(value if isinstance(value, str) else str(value))
+    return ErrorDetails(own.get("type"), own.get("code"), own.get("param"))
+
+
+def json_object(text: str | bytes | None) -> dict | None:
+    """`text` read as a JSON object; None when it is not one."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def detail(usage: dict, part: str, name: str) -> Any:
+    """usage[part][name], or None."""
+    details = usage.get(part)
+    return details.get(name) if isinstance(details, dict) else None
+
+
+def number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+class Reader:
+    """Reads one protocol's answer into a Captured; a protocol's reader names its events'
+    handlers in EVENTS (by the payload's `type`) and the events it knowingly skips in SKIPPED."""
+
+    NAME = ""
+    TERMINATOR: str | None = None  # the data of a frame that ends the stream (Chat's [DONE])
+    EVENTS: dict[str, str] = {}
+    SKIPPED: frozenset[str] = frozenset()
+    FINISHES: dict[str, str] = {reason: reason for reason in FINISH_REASONS}
+
+    def __init__(self, streamed: bool = True):
+        self.captured = Captured(self.NAME, streamed)
+        self.open: dict[Any, CapturedBlock] = {}  # blocks by the protocol's key for them
+        self.last_frame_at: float | None = None
+
+    # -------------------------------------------- frames
+
+    def frame(self, frame: Frame) -> None:
+        if self.captured.ending is not None:
+            return  # after the terminator or an error: a client reads no further
+        self.note_time(frame)
+        if frame.is_comment:
+            return
+        self.captured.events += 1
+        self.captured.last_output_at = frame.at
+        if self.TERMINATOR is not None and (frame.data or "").startswith(self.TERMINATOR):
+            self.end(FINISHED, frame.at)
+            return
+        payload = json_object(frame.data)
+        if payload is None:  # a malformed frame
+            self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
+        else:
+            self.event(frame, payload)
+
+    def note_time(self, frame: Frame) -> None:
+        captured, at = self.captured, frame.at
+        if at is not None and self.last_frame_at is not None:
+            silence = at - self.last_frame_at
+            captured.longest_silence = max(captured.longest_silence, silence)
+            if frame.is_comment:
+                captured.keepalive_gaps.append(silence)
+        if frame.is_comment:
+            captured.last_comment_at = at
+        self.last_frame_at = at
+
+    def event(self, frame: Frame, payload: dict) -> None:
+        kind = payload.get("type")
+        handler = self.EVENTS.get(kind)
+        if handler is not None:
+            getattr(self, handler)(frame.at, payload)
+        elif kind not in self.SKIPPED:
+            self.captured.left_out[f"{kind or frame.event or 'untyped'} events"] += 1
+
+    # -------------------------------------------- what readers note
+
+    def piece(self, key: Any, kind: str, text: Any, at: float | None, part: Any = None, **facts: Any) -> CapturedBlock:
+        """`text` onto the block `key` names, opened (with `facts`) if it is new; `part` is the
+        protocol's key of the summary part it belongs to, where a block has several."""
+        block = self.open.get(key)
+        if block is None:
+            block = self.open[key] = CapturedBlock(kind, at, **facts)
+            self.captured.parts.append(block)
+        text = clean(text)
+        if text:
+            if part != block.part and block.pieces:
+                block.part_starts.append(len(block.pieces))
+            block.part = part
+            block.pieces.append(Piece(at, text))
+        return block
+
+    def usage(self, input_tokens: Any, output_tokens: Any) -> None:
+        """The answer's token counts; a count not given keeps the one an earlier event gave."""
+        before = self.captured.usage or Usage()
+        given_input, given_output = number(input_tokens), number(output_tokens)
+        self.captured.usage = Usage(before.input_tokens if given_input is None else given_input,
+                                    before.output_tokens if given_output is None else given_output)
+
+    def details(self, **counts: Any) -> None:
+        """Usage detail counts, those the answer gave."""
+        self.captured.usage_details.update((name, count) for name, count in counts.items() if number(count) is not None)
+
+    def model(self, value: Any) -> None:
+        if isinstance(value, str) and value:
+            self.captured.model = clean(value)
+
+    def finish(self, reason: Any) -> None:
+        """The answer's finish reason, in the protocol's words (a stop_sequence one once its
+        sequence is known); one fakehop cannot play is noted."""
+        if reason is None:
+            return
+        finish = self.FINISHES.get(reason)
+        if finish is None or (finish == "stop_sequence" and self.captured.stop_sequence is None):  # no scenario form without the sequence
+            self.captured.left_out[f"finish reason {reason!r} (replayed as the inferred one)"] += 1
+            finish = None
+        self.captured.finish = finish
+
+    def end(self, ending: str, at: float | None) -> None:
+        if self.captured.ending is None:
+            self.captured.ending, self.captured.ended_at = ending, at
+
+    def fail(self, at: float | None, error: dict, error_event: bool = True) -> None:
+        """An error inside the stream, from its error object: the kind it reads as, and its
+        own type, code and param, for the scenario to give again."""
+        message = clean(error.get("message"))
+        kind = self.fail_kind(error, message)
+        details = error_details(error, self.fail_defaults(kind), f"the {kind} kind's", self.captured.left_out)
+        self.captured.failure = CapturedFailure(kind, message or FAIL_MESSAGES[kind], details, error_event)
+        self.end(FAILED, at)
+
+    def fail_kind(self, error: dict, message: str) -> str:
+        """The fail kind an error object of the protocol reads as."""
+        raise NotImplementedError
+
+    def fail_defaults(self, kind: str) -> dict[str, str | None]:
+        """What the protocol's error object holds for a fail of `kind`, beside its message."""
+        raise NotImplementedError
+
+
+# Codes and types of OpenAI errors that are no fail kind's own, and the kind of the status they come with.
+OPENAI_OTHER_KINDS = {"insufficient_quota": "rate_limit", "tokens": "rate_limit", "context_length_exceeded": "invalid_prompt"}
+
+
+class OpenAIReader(Reader):
+    """What the two OpenAI protocols' readers share: how their error objects read."""
+
+    def fail_kind(self, error: dict, message: str) -> str:
+        """By the error's code, one a fail kind writes or another known one; else by its type."""
+        code, error_type = error.get("code"), error.get("type")
+        by_code = [kind for kind, (written, _) in OPENAI_FAIL.items() if written == code]
+        others = [OPENAI_OTHER_KINDS[value] for value in (code, error_type) if isinstance(value, str) and value in OPENAI_OTHER_KINDS]
+        by_type = [kind for kind, (_, written) in OPENAI_FAIL.items() if written == error_type]
+        return kind_of(by_code or others or by_type, message)
+
+    def fail_defaults(self, kind: str) -> dict[str, str | None]:
+        code, error_type = OPENAI_FAIL[kind]
+        return {"type": error_type, "code": code, "param": None}

@@ -1,0 +1,187 @@
+"""OpenAI Responses read back: output items by `output_index` and their deltas, the terminal
+`response.completed` / `response.incomplete` / `response.failed` (or an `error` event), or a
+whole `response` object.
+
+A message item's content parts are blocks of their own (`output_text` a text block, `refusal`
+a refusal), keyed by output and content index; a reasoning item's summary parts are the parts
+of one reasoning block. A reasoning item that shows no summary at all (none was asked for, or
+the reasoning is hidden) is written as redacted thinking: the step that is a reasoning item
+with no summary, an item of its own wherever it stands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocols.responses import INCOMPLETE_REASONS
+from ...scenario.reader import PHASES
+from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail
+
+ITEM_KINDS = {"reasoning": "reasoning", "function_call": "tool_call"}  # and message items, whose parts are blocks
+PART_KINDS = {"output_text": "text", "refusal": "refusal"}
+PART_TEXT = {"output_text": "text", "refusal": "refusal"}  # where each content part holds its text
+DELTA_KINDS = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "refusal",
+    "response.reasoning_summary_text.delta": "reasoning",
+    "response.reasoning_text.delta": "reasoning",
+    "response.function_call_arguments.delta": "tool_call",
+}
+# Where each usage count of the scenario format is in Responses' usage: (details object, count).
+USAGE_DETAILS = {
+    "cached_tokens": ("input_tokens_details", "cached_tokens"),
+    "cache_write_tokens": ("input_tokens_details", "cache_write_tokens"),
+    "reasoning_tokens": ("output_tokens_details", "reasoning_tokens"),
+}
+
+
+def summary_texts(item: dict) -> list[str]:
+    """A reasoning item's summary parts (or its raw reasoning text's parts)."""
+    parts = item.get("summary") or item.get("content") or []
+    return [clean(part.get("text")) for part in parts if isinstance(part, dict)]
+
+
+class ResponsesReader(OpenAIReader):
+    NAME = "responses"
+    FINISHES = {**OpenAIReader.FINISHES, **{reason: finish for finish, reason in INCOMPLETE_REASONS.items()}}
+    EVENTS = {
+        "response.created": "lifecycle",
+        "response.in_progress": "lifecycle",
+        "response.queued": "lifecycle",
+        "response.output_item.added": "item_added",
+        "response.content_part.added": "part_added",
+        "response.output_item.done": "item_done",
+        **{name: "delta" for name in DELTA_KINDS},
+        "response.completed": "terminal",
+        "response.incomplete": "terminal",
+        "response.failed": "terminal",
+        "error": "error",
+    }
+    SKIPPED = frozenset({
+        "response.content_part.done", "response.output_text.done",
+        "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.done", "response.reasoning_text.done",
+        "response.function_call_arguments.done", "response.refusal.done",
+    })
+
+    def __init__(self, streamed: bool = True):
+        super().__init__(streamed)
+        self.phases: dict[Any, str | None] = {}  # the phase of each message item seen, by output index
+
+    def lifecycle(self, at: float | None, event: dict) -> None:
+        response = event.get("response")
+        if isinstance(response, dict):
+            self.about(response)
+
+    def about(self, response: dict) -> None:
+        """What every response object says: its model and id."""
+        self.model(response.get("model"))
+        if isinstance(response.get("id"), str):
+            self.captured.answer_id = response["id"]
+
+    def item_added(self, at: float | None, event: dict) -> CapturedBlock | None:
+        """A reasoning or function call item opens its block; a message item's blocks open with its content parts."""
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        index, kind = event.get("output_index"), ITEM_KINDS.get(item.get("type"))
+        if item.get("type") == "message":
+            self.message_phase(index, item)
+            return None
+        if kind is None:
+            self.captured.left_out[f"{item.get('type') or 'untyped'} output items"] += 1
+            return None
+        facts = {"name": clean(item.get("name")) or None, "call_id": clean(item.get("call_id")) or None} if kind == "tool_call" else {}
+        return self.piece(index, kind, "", at, **facts)
+
+    def message_phase(self, index: Any, item: dict) -> None:
+        """Note a message item's phase (None for none, or one fakehop has no step for), once."""
+        phase = item.get("phase")
+        if index in self.phases:
+            return
+        self.phases[index] = phase if phase in PHASES else None
+        if phase is not None and phase not in PHASES:
+            self.captured.left_out[f"message phase {phase!r}"] += 1
+
+    def part_added(self, at: float | None, event: dict) -> None:
+        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        self.part(at, event.get("output_index"), event.get("content_index"), part, "")
+
+    def part(self, at: float | None, index: Any, content_index: Any, part: dict, text: Any) -> None:
+        """A message's content part, opened as a text or refusal block with `text`."""
+        kind = PART_KINDS.get(part.get("type"))
+        if kind is None:
+            self.captured.left_out[f"{part.get('type') or 'untyped'} content parts"] += 1
+            return
+        self.piece((index, content_index), kind, text, at, phase=self.phases.get(index) if kind == "text" else None)
+
+    def delta(self, at: float | None, event: dict) -> None:
+        if event["type"] == "response.reasoning_text.delta":
+            self.captured.note("Raw reasoning text is replayed as a reasoning summary.")
+        kind, index = DELTA_KINDS[event["type"]], event.get("output_index")
+        if kind in PART_KINDS.values():
+            self.piece((index, event.get("content_index")), kind, event.get("delta"), at, phase=self.phases.get(index) if kind == "text" else None)
+        else:
+            self.piece(index, kind, event.get("delta"), at, part=event.get("summary_index", event.get("content_index")))
+
+    def item_done(self, at: float | None, event: dict) -> None:
+        """An item whose deltas never came (a hand-made stream, or a whole answer's) gets its text here."""
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        index = event.get("output_index")
+        if item.get("type") == "message":
+            self.message_done(at, index, item)
+            return
+        block = self.open.get(index) or self.item_added(at, event)
+        if block is None:
+            return
+        if block.kind == "reasoning":
+            self.reasoning_done(at, index, block, item)
+        elif not block.pieces:
+            self.piece(index, block.kind, clean(item.get("arguments")), at)
+
+    def message_done(self, at: float | None, index: Any, item: dict) -> None:
+        self.message_phase(index, item)
+        for content_index, part in enumerate(item.get("content") or []):
+            if isinstance(part, dict) and (index, content_index) not in self.open:
+                self.part(at, index, content_index, part, part.get(PART_TEXT.get(part.get("type"), "text")))
+
+    def reasoning_done(self, at: float | None, index: Any, block: CapturedBlock, item: dict) -> None:
+        if not block.pieces:
+            for number, text in enumerate(summary_texts(item)):
+                self.piece(index, "reasoning", text, at, part=number)
+        if not block.pieces:
+            block.kind = "redacted_thinking"
+        if item.get("encrypted_content"):
+            self.captured.left_out["encrypted reasoning content"] += 1
+
+    def terminal(self, at: float | None, event: dict) -> None:
+        response = event.get("response") if isinstance(event.get("response"), dict) else {}
+        self.response(at, response)
+
+    def response(self, at: float | None, response: dict) -> None:
+        """A terminal event's response, or a whole answer: its items if none streamed, usage, how it ended."""
+        self.about(response)
+        if not self.open:
+            for index, item in enumerate(response.get("output") or []):
+                if isinstance(item, dict):
+                    self.item_done(at, {"output_index": index, "item": item})
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            self.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            self.details(**{name: detail(usage, part, count) for name, (part, count) in USAGE_DETAILS.items()})
+        status = response.get("status")
+        if status == "failed":
+            if self.captured.failure is None:  # no `error` event came first
+                self.fail(at, response.get("error") if isinstance(response.get("error"), dict) else {}, error_event=False)
+            return
+        if status == "incomplete":
+            details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
+            self.finish(details.get("reason"))
+        self.end(FINISHED, at)
+
+    def error(self, at: float | None, event: dict) -> None:
+        """An `error` event: nested (`{"error": {…}}`, as the real API sends it) or flat, whose
+        `type` is the event's own."""
+        error = event.get("error") if isinstance(event.get("error"), dict) else {key: event.get(key) for key in ("code", "message", "param") if key in event}
+        self.fail(at, error)
+
+    def whole(self, body: dict, at: float | None) -> None:
+        self.response(at, body)

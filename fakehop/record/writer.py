@@ -1,0 +1,505 @@
+"""Captured answers out as scenario files: YAML meant to be read and edited.
+
+A file starts with a comment saying where and when its answer was captured and what of it
+fakehop does not play. Its `match` picks it again for the same request. Its steps keep each
+piece of output as it streamed and the pauses between them: the wait before a piece (the
+first one's counts from the request) as a `delay`, and a run of pieces that came about
+equally spaced as one step with an `interval`. Pauses under `min_gap` are dropped; a run
+lasts while every piece in it plays within a quarter of the interval (at least `min_gap`)
+of when it came. Pieces that fakehop's own `chunk` forms would give are written that way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
+from ..play.player import FAIL_MESSAGES, estimate_tokens
+from ..scenario.model import DEFAULT_KEEPALIVE
+from ..scenario.reader import MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
+
+DEFAULT_MIN_GAP = 0.005
+SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
+REDACTED = "[redacted]"
+MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
+MAX_NAME = 48
+KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
+_YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+_NEEDS_DOUBLE_QUOTES = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]")
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_WORDS = re.compile(r"[a-z0-9]+")
+_REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+_YAML_WORDS = ("true", "false", "yes", "no", "y", "n", "on", "off", "null")
+MESSAGES_USAGE_NAMES = {name: alias for alias, name in USAGE_ALIASES.items()}  # Anthropic's names for the usage counts
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an answer came from: `source` says it in words ("Recorded by `fakehop record`
+    from http://…"), `when` is when it was captured, `timed` whether the capture has timing."""
+
+    source: str
+    when: datetime
+    timed: bool = True
+
+
+# ---------------------------------------------------------------- YAML values
+
+
+def secrets_of(headers, redact: Iterable[str] = ()) -> list[str]:
+    """Every secret value a request's headers carry: keys and tokens (with and without their
+    scheme), cookies (whole and each value), and the values of the headers named in `redact`."""
+    redact = {name.lower() for name in redact}
+    found = []
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in SECRET_HEADERS or lowered in redact:
+            found.extend((value, value.partition(" ")[2]))
+        if lowered == "cookie":
+            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+    return [secret for secret in found if secret]
+
+
+class Yaml:
+    """Writes values as YAML scalars, every string scrubbed of the secrets first."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.secrets = sorted({secret for secret in secrets if len(secret) >= MIN_SECRET}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def scrub_block(self, block: CapturedBlock) -> CapturedBlock:
+        """`block` with a secret that spans pieces taken out too: the pieces it touches become
+        one, at the time of the first (and a part that began inside it begins with that one)."""
+        joined = block.text()
+        spans = [(found.start(), found.end()) for secret in self.secrets for found in re.finditer(re.escape(secret), joined)]
+        if not spans:
+            return block
+        pieces: list[Piece] = []
+        part_starts: list[int] = []
+        offset = 0
+        for number, piece in enumerate(block.pieces):
+            inside_a_secret = any(start < offset < end for start, end in spans)
+            if inside_a_secret and pieces:
+                pieces[-1] = Piece(pieces[-1].at, pieces[-1].text + piece.text)
+            else:
+                pieces.append(piece)
+                if number in block.part_starts:
+                    part_starts.append(len(pieces) - 1)
+            offset += len(piece.text)
+        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces], part_starts=part_starts)
+
+    def string(self, text: str) -> str:
+        """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
+        reads best so), else double quotes with JSON's escapes and YAML's for what YAML refuses."""
+        text = self.scrub(text)
+        if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
+            return "'" + text.replace("'", "''") + "'"
+        return _YAML_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(text, ensure_ascii=False))
+
+    def name(self, text: str) -> str:
+        """A model, tool or error name: plain when it reads as one, else quoted."""
+        text = self.scrub(text)
+        return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else self.string(text)
+
+    def pieces(self, pieces: list[str], indent: int) -> str:
+        """A flow list of strings, wrapped to lines of about 100 characters; `indent` is the
+        column its key starts at, and the lines after the first go two further in."""
+        lines, line = [], "["
+        for number, piece in enumerate(pieces):
+            item = self.string(piece) + ("," if number < len(pieces) - 1 else "]")
+            column = len(line) + (indent + 8 if not lines else 0)  # the first line begins after its key
+            if line.strip() != "[" and column + len(item) > 100:
+                lines.append(line.rstrip())
+                line = " " * (indent + 2)
+            line += item + " "
+        lines.append(line.rstrip())
+        return "\n".join(lines)
+
+
+def rounded(seconds: float) -> float:
+    """A pause as written: to the millisecond, or to a tenth of one below a millisecond."""
+    return round(seconds, 3) if seconds >= 0.001 else round(seconds, 4)
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{seconds * 1000:.1f}".rstrip("0").rstrip(".") + "ms"
+
+
+# ---------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Pieces of one block played as one step, `interval` apart; `first` is the block's index
+    of the first of them."""
+
+    pieces: list[str]
+    interval: float
+    first: int = 0
+
+
+class Steps:
+    """Lays the captured parts out as step lines.
+
+    Two clocks, in seconds from the request: `target`, the capture's own time with every gap
+    under min_gap taken out (those gaps are dropped, not saved up), and `played`, where the
+    replay of the lines so far stands. Each delay is written from one to the other, so that
+    neither rounding nor a run's slack adds up to drift.
+    """
+
+    def __init__(self, yaml: Yaml, min_gap: float):
+        self.yaml = yaml
+        self.min_gap = min_gap
+        self.played = 0.0
+        self.target = 0.0
+        self.last_at = 0.0  # the capture's time of the last thing laid out
+        self.lines: list[str] = []
+
+    def advance(self, at: float | None) -> float:
+        """The target time of what the capture has at `at` (None: no timing, no gap)."""
+        if at is not None:
+            gap = at - self.last_at
+            if gap >= self.min_gap:
+                self.target += gap
+            self.last_at = max(self.last_at, at)  # pieces of calls that streamed side by side may come out of order
+        return self.target
+
+    def wait_until(self, at: float | None, why: str = "") -> None:
+        self.wait_for(self.advance(at), why)
+
+    def wait_for(self, target: float, why: str = "") -> None:
+        """A `delay` to reach `target`, unless it is under min_gap away."""
+        if target - self.played < self.min_gap:
+            return
+        written = rounded(target - self.played)
+        self.lines.append(f"  - delay: {duration(written)}{why}")
+        self.played += written
+
+    def part(self, part: CapturedBlock | RawFrame) -> None:
+        if isinstance(part, RawFrame):
+            self.wait_until(part.at)
+            self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
+        elif part.kind == "tool_call":
+            self.tool_call(part)
+        elif part.kind == "redacted_thinking":
+            self.wait_until(part.at)
+            data = f": {self.yaml.string(part.data)}" if part.data else "  # reasoning that showed no text"
+            self.lines.append(f"  - redacted_thinking{data}")
+        else:
+            for number, run in enumerate(self.runs(part)):
+                self.output(part, run, signed=number == 0)
+
+    def targets(self, block: CapturedBlock) -> list[float]:
+        """When each piece of `block` should play; the replay has waited for the first."""
+        first = block.pieces[0].at if block.pieces else block.at
+        self.wait_until(first, "  # before the first token" if not self.lines else "")
+        return [self.target] + [self.advance(piece.at) for piece in block.pieces[1:]]
+
+    def runs(self, block: CapturedBlock) -> Iterator[Run]:
+        """The block's pieces in runs, each as long as its pieces keep to one interval; the
+        delay before each run after the first is laid out once the one before it is. A run
+        that begins inside a summary part ends where the next part begins: only a run that
+        begins a part can begin more of them."""
+        texts = [piece.text for piece in block.pieces] or [""]
+        targets = self.targets(block)
+        starts = {0, *block.part_starts}
+        start = 0
+        while start < len(texts):
+            if start:
+                self.wait_for(targets[start])
+            base = self.played  # where the replay stands at the run's first piece: behind its target by up to a slack
+            interval = max(0.0, rounded(targets[start + 1] - base)) if start + 1 < len(texts) else 0.0
+            slack = max(self.min_gap, interval / 4)
+            end = start + 1
+            while (end < len(texts) and abs(targets[end] - base - (end - start) * interval) <= slack
+                   and (start in starts or end not in starts)):
+                end += 1
+            if end - start == 2 and end < len(texts):  # a lone gap before others: a delay reads better
+                end, interval = start + 1, 0.0
+            self.played += (end - start - 1) * interval
+            yield Run(texts[start:end], interval, start)
+            start = end
+
+    def output(self, block: CapturedBlock, run: Run, signed: bool) -> None:
+        parts = [start - run.first for start in block.part_starts if run.first <= start < run.first + len(run.pieces)]
+        if parts:  # the run begins a summary part after the first, or holds the start of one
+            self.parts(run, ([0] if parts[0] else []) + parts)
+        else:
+            self.lines.append(f"  - {block.kind}: " + self.text(run.pieces, indent=4, chunk_indent=4))
+            self.interval(run)
+        if block.phase:
+            self.lines.append(f"    phase: {block.phase}")
+        if signed and block.signature:
+            self.lines.append(f"    signature: {self.yaml.string(block.signature)}")
+
+    def parts(self, run: Run, starts: list[int]) -> None:
+        """A reasoning step of summary parts: each a string, split by one `chunk` for all, or a list of pieces.
+        The first part begins a part of its own, unless it is the block's first."""
+        parts = [run.pieces[start:end] for start, end in zip(starts, starts[1:] + [len(run.pieces)])]
+        chunks = {chunk_of(part) for part in parts}
+        chunk = chunks.pop() if len(chunks) == 1 else None
+        self.lines.append("  - reasoning:")
+        self.lines.append("      parts:")
+        for part in parts:
+            joined = self.yaml.string("".join(part))
+            self.lines.append("        - " + (joined if chunk is not None or len(part) == 1 else self.yaml.pieces(part, indent=8)))
+        if chunk:
+            self.lines.append(f"    chunk: {chunk}")
+        self.interval(run)
+
+    def text(self, pieces: list[str], indent: int, chunk_indent: int, json_only: bool = False) -> str:
+        """The pieces as one string with the `chunk` that splits it so, or as a list of them."""
+        joined = "".join(pieces)
+        chunk = chunk_of(pieces)
+        if chunk is not None and not (json_only and not is_json(joined)):
+            written = self.yaml.string(joined)
+            return written if chunk == "" else f"{written}\n{' ' * chunk_indent}chunk: {chunk}"
+        return self.yaml.pieces(pieces, indent)
+
+    def interval(self, run: Run) -> None:
+        if run.interval and len(run.pieces) > 1:
+            self.lines.append(f"    interval: {duration(run.interval)}")
+
+    def tool_call(self, block: CapturedBlock) -> None:
+        """A tool call is one step: its pieces spaced by their mean gap."""
+        targets = self.targets(block)
+        gaps = [later - earlier for earlier, later in zip(targets, targets[1:])]
+        run = Run([piece.text for piece in block.pieces] or [""], rounded(statistics.fmean(gaps)) if gaps else 0.0)
+        self.played += run.interval * len(gaps)
+        self.lines.append("  - tool_call:")
+        self.lines.append(f"      name: {self.yaml.name(block.name or 'tool')}")
+        if block.call_id:
+            self.lines.append(f"      id: {self.yaml.name(block.call_id)}")
+        self.lines.append("      arguments: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=True))
+        self.interval(run)
+
+    def ending(self, captured: Captured) -> None:
+        if captured.ending == FAILED:
+            self.wait_until(captured.ended_at)
+            self.lines.append(f"  - fail: {self.fail(captured)}")
+        elif captured.ending == CUT:
+            self.wait_until(captured.ended_at)
+            self.lines.append("  - disconnect")
+        elif captured.ending == LEFT:
+            last_output, last_comment = captured.last_output_at, captured.last_comment_at
+            if last_comment is not None and (last_output is None or last_comment > last_output):
+                self.wait_until(captured.ended_at)  # keepalives came until the client went: they play until then too
+            self.lines.append("  - hang  # the client went away here")
+        else:
+            self.wait_until(captured.ended_at)
+
+    def fail(self, captured: Captured) -> str:
+        """The `fail` that gives the captured error again: its kind, and its message, type, code
+        and param and Responses' `error_event: false` where they are not the kind's."""
+        failure = captured.failure
+        fields = [f"kind: {failure.kind}"]
+        if failure.message != FAIL_MESSAGES[failure.kind]:
+            fields.append(f"message: {self.yaml.string(failure.message)}")
+        fields.extend(f"{name}: {self.yaml.name(value)}" for name, value in detail_fields(failure.details))
+        if not failure.error_event:
+            fields.append("error_event: false")
+        return failure.kind if len(fields) == 1 else "{" + ", ".join(fields) + "}"
+
+
+def detail_fields(details: ErrorDetails) -> list[tuple[str, str]]:
+    """An error's own type, code and param, by their scenario keys."""
+    given = (("type", details.error_type), ("code", details.code), ("param", details.param))
+    return [(name, value) for name, value in given if value is not None]
+
+
+def chunk_of(pieces: list[str]) -> str | int | None:
+    """The `chunk` that splits the joined pieces into these: "" for one piece, word, char or N;
+    None when none does, or for two pieces, which one of them could split by chance."""
+    if len(pieces) == 1:
+        return ""
+    if len(pieces) == 2:
+        return None
+    joined = "".join(pieces)
+    for chunk in ("word", "char") + ((len(pieces[0]),) if len(pieces[0]) > 1 else ()):
+        if split_deltas(joined, chunk) == tuple(pieces):
+            return chunk
+    return None
+
+
+def is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the whole file
+
+
+def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
+                  secrets: Iterable[str] = ()) -> str:
+    """The scenario file for one captured answer."""
+    yaml = Yaml(secrets)
+    lines = [f"# {line}" for line in header(captured, origin, min_gap, yaml)]
+    lines.append(f"description: {yaml.string(description(captured, request))}")
+    lines.extend(match_lines(captured.protocol, request, yaml))
+    if captured.http_error is not None:
+        lines.extend(http_error_lines(captured, yaml))
+        return "\n".join(lines) + "\n"
+    lines.extend(setting_lines(captured, yaml))
+    steps = Steps(yaml, min_gap if origin.timed else float("inf"))
+    for part in captured.parts:
+        steps.part(yaml.scrub_block(part) if isinstance(part, CapturedBlock) else part)
+    steps.ending(captured)
+    if not steps.lines:
+        steps.lines.append('  - text: ""')
+    return "\n".join(lines + ["steps:"] + steps.lines) + "\n"
+
+
+def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> list[str]:
+    kind = "a streamed answer" if captured.streamed else "an answer"
+    events = f", {captured.events} events" if captured.streamed else ""
+    lines = [yaml.scrub(origin.source), f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
+    lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
+    if captured.left_out:
+        lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
+    return lines + [yaml.scrub(note) for note in captured.notes]
+
+
+def usage_details(captured: Captured) -> list[tuple[str, int]]:
+    """The usage detail counts a replay would not give again unless the file says them: the
+    reasoning tokens it would estimate from the reasoning text otherwise (0 when the answer
+    gave none), and the others, 0. On Messages they go by Anthropic's names."""
+    output_tokens = captured.usage.output_tokens if captured.usage and captured.usage.output_tokens is not None else 0
+    reasoning_chars = sum(len(block.text()) for block in captured.blocks() if block.kind == "reasoning")
+    replayed = {"reasoning_tokens": min(output_tokens, estimate_tokens(reasoning_chars))}
+    given = {**{name: 0 for name in replayed}, **captured.usage_details}  # a count the answer did not give was none to its client
+    names = MESSAGES_USAGE_NAMES if captured.protocol == "messages" else {}
+    return [(names.get(name, name), count) for name, count in given.items() if count != replayed.get(name, 0)]
+
+
+def description(captured: Captured, request: Request | None) -> str:
+    if request is None or request.prompt is None:
+        return f"A {captured.protocol} answer, captured."
+    prompt = request.prompt if len(request.prompt) <= 60 else request.prompt[:57] + "..."
+    return f'A {captured.protocol} answer to "{prompt}", captured.'
+
+
+def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]:
+    if request is None:
+        return ["match:  # the capture holds no request: this answers any request of its protocol", f"  protocol: {protocol}"]
+    unknown = f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known" if request.unknown_chain else ""
+    lines = ["match:" + unknown, f"  protocol: {protocol}"]
+    if request.model is not None:
+        lines.append(f"  model: {yaml.name(glob_escape(request.model))}")
+    if request.prompt is not None:
+        lines.append(f"  prompt: {yaml.string('/^' + regex_escape(yaml.scrub(request.prompt)) + '$/')}  # the last user message, exactly")
+    if request.turn is not None:
+        lines.append(f"  turn: {request.turn}")
+        if request.turn > 1 and request.tool_result is not None:
+            lines.append(f"  tool_result: {'true' if request.tool_result else 'false'}")
+    return lines
+
+
+def regex_escape(text: str) -> str:
+    """`text` as a regular expression that matches only itself, escaping no more than it must."""
+    return _REGEX_SPECIAL.sub(r"\\\1", text)
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a glob that matches only itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    error = captured.http_error
+    lines = ["http_error:", f"  status: {error.status}"]
+    if error.message is not None:
+        lines.append(f"  message: {yaml.string(error.message)}")
+    lines.extend(f"  {name}: {yaml.name(value)}" for name, value in detail_fields(error.details))
+    if error.retry_after is not None:
+        lines.append(f"  retry_after: {yaml.string(error.retry_after)}")
+    if error.headers:
+        lines.append("  headers:")
+        lines.extend(f"    {name}: {yaml.string(value)}" for name, value in error.headers)
+    return lines
+
+
+def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    lines = []
+    if captured.model:
+        lines.append(f"model: {yaml.name(captured.model)}")
+    keepalive = keepalive_line(captured)
+    if keepalive:
+        lines.append(keepalive)
+    usage = captured.usage
+    if usage is not None and captured.ending == FINISHED:
+        given = (("input_tokens", usage.input_tokens), ("output_tokens", usage.output_tokens), *usage_details(captured))
+        counts = [f"{name}: {value}" for name, value in given if value is not None]
+        if counts:
+            lines.append(f"usage: {{{', '.join(counts)}}}")
+    if any((block.kind == "reasoning" and block.text()) or block.kind == "redacted_thinking" for block in captured.blocks()):
+        lines.append("force_reasoning: true  # the reasoning shows as it was captured, whatever a request asks")
+    lines.extend(finish_lines(captured, yaml))
+    return lines
+
+
+def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
+    """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
+    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
+    if captured.finish is None or captured.finish == inferred:
+        return []
+    if captured.finish == "stop_sequence":  # a reader gives it only with its sequence
+        return ["finish: stop_sequence", f"stop_sequence: {yaml.string(captured.stop_sequence)}"]
+    return [f"finish: {captured.finish}"]
+
+
+def keepalive_line(captured: Captured) -> str | None:
+    """The keepalive spacing the stream showed: the usual silence before a comment frame; or
+    0 when it went quiet for longer than the default spacing with none."""
+    if captured.keepalive_gaps:
+        spacing = max(MIN_KEEPALIVE, rounded(statistics.median(captured.keepalive_gaps)))
+        if abs(spacing - DEFAULT_KEEPALIVE) <= DEFAULT_KEEPALIVE * KEEPALIVE_SLACK:
+            return None
+        return f"keepalive: {duration(spacing)}  # as the stream's comment frames came"
+    if captured.longest_silence > DEFAULT_KEEPALIVE * (1 + KEEPALIVE_SLACK):
+        return f"keepalive: 0  # {duration(rounded(captured.longest_silence))} of silence with no keepalive"
+    return None
+
+
+# ---------------------------------------------------------------- files
+
+
+def file_stem(protocol: str, words_from: str | None, fallback: str = "answer") -> str:
+    """`chat-what-is-the-weather`: the protocol and the first words of the prompt (or of `fallback`)."""
+    words = _WORDS.findall((words_from or "").lower()) or _WORDS.findall(fallback.lower()) or ["answer"]
+    stem = protocol
+    for word in words:
+        if len(stem) + 1 + len(word) > MAX_NAME:
+            break
+        stem += "-" + word
+    return stem if stem != protocol else f"{protocol}-{words[0][: MAX_NAME - len(protocol) - 1]}"
+
+
+def write_new(directory: Path, stem: str, text: str) -> Path:
+    """Write `text` to DIRECTORY/STEM.yaml, or STEM-2.yaml, STEM-3.yaml…: never over a file
+    (nor beside one of the same stem, whose name it would share)."""
+    number = 1
+    while True:
+        name = stem if number == 1 else f"{stem}-{number}"
+        if not any((directory / (name + suffix)).exists() for suffix in SCENARIO_SUFFIXES):
+            try:
+                with open(directory / f"{name}.yaml", "x", encoding="utf-8") as out:
+                    out.write(text)
+                return directory / f"{name}.yaml"
+            except FileExistsError:  # written by another at the same moment
+                pass
+        number += 1

@@ -1,0 +1,981 @@
+"""Scenario files: YAML in, validated immutable objects out.
+
+Every problem in a file is found at load time and reported with the file, the line and the
+offending key (with the nearest valid key when one is close), so a bad scenario never
+surfaces in the middle of somebody's test run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import re2
+
+from .. import CONTROL_PREFIX
+from . import textgen, yamlsource
+from .hints import did_you_mean
+from .model import (DEFAULT_KEEPALIVE, MAX_TEXT_CHARS, DEFAULT_STALL_TIMEOUT, FINISH_REASONS, Delay, Disconnect, Entry, Fail, Hang, HttpError,
+                    KeepaliveNow, Match, Output, Quote, QuoteRef, RateLimit, Raw, RedactedThinking, Scenario, Script, Stall, Step, StopDetails,
+                    TextRule, ToolCall, TurnRule, Usage)
+from .yamlsource import LineDict, LineList
+
+MAX_FILE_BYTES = 1_000_000
+MAX_DURATION = 86_400.0
+SCENARIOS_SOURCE = f"<POST {CONTROL_PREFIX}/scenarios>"  # the source of a scenario sent to the control API
+PROTOCOL_NAMES = ("chat", "responses", "messages")
+FAIL_KINDS = ("rate_limit", "server_error", "invalid_prompt", "overloaded", "interrupted")
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+MIN_KEEPALIVE = 0.001  # a keepalive interval that is not 0 (never); played at least this long after the time scale too
+# Headers an http_error may not set: they say how the answer is framed, which is the server's to say.
+FRAMING_HEADERS = frozenset(("content-type", "content-length", "transfer-encoding", "connection", "keep-alive",
+                             "upgrade", "te", "trailer", "content-encoding", "host"))
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")  # no control characters but tab
+_REGEX_OPTIONS = re2.Options()
+_REGEX_OPTIONS.log_errors = False  # a pattern RE2 refuses is reported as a scenario problem, not logged
+
+# ---------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    source: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+class ScenarioError(Exception):
+    """One or more problems in scenario files; str() lists them all, one a line."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass
+class _Checker:
+    """Collects problems while one document is read, so all of them are reported at once."""
+
+    source: str
+    problems: list[Problem] = field(default_factory=list)
+    text_chars: int = 0  # so far, towards MAX_TEXT_CHARS
+
+    def add(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.source, line, message))
+
+    def counted(self, line: int, text: str) -> str | None:
+        """`text`, counted towards MAX_TEXT_CHARS; None (and a problem, the first time) once over it."""
+        before = self.text_chars
+        self.text_chars += len(text)
+        if self.text_chars <= MAX_TEXT_CHARS:
+            return text
+        if before <= MAX_TEXT_CHARS:
+            self.add(line, f"the scenario's text adds up to more than {MAX_TEXT_CHARS:,} characters")
+        return None
+
+
+def _suggest(key: Any, valid: Iterable[str]) -> str:
+    return did_you_mean(key, valid) or f"; valid keys: {', '.join(sorted(valid))}"
+
+
+def _check_keys(check: _Checker, mapping: LineDict, valid: Iterable[str], where: str) -> None:
+    valid = tuple(valid)
+    for key in mapping:
+        if key not in valid:
+            check.add(mapping.key_lines.get(key, mapping.line), f"unknown key {key!r} in {where}{_suggest(key, valid)}")
+
+
+def _line_of(container: Any, key: Any, default: int = 0) -> int:
+    if isinstance(container, LineDict):
+        return container.key_lines.get(key, container.line)
+    if isinstance(container, LineList) and isinstance(key, int) and key < len(container.item_lines):
+        return container.item_lines[key]
+    return getattr(container, "line", default)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    for kind, name in ((bool, "true/false"), (dict, "a mapping"), (list, "a list"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------- scalar readers
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from `0.25`, `250ms`, `2s`, `1.5m`, `1h`; ValueError with a readable message."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"expected a duration such as 2s or 250ms, got {_type_name(value)}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        found = _DURATION.match(value)
+        if not found:
+            raise ValueError(f"expected a duration such as 2s, 250ms or 1.5m, got {value!r}")
+        seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    else:
+        raise ValueError(f"expected a duration such as 2s or 250ms, got {_type_name(value)}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a duration must be zero or more seconds, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"a duration must be at most 24h, got {value!r}")
+    return seconds
+
+
+def _duration(check: _Checker, mapping: LineDict, key: str, default: float) -> float:
+    if key not in mapping:
+        return default
+    try:
+        return parse_duration(mapping[key])
+    except ValueError as exc:
+        check.add(_line_of(mapping, key), f"{key}: {exc}")
+        return default
+
+
+def _string(check: _Checker, mapping: LineDict, key: str, default: str | None = None) -> str | None:
+    value = mapping.get(key, default)
+    if value is default:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        check.add(_line_of(mapping, key), f"{key}: expected a string, got {_type_name(value)}")
+        return default
+    return str(value)
+
+
+def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> int | None:
+    if key not in mapping:
+        return None
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        check.add(_line_of(mapping, key), f"{key}: expected a whole number from {low} to {high}, got {value!r}")
+        return None
+    return value
+
+
+# ---------------------------------------------------------------- steps
+
+ACTION_KEYS = ("text", "reasoning", "refusal", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
+BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect(),
+              "redacted_thinking": RedactedThinking(None)}
+ENDING_STEPS = {Fail: "a fail", Disconnect: "a disconnect", Hang: "a hang"}  # and a Stall without resume: see _ending_of
+CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
+STEP_MODIFIERS = ("chunk", "interval")
+STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
+PHASES = ("commentary", "final_answer")
+TOOL_CALL_KEYS = ("name", "arguments", "id")
+ERROR_DETAIL_KEYS = ("type", "code", "param")
+FAIL_KEYS = ("kind", "message", "error_event") + ERROR_DETAIL_KEYS
+_WORD = re.compile(r"\s*\S+")
+
+
+def split_deltas(text: str, chunk: Any) -> tuple[str, ...]:
+    """Split text into deltas: None = one delta, "word", "char", or N characters a delta."""
+    if not text:
+        return (text,)
+    if chunk is None:
+        return (text,)
+    if chunk == "char":
+        return tuple(text)
+    if chunk == "word":
+        words = _WORD.findall(text)
+        if not words:
+            return (text,)
+        tail = len(text) - sum(map(len, words))
+        if tail:
+            words[-1] += text[-tail:]
+        return tuple(words)
+    return tuple(text[i : i + chunk] for i in range(0, len(text), chunk))
+
+
+def _chunking(check: _Checker, step: LineDict) -> Any:
+    chunk = step.get("chunk")
+    if chunk is None or chunk in ("word", "char"):
+        return chunk
+    if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0:
+        return chunk
+    check.add(_line_of(step, "chunk"), f"chunk: expected word, char or a positive number of characters, got {chunk!r}")
+    return None
+
+
+def _text_source(check: _Checker, step: LineDict, key: str) -> str | tuple | None:
+    """The step's text, or for a quote the pieces of its text (see Quote)."""
+    return _text_value(check, step[key], _line_of(step, key), key)
+
+
+def _text_value(check: _Checker, value: Any, line: int, key: str) -> str | tuple | None:
+    """A text source's text: a string, Faker's for a faker mapping, or a quote's pieces."""
+    if isinstance(value, str):
+        return check.counted(line, value)
+    if isinstance(value, LineDict) and any(quote_key in value for quote_key in QUOTE_KEYS):
+        return _quote(check, value, key, line)
+    if isinstance(value, LineDict):
+        if check.text_chars > MAX_TEXT_CHARS:
+            return None  # over the limit already: generating more would only cost time
+        try:
+            return check.counted(line, textgen.generate(value))
+        except textgen.TextgenError as exc:
+            check.add(line, f"{key}: {exc}")
+            return None
+    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, "
+                    f"or a quote such as {{from: tool_result}}, got {_type_name(value)}")
+    return None
+
+
+def _pieces(check: _Checker, pieces: LineList, line: int, what: str, chunk_line: int | None) -> tuple[str, ...] | None:
+    """Explicit deltas (`["Hel", "lo"]`), streamed as they are: each piece a string; `chunk`
+    (on `chunk_line`, None when the step has none) has nothing left to split."""
+    if chunk_line is not None:
+        check.add(chunk_line, f"chunk: {what} is already a list of pieces; leave chunk out")
+    if not pieces:
+        check.add(line, f'{what}: is an empty list; give at least one piece, such as ["Hel", "lo"]')
+        return None
+    for index, piece in enumerate(pieces):
+        if not isinstance(piece, str):
+            check.add(_line_of(pieces, index, line), f"{what}: piece {index + 1} is {_type_name(piece)}; every piece must be a string")
+            return None
+    if check.counted(line, "".join(pieces)) is None:
+        return None
+    return tuple(pieces)
+
+
+QUOTE_SOURCES = ("prompt", "tool_result")
+QUOTE_KEYS = ("from", "tool", "template")
+_TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def _quote(check: _Checker, spec: LineDict, key: str, line: int) -> tuple | None:
+    """`{from: prompt}`, `{from: tool_result, tool: NAME}` or `{template: "… {tool_result} …"}`."""
+    _check_keys(check, spec, QUOTE_KEYS, f"a quoting {key}")
+    if "template" in spec:
+        if "from" in spec or "tool" in spec:
+            check.add(line, f"{key}: a quote takes from (and tool) or template, not both")
+            return None
+        template = spec["template"]
+        if not isinstance(template, str):
+            check.add(_line_of(spec, "template"), f"{key}: template: expected a string, got {_type_name(template)}")
+            return None
+        return _template_pieces(check, _line_of(spec, "template"), key, template)
+    if "from" not in spec:
+        check.add(line, f"{key}: a quote needs from: {' or '.join(QUOTE_SOURCES)}")
+        return None
+    reference = _quote_ref(check, _line_of(spec, "from"), key, spec["from"], _string(check, spec, "tool"))
+    return None if reference is None else (reference,)
+
+
+def _quote_ref(check: _Checker, line: int, key: str, source: Any, tool: str | None) -> QuoteRef | None:
+    if source not in QUOTE_SOURCES:
+        check.add(line, f"{key}: cannot quote {source!r}; a quote takes {' or '.join(QUOTE_SOURCES)}")
+        return None
+    if tool is not None and source != "tool_result":
+        check.add(line, f"{key}: only tool_result takes a tool name, not {source}")
+        return None
+    return QuoteRef(source, tool or None)
+
+
+def _template_pieces(check: _Checker, line: int, key: str, template: str) -> tuple | None:
+    """A template's literal text and QuoteRefs, in order: `{prompt}`, `{tool_result}`,
+    `{tool_result:NAME}`; `{{` and `}}` are the braces themselves."""
+    pieces: list[str | QuoteRef] = []
+    literal, at = "", 0
+    for token in _TEMPLATE_TOKEN.finditer(template):
+        literal += template[at:token.start()]
+        at = token.end()
+        if token.group(0) in ("{{", "}}"):
+            literal += token.group(0)[0]
+            continue
+        if token.group(1) is None:
+            check.add(line, f"{key}: template: a lone {token.group(0)!r}; write {token.group(0) * 2} for the brace itself")
+            return None
+        source, _, tool = token.group(1).partition(":")
+        reference = _quote_ref(check, line, key, source.strip(), tool.strip() or None)
+        if reference is None:
+            return None
+        pieces += [literal, reference] if literal else [reference]
+        literal = ""
+    literal += template[at:]
+    if literal:
+        pieces.append(literal)
+    if check.counted(line, "".join(piece for piece in pieces if isinstance(piece, str))) is None:
+        return None
+    return tuple(pieces)
+
+
+def _chunk_line(step: LineDict) -> int | None:
+    return _line_of(step, "chunk") if "chunk" in step else None
+
+
+def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk: Any) -> Output | Quote | None:
+    """A text, reasoning or refusal step: its pieces as given, or its text split by `chunk`
+    (for a quote, once each request fills it in)."""
+    value = step[action]
+    signature, phase = _string(check, step, "signature"), _phase(check, step)
+    if isinstance(value, LineList):
+        deltas = _pieces(check, value, _line_of(step, action), action, _chunk_line(step))
+    else:
+        text = _text_source(check, step, action)
+        if isinstance(text, tuple):
+            return Quote(action, text, chunk, interval, signature, phase)
+        deltas = None if text is None else split_deltas(text, chunk)
+    if deltas is None:
+        return None
+    return Output(kind=action, deltas=deltas, interval=interval, signature=signature, phase=phase)
+
+
+def _phase(check: _Checker, step: LineDict) -> str | None:
+    phase = _string(check, step, "phase")
+    if phase is not None and phase not in PHASES:
+        check.add(_line_of(step, "phase"), f"phase: expected one of {', '.join(PHASES)}, got {phase!r}")
+        return None
+    return phase
+
+
+def is_parts(value: Any) -> bool:
+    """Whether a reasoning step's value is its `{parts: [...]}` form: a mapping that is neither faker's nor a quote."""
+    return isinstance(value, LineDict) and "faker" not in value and not any(key in value for key in QUOTE_KEYS)
+
+
+def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: Any) -> Output | None:
+    """`reasoning: {parts: [...]}`: one reasoning step of several summary parts, each a text
+    source or a list of pieces."""
+    spec = step["reasoning"]
+    _check_keys(check, spec, ("parts",), "reasoning")
+    if "parts" not in spec:
+        if not spec:
+            check.add(_line_of(step, "reasoning"), "reasoning: expected a string, {parts: [texts]} or a faker mapping, got an empty mapping")
+        return None
+    parts = spec["parts"]
+    line = _line_of(spec, "parts")
+    if not isinstance(parts, LineList) or not parts:
+        check.add(line, f"reasoning parts: expected a non-empty list of texts, got {_type_name(parts)}")
+        return None
+    split = [_part_deltas(check, part, _line_of(parts, number, line), chunk) for number, part in enumerate(parts)]
+    if None in split:
+        return None
+    deltas, part_starts = [], []
+    for part_deltas in split:
+        part_starts.append(len(deltas))
+        deltas.extend(part_deltas)
+    return Output(kind="reasoning", deltas=tuple(deltas), interval=interval, part_starts=tuple(part_starts),
+                  signature=_string(check, step, "signature"))
+
+
+def _part_deltas(check: _Checker, part: Any, line: int, chunk: Any) -> tuple[str, ...] | None:
+    """One summary part's deltas: its pieces as given, or its text split by the step's `chunk`."""
+    if isinstance(part, LineList):
+        return _pieces(check, part, line, "reasoning part", None)
+    text = _text_value(check, part, line, "reasoning part")
+    if isinstance(text, tuple):
+        check.add(line, "reasoning part: a part cannot quote the request; quote it in a reasoning step of its own")
+        return None
+    return None if text is None else split_deltas(text, chunk)
+
+
+def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
+    spec = step["tool_call"]
+    line = _line_of(step, "tool_call")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"tool_call: expected a mapping with name and arguments, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, TOOL_CALL_KEYS, "tool_call")
+    name = _string(check, spec, "name")
+    if not name:
+        check.add(line, "tool_call: needs a name")
+        return None
+    arguments = _arguments(check, step, spec, chunk)
+    if arguments is None:
+        return None
+    text, deltas = arguments
+    return ToolCall(name=name, arguments=text, call_id=_string(check, spec, "id"), deltas=deltas, interval=interval)
+
+
+def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> tuple[str, tuple[str, ...]] | None:
+    """A tool call's argument text and its deltas. A mapping or a JSON string is checked as
+    JSON and split by `chunk`; pieces are the text as it streamed, unchecked, so that a call
+    a stream cut short keeps what it had."""
+    arguments = spec.get("arguments", LineDict())
+    line = _line_of(spec, "arguments", _line_of(step, "tool_call"))
+    if isinstance(arguments, LineList):
+        pieces = _pieces(check, arguments, line, "tool_call arguments", _chunk_line(step))
+        return None if pieces is None else ("".join(pieces), pieces)
+    if isinstance(arguments, str):
+        try:
+            json.loads(arguments)
+        except ValueError as exc:
+            check.add(line, f"tool_call arguments: not valid JSON ({exc})")
+            return None
+        text = arguments
+    elif isinstance(arguments, dict):
+        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+    else:
+        check.add(line, f"tool_call arguments: expected a mapping, a JSON string or a list of pieces, got {_type_name(arguments)}")
+        return None
+    if check.counted(line, text) is None:
+        return None
+    return text, split_deltas(text, chunk)
+
+
+def _error_details(check: _Checker, spec: LineDict) -> dict[str, str | None]:
+    """The `type`, `code` and `param` an error sets in place of its defaults, as Fail and HttpError take them."""
+    return {"error_type": _string(check, spec, "type"), "code": _string(check, spec, "code"), "param": _string(check, spec, "param")}
+
+
+def _boolean(check: _Checker, mapping: LineDict, key: str, default: bool) -> bool:
+    value = mapping.get(key, default)
+    if not isinstance(value, bool):
+        check.add(_line_of(mapping, key), f"{key}: expected true or false, got {_type_name(value)}")
+        return default
+    return value
+
+
+def _fail(check: _Checker, step: LineDict) -> Fail | None:
+    spec = step["fail"]
+    line = _line_of(step, "fail")
+    if not isinstance(spec, LineDict):
+        kind, message, details = spec, None, {}
+    else:
+        _check_keys(check, spec, FAIL_KEYS, "fail")
+        kind, message, line = spec.get("kind"), _string(check, spec, "message"), _line_of(spec, "kind", line)
+        details = dict(_error_details(check, spec), error_event=_boolean(check, spec, "error_event", True))
+    if kind not in FAIL_KINDS:
+        check.add(line, f"fail: unknown kind {kind!r}{_suggest(kind, FAIL_KINDS).replace('valid keys', 'kinds')}")
+        return None
+    return Fail(kind=kind, message=message, **details)
+
+
+def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float) -> Output | ToolCall | None:
+    """A text, reasoning, refusal or tool_call step, split into its deltas."""
+    chunk = _chunking(check, raw)
+    interval = _duration(check, raw, "interval", chunk_interval)
+    if action == "tool_call":
+        return _tool_call(check, raw, interval, chunk)
+    if action == "reasoning" and is_parts(raw[action]):
+        return _reasoning_parts(check, raw, interval, chunk)
+    return _output(check, raw, action, interval, chunk)
+
+
+def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | None:
+    value = raw["redacted_thinking"]
+    if value is None:
+        return BARE_STEPS["redacted_thinking"]
+    if not isinstance(value, str) or not value:
+        check.add(_line_of(raw, "redacted_thinking"), f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}")
+        return None
+    return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))
+
+
+def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step | None:
+    if isinstance(raw, str):
+        if raw in BARE_STEPS:
+            return BARE_STEPS[raw]
+        check.add(line, f"unknown step {raw!r}{_suggest(raw, BARE_STEPS).replace('valid keys', 'steps written alone')}")
+        return None
+    if not isinstance(raw, LineDict):
+        check.add(line, f"a step must be a mapping such as {{text: hi}} or one of {', '.join(BARE_STEPS)}, got {_type_name(raw)}")
+        return None
+    actions = [key for key in raw if key in ACTION_KEYS]
+    if len(actions) != 1:
+        unknown = [key for key in raw if key not in ACTION_KEYS + STEP_MODIFIERS]
+        if unknown:
+            _check_keys(check, raw, ACTION_KEYS + STEP_MODIFIERS, "a step")
+        else:
+            found = ", ".join(actions) if actions else "none"
+            check.add(raw.line, f"a step needs exactly one of {', '.join(ACTION_KEYS)} (found {found})")
+        return None
+    action = actions[0]
+    allowed = (action,) + (STEP_MODIFIERS if action in CHUNKED_ACTIONS else ()) + STEP_KEYS.get(action, ())
+    _check_keys(check, raw, allowed, f"a {action} step")
+    if action in CHUNKED_ACTIONS:
+        return _chunked(check, raw, action, chunk_interval)
+    value = raw[action]
+    if action == "delay":
+        return Delay(_duration(check, raw, "delay", 0.0))
+    if action == "fail":
+        return _fail(check, raw)
+    if action == "redacted_thinking":
+        return _redacted_thinking(check, raw)
+    if action == "raw":
+        if not isinstance(value, str):
+            check.add(_line_of(raw, "raw"), f"raw: expected a string of bytes to write, got {_type_name(value)}")
+            return None
+        return Raw(value)
+    if action == "stall":
+        if value in (None, True):
+            return Stall(resume=False)
+        if value == "continue":
+            return Stall(resume=True)
+        check.add(_line_of(raw, "stall"), f"stall: expected nothing or 'continue', got {value!r}")
+        return None
+    if value is not None:
+        check.add(_line_of(raw, action), f"{action}: takes no value, got {value!r}")
+        return None
+    return BARE_STEPS[action]
+
+
+def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step, ...]:
+    raw_steps = doc["steps"]
+    line = _line_of(doc, "steps")
+    if not isinstance(raw_steps, LineList):
+        check.add(line, f"steps: expected a list of steps, got {_type_name(raw_steps)}")
+        return ()
+    if not raw_steps:
+        check.add(line, "steps: is empty; give at least one step, such as - text: Hello")
+        return ()
+    lines = [_line_of(raw_steps, index, line) for index in range(len(raw_steps))]
+    steps = [_step(check, raw, step_line, chunk_interval) for raw, step_line in zip(raw_steps, lines)]
+    _check_ending(check, steps, lines)
+    return tuple(step for step in steps if step is not None)
+
+
+def _ending_of(step: Step | None) -> str | None:
+    """How `step` ends the stream, written as a problem names it; None for a step the stream goes on after."""
+    kind = type(step)
+    if kind is Stall:
+        return None if step.resume else "a stall without continue"
+    return ENDING_STEPS.get(kind)
+
+
+def _check_ending(check: _Checker, steps: list[Step | None], lines: list[int]) -> None:
+    """Steps after one that ends the stream would never play: a problem at the first of them."""
+    for index, step in enumerate(steps[:-1]):
+        ending = _ending_of(step)
+        if ending is not None:
+            hint = "; or write stall: continue to go on after the stall" if type(step) is Stall else ""
+            check.add(lines[index + 1], f"steps after {ending} never play: it ends the stream (line {lines[index]}); "
+                                        f"remove them, or move them before it{hint}")
+            return
+
+
+# ---------------------------------------------------------------- scripts and scenarios
+
+SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning", "rate_limit",
+                "stop_details")
+BODY_KEYS = ("steps", "http_error")
+ENTRY_LISTS = ("sequence", "conversation")
+TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
+ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
+HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers") + ERROR_DETAIL_KEYS
+USAGE_FIELDS = tuple(Usage.__dataclass_fields__)
+# Other names a usage count goes by, as Anthropic names them: either name sets it.
+USAGE_ALIASES = {"thinking_tokens": "reasoning_tokens", "cache_read_input_tokens": "cached_tokens",
+                 "cache_creation_input_tokens": "cache_write_tokens"}
+USAGE_KEYS = USAGE_FIELDS + tuple(USAGE_ALIASES)
+MATCH_KEYS = ("protocol", "model", "prompt", "turn", "tool_result", "tools", "system", "header")
+_AT_LEAST_TURN = re.compile(r"^\s*>=\s*(\d+)\s*$")
+
+
+def _http_error(check: _Checker, doc: LineDict) -> HttpError | None:
+    spec = doc["http_error"]
+    line = _line_of(doc, "http_error")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"http_error: expected a mapping with a status, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, HTTP_ERROR_KEYS, "http_error")
+    status = _int(check, spec, "status", 400, 599)
+    if "status" not in spec:
+        check.add(line, "http_error: needs a status from 400 to 599")
+    retry_after = spec.get("retry_after")
+    if retry_after is not None:
+        if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float, str)):
+            check.add(_line_of(spec, "retry_after"), f"retry_after: expected seconds, got {_type_name(retry_after)}")
+        retry_after = str(retry_after)
+    retry_after, headers = _retry_after_header(check, spec, retry_after, _error_headers(check, spec))
+    if status is None:
+        return None
+    return HttpError(
+        status=status,
+        message=_string(check, spec, "message"),
+        retry_after=retry_after,
+        headers=tuple((k, str(v)) for k, v in headers.items()),
+        **_error_details(check, spec),
+    )
+
+
+def _error_headers(check: _Checker, spec: LineDict) -> dict:
+    """http_error's `headers`: names that are HTTP tokens, values without line breaks, and none
+    of the headers that frame the answer (which would garble the connection for the next one)."""
+    headers = spec.get("headers", LineDict())
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+        check.add(_line_of(spec, "headers"), "headers: expected a mapping of header names to values")
+        return {}
+    for name, value in headers.items():
+        line = _line_of(headers, name, _line_of(spec, "headers"))
+        if not _HEADER_NAME.match(name):
+            check.add(line, f"headers: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+        elif name.lower() in FRAMING_HEADERS:
+            check.add(line, f"headers: {name} frames the answer and is the server's to set; an http_error may not set it")
+        elif not _HEADER_VALUE.match(str(value)):
+            check.add(line, f"headers: the value of {name} holds a line break or another control character")
+    return headers
+
+
+def _retry_after_header(check: _Checker, spec: LineDict, retry_after: str | None, headers: dict) -> tuple[str | None, dict]:
+    """A Retry-After among http_error's `headers`, in any case, taken as its `retry_after`: the
+    one header that the answer, the journal and the verdicts read by name."""
+    named = [name for name in headers if name.lower() == "retry-after"]
+    if not named:
+        return retry_after, headers
+    line = _line_of(headers, named[-1], _line_of(spec, "headers"))
+    if len(named) > 1:
+        check.add(line, f"headers: Retry-After is given twice ({', '.join(named)}); give it once")
+    elif retry_after is not None:
+        check.add(line, f"headers: {named[0]} says again what retry_after says; give the wait once")
+    return retry_after or str(headers[named[0]]), {name: value for name, value in headers.items() if name not in named}
+
+
+def _mapping_setting(check: _Checker, doc: LineDict, key: str, example: str) -> LineDict | None:
+    """doc[key] when it is a mapping; None when it is not there, or (with a problem) not a mapping."""
+    if key not in doc:
+        return None
+    spec = doc[key]
+    if not isinstance(spec, LineDict):
+        check.add(_line_of(doc, key), f"{key}: expected a mapping such as {example}, got {_type_name(spec)}")
+        return None
+    return spec
+
+
+def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
+    spec = _mapping_setting(check, doc, "usage", "{input_tokens: 14, output_tokens: 52}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, USAGE_KEYS, "usage")
+    counts = {key: _int(check, spec, key, 0, 10**9) for key in USAGE_KEYS if key in spec}
+    for alias, key in USAGE_ALIASES.items():
+        if alias in spec and key in spec:
+            check.add(_line_of(spec, alias), f"usage: {alias} and {key} name the same count; give one")
+        counts[key] = counts.pop(alias, counts.get(key))
+    return Usage(**counts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    model: str | None = None
+    keepalive: float = DEFAULT_KEEPALIVE
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    chunk_interval: float = 0.0
+    usage: Usage = Usage()
+    finish: str | None = None
+    stop_sequence: str | None = None
+    force_reasoning: bool = False
+    rate_limit: RateLimit | None = None
+    stop_details: StopDetails | None = None
+
+
+RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
+
+
+def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> RateLimit | None:
+    """`rate_limit:`, the limits of the success headers; what it leaves out keeps its default."""
+    spec = _mapping_setting(check, doc, "rate_limit", "{requests: 60, window: 1m}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
+    given = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
+    if "window" in spec:
+        given["window"] = _duration(check, spec, "window", 0.0) or None
+        if given["window"] is None:
+            check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
+    return RateLimit(**{key: value for key, value in given.items() if value is not None})
+
+
+# The categories of a refusal, as Anthropic's RefusalStopDetails names them.
+REFUSAL_CATEGORIES = ("cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms")
+
+
+def _stop_details(check: _Checker, doc: LineDict, inherited: StopDetails | None) -> StopDetails | None:
+    """`stop_details:`, what Messages says of a refusal: its `category` and `explanation`."""
+    spec = _mapping_setting(check, doc, "stop_details", "{category: cyber}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, ("category", "explanation"), "stop_details")
+    category = _string(check, spec, "category")
+    if category is not None and category not in REFUSAL_CATEGORIES:
+        check.add(_line_of(spec, "category"), f"stop_details category: expected one of {', '.join(REFUSAL_CATEGORIES)}, got {category!r}")
+        category = None
+    return StopDetails(category, _string(check, spec, "explanation"))
+
+
+def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
+    seconds = _duration(check, doc, "keepalive", inherited)
+    if 0 < seconds < MIN_KEEPALIVE:
+        check.add(_line_of(doc, "keepalive"), f"keepalive: must be 0 (never) or at least {MIN_KEEPALIVE * 1000:g}ms, got {doc['keepalive']!r}")
+        return inherited
+    return seconds
+
+
+def _finish(check: _Checker, doc: LineDict, inherited: _Settings) -> tuple[str | None, str | None]:
+    """`finish` and `stop_sequence`, which go together: one needs the other."""
+    finish = doc.get("finish", inherited.finish)
+    if finish is not None and finish not in FINISH_REASONS:
+        check.add(_line_of(doc, "finish"), f"finish: expected one of {', '.join(FINISH_REASONS)}, got {finish!r}")
+        finish = None
+    stop_sequence = _string(check, doc, "stop_sequence", inherited.stop_sequence)
+    if "finish" in doc or "stop_sequence" in doc:
+        if finish == "stop_sequence" and not stop_sequence:
+            check.add(_line_of(doc, "finish"), 'finish: stop_sequence needs the sequence, as stop_sequence: "..."')
+        elif stop_sequence is not None and finish != "stop_sequence":
+            check.add(_line_of(doc, "stop_sequence"), "stop_sequence: goes with finish: stop_sequence")
+    return finish, stop_sequence
+
+
+def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings:
+    finish, stop_sequence = _finish(check, doc, inherited)
+    return _Settings(
+        model=_string(check, doc, "model", inherited.model),
+        keepalive=_keepalive(check, doc, inherited.keepalive),
+        stall_timeout=_duration(check, doc, "stall_timeout", inherited.stall_timeout),
+        chunk_interval=_duration(check, doc, "chunk_interval", inherited.chunk_interval),
+        usage=_usage(check, doc, inherited.usage),
+        finish=finish,
+        stop_sequence=stop_sequence,
+        force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
+        rate_limit=_rate_limit(check, doc, inherited.rate_limit),
+        stop_details=_stop_details(check, doc, inherited.stop_details),
+    )
+
+
+def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | None:
+    has = [key for key in BODY_KEYS if key in doc]
+    if len(has) != 1:
+        check.add(doc.line, "needs exactly one of steps or http_error" if not has else "has both steps and http_error; keep one")
+        return None
+    common = dict(
+        model=settings.model,
+        keepalive=settings.keepalive,
+        stall_timeout=settings.stall_timeout,
+        usage=settings.usage,
+        finish=settings.finish,
+        stop_sequence=settings.stop_sequence,
+        force_reasoning=settings.force_reasoning,
+        rate_limit=settings.rate_limit,
+        stop_details=settings.stop_details,
+    )
+    if has[0] == "http_error":
+        error = _http_error(check, doc)
+        return None if error is None else Script(http_error=error, **common)
+    steps = _steps(check, doc, settings.chunk_interval)
+    if "stop_details" in doc and not _refuses(steps, settings.finish):
+        check.add(_line_of(doc, "stop_details"), "stop_details: goes with a refusal: a refusal step, or finish: content_filter")
+    return Script(steps=steps, **common, request_text=any(type(step) is Quote for step in steps))
+
+
+def _refuses(steps: tuple[Step, ...], finish: str | None) -> bool:
+    """Whether these steps end as a refusal, unless `finish` says otherwise."""
+    if finish is not None:
+        return finish == "content_filter"
+    return any(type(step) in (Output, Quote) and step.kind == "refusal" for step in steps)
+
+
+def _entries(check: _Checker, doc: LineDict, key: str, settings: _Settings) -> list[Entry]:
+    """The entries of a `sequence` or a `conversation`."""
+    if any(body_key in doc for body_key in BODY_KEYS):
+        check.add(_line_of(doc, key), f"{key}: a scenario has either a {key} or its own steps/http_error, not both")
+    raw_entries = doc[key]
+    if not isinstance(raw_entries, LineList) or not raw_entries:
+        check.add(_line_of(doc, key), f"{key}: expected a non-empty list of entries")
+        return []
+    entries = [_entry(check, raw, _line_of(raw_entries, index), settings, key) for index, raw in enumerate(raw_entries)]
+    return [entry for entry in entries if entry is not None]
+
+
+def _entry(check: _Checker, raw: Any, line: int, settings: _Settings, key: str) -> Entry | None:
+    if not isinstance(raw, LineDict):
+        check.add(line, f"a {key} entry must be a mapping with steps, http_error or use, got {_type_name(raw)}")
+        return None
+    _check_keys(check, raw, ENTRY_KEYS, f"a {key} entry")
+    if "use" in raw:
+        use = raw["use"]
+        if not isinstance(use, str) or not use:
+            check.add(_line_of(raw, "use"), f"use: expected a scenario name, got {_type_name(use)}")
+            return None
+        others = [key for key in raw if key != "use"]
+        if others:
+            check.add(_line_of(raw, others[0]), f"use: an entry with use takes no other keys (found {', '.join(others)})")
+        return Entry(use=use, line=_line_of(raw, "use"))
+    script = _script(check, raw, _settings(check, raw, settings))
+    return None if script is None else Entry(script=script, line=raw.line)
+
+
+def _match(check: _Checker, doc: LineDict) -> Match | None:
+    spec = doc.get("match")
+    if spec is None:
+        return None
+    if not isinstance(spec, LineDict):
+        check.add(_line_of(doc, "match"), f"match: expected a mapping of rules such as protocol, model and prompt, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, MATCH_KEYS, "match")
+    protocol = _string(check, spec, "protocol")
+    if protocol is not None and protocol not in PROTOCOL_NAMES:
+        check.add(_line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}")
+    return Match(
+        protocol=protocol, model=_string(check, spec, "model"), prompt=_text_rule(check, spec, "prompt"),
+        turn=_turn_rule(check, spec), tool_result=_tool_result_rule(check, spec), tools=_string(check, spec, "tools"),
+        system=_text_rule(check, spec, "system"), headers=_header_rules(check, spec),
+    )
+
+
+def _text_rule(check: _Checker, spec: LineDict, key: str) -> TextRule | None:
+    """A substring, or "/a regular expression/"."""
+    text = _string(check, spec, key)
+    return None if text is None else TextRule(text, match_regex(check, spec, key, text))
+
+
+def _turn_rule(check: _Checker, spec: LineDict) -> TurnRule | None:
+    """`turn: 2`, `turn: [1, 3]` or `turn: ">=3"`."""
+    if "turn" not in spec:
+        return None
+    given = spec["turn"]
+    turns, at_least = set(), None
+    for value in given if isinstance(given, list) and given else [given]:
+        at_least_found = _AT_LEAST_TURN.match(value) if isinstance(value, str) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            turns.add(value)
+        elif at_least_found and int(at_least_found.group(1)) >= 1:
+            at_least = min(at_least or math.inf, int(at_least_found.group(1)))
+        else:
+            check.add(_line_of(spec, "turn"), f'match turn: expected a turn number from 1, a list of them, or ">=N", got {value!r}')
+            return None
+    return TurnRule(frozenset(turns), at_least)
+
+
+def _tool_result_rule(check: _Checker, spec: LineDict) -> bool | str | None:
+    value = spec.get("tool_result")
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and value):
+        return value
+    check.add(_line_of(spec, "tool_result"), f"match tool_result: expected true, false or a tool's name, got {_type_name(value)}")
+    return None
+
+
+def _header_rules(check: _Checker, spec: LineDict) -> tuple[tuple[str, str], ...]:
+    """`header: {X-Tenant: "acme-*"}`: the header's value (any of them, when sent more than once) fits the glob."""
+    headers = spec.get("header")
+    if headers is None:
+        return ()
+    if not isinstance(headers, dict) or not all(isinstance(name, str) and isinstance(glob, (str, int, float)) and not isinstance(glob, bool)
+                                                for name, glob in headers.items()):
+        check.add(_line_of(spec, "header"), "match header: expected a mapping of header names to globs, such as {X-Tenant: \"acme-*\"}")
+        return ()
+    for name in headers:
+        if not _HEADER_NAME.match(name):
+            check.add(_line_of(headers, name, _line_of(spec, "header")),
+                      f"match header: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only), so no request sends it")
+    return tuple((name, str(glob)) for name, glob in headers.items())
+
+
+def match_regex(check: _Checker, spec: LineDict, key: str, value: str | None):
+    """The RE2 pattern of a `match` value written `/regex/`; None for any other value (or, with
+    a problem naming the line, for a pattern RE2 does not take). RE2 matches in time linear in
+    the text, so no pattern can hold the server up; it takes no backreferences or look-around."""
+    if not value or len(value) < 2 or not (value.startswith("/") and value.endswith("/")):
+        return None
+    try:
+        return re2.compile(value[1:-1], _REGEX_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        check.add(_line_of(spec, key), f"match {key}: not a valid regular expression ({reason}); "
+                                       "match regexes run on RE2, which takes no backreferences or look-around")
+        return None
+
+
+def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
+    """Turn one parsed YAML document into a Scenario, or raise ScenarioError listing every problem."""
+    check = _Checker(source)
+    if not isinstance(doc, LineDict):
+        check.add(getattr(doc, "line", 1), f"a scenario must be a mapping with steps, http_error, sequence or conversation, got {_type_name(doc)}")
+        raise ScenarioError(check.problems)
+    _check_keys(check, doc, TOP_KEYS, "the scenario")
+    name = _string(check, doc, "name", default_name)
+    if not name:
+        check.add(doc.line, "needs a name")
+    elif not NAME_PATTERN.match(name):
+        check.add(_line_of(doc, "name"), f"name: {name!r} may hold only letters, digits, '.', '_' and '-' (at most 128)")
+    description = _string(check, doc, "description", "") or ""
+    settings = _settings(check, doc, _Settings())
+    lists = [key for key in ENTRY_LISTS if key in doc]
+    if len(lists) > 1:
+        check.add(_line_of(doc, lists[1]), "a scenario has either a sequence or a conversation, not both")
+    if lists:
+        entries = _entries(check, doc, lists[0], settings)
+    else:
+        script = _script(check, doc, settings)
+        entries = [] if script is None else [Entry(script=script, line=doc.line)]
+    match = _match(check, doc)
+    if check.problems:
+        raise ScenarioError(check.problems)
+    return Scenario(
+        name=name, description=description, source=source, entries=tuple(entries),
+        is_sequence=lists[:1] == ["sequence"], match=match, line=doc.line, is_conversation=lists[:1] == ["conversation"],
+    )
+
+
+def parse_text(text: str, source: str, default_name: str | None = None) -> Scenario:
+    """Parse scenario YAML (or JSON) text."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise ScenarioError([Problem(source, 0, f"larger than the limit of {MAX_FILE_BYTES:,} bytes")])
+    try:
+        doc = yamlsource.load(text)
+    except yamlsource.YamlProblem as exc:
+        raise ScenarioError([Problem(source, exc.line, exc.message)]) from None
+    return parse_document(doc, source, default_name)
+
+
+def load_file(path: Path) -> Scenario:
+    source = str(path)
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError([Problem(source, 0, f"larger than the limit of {MAX_FILE_BYTES:,} bytes")])
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError([Problem(source, 0, "not a UTF-8 text file")]) from None
+    except OSError as exc:
+        raise ScenarioError([Problem(source, 0, f"cannot be read: {exc.strerror or exc}")]) from None
+    return parse_text(text, source, default_name=path.stem)
+
+
+def scenario_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file())
+
+
+def free_inline_name(names) -> str:
+    """The first of inline-1, inline-2, ... that is not in `names`."""
+    number = 1
+    while f"inline-{number}" in names:
+        number += 1
+    return f"inline-{number}"
+
+
+def scenario_json(scenario: Scenario) -> dict:
+    """What a scenario plays, for reading: each of its objects as a mapping of its fields, its
+    kind under `type` (`output`, `delay`, `http_error`, …); a step's `deltas` are the pieces
+    its text streams as."""
+    return _plain(scenario)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if not hasattr(value, "__dataclass_fields__"):
+        return value
+    plain = {"type": re.sub(r"(?<!^)(?=[A-Z])", "_", type(value).__name__).lower()}
+    for name in value.__dataclass_fields__:
+        if not (isinstance(value, TextRule) and name == "regex"):  # compiled; `text` holds its source
+            plain[name] = _plain(getattr(value, name))
+    return plain

@@ -1,0 +1,267 @@
+"""A JSON Schema of the scenario format, for editors' YAML language servers (`fakehop schema`).
+
+The loader in reader.py is the authority (it also checks what a schema cannot, such as
+`use` references and regular expressions); this schema describes the same keys so that
+editors can complete and check them while you type.
+"""
+
+from __future__ import annotations
+
+from .reader import FAIL_KINDS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
+from .model import FINISH_REASONS
+from .textgen import ARGUMENTS, PROVIDERS
+
+SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
+
+
+def _duration(description: str) -> dict:
+    return {
+        "description": description + " Seconds as a number, or a string with a unit: 250ms, 2s, 1.5m, 1h.",
+        "anyOf": [
+            {"type": "number", "minimum": 0, "maximum": 86400},
+            {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$"},
+        ],
+    }
+
+
+def _text_source(what: str, quoting: bool = True) -> dict:
+    """The forms a text takes; `quoting`: also the forms that quote the request, which reasoning may not."""
+    faker = {
+        "type": "object",
+        "description": "Filler text made by Faker, the same for the same seed.",
+        "properties": {
+            "faker": {"enum": list(PROVIDERS)},
+            "seed": {"type": "integer"},
+            **{name: ({"type": "boolean"} if name.startswith("variable_") else {"type": "integer", "minimum": 1, "maximum": 10000}) for name in ARGUMENTS},
+        },
+        "required": ["faker"],
+        "additionalProperties": False,
+    }
+    quote = {
+        "type": "object",
+        "description": "Text that quotes the request: from the last user text (prompt) or a tool result it ends with (tool_result, of `tool` or the last).",
+        "properties": {"from": {"enum": list(QUOTE_SOURCES)}, "tool": {"type": "string", "minLength": 1}},
+        "required": ["from"],
+        "additionalProperties": False,
+    }
+    template = {
+        "type": "object",
+        "description": "Text with {prompt}, {tool_result} and {tool_result:NAME} filled in from the request; {{ and }} for braces.",
+        "properties": {"template": {"type": "string"}},
+        "required": ["template"],
+        "additionalProperties": False,
+    }
+    return {"description": what, "anyOf": [{"type": "string"}, faker, PIECES] + ([quote, template] if quoting else [])}
+
+
+HEADER_NAME = {"pattern": "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$", "description": "An HTTP header name (an RFC 9110 token)."}
+
+PIECES = {
+    "type": "array",
+    "minItems": 1,
+    "items": {"type": "string"},
+    "description": 'Explicit deltas, streamed as they are: ["Hel", "lo"]. Takes no chunk.',
+}
+
+
+def _reasoning() -> dict:
+    what = ("Reasoning, shown as the request asks: summary parts on Responses (with reasoning.summary), "
+            "a thinking block on Messages (with thinking), silence on Chat.")
+    parts = {
+        "type": "object",
+        "description": "Several summary parts, each a text.",
+        "properties": {"parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.", quoting=False)}},
+        "required": ["parts"],
+        "additionalProperties": False,
+    }
+    source = _text_source(what)
+    return {"description": what, "anyOf": source["anyOf"] + [parts]}
+
+
+_CHUNKING = {
+    "chunk": {
+        "description": "Split into deltas: word (one per word, with the whitespace before it), char, or N characters a delta. Default: one delta.",
+        "anyOf": [{"enum": ["word", "char"]}, {"type": "integer", "minimum": 1}],
+    },
+    "interval": _duration("Pause between this step's deltas (default: the scenario's chunk_interval)."),
+}
+
+
+_ERROR_DETAILS = {
+    "type": {"type": "string", "description": "The error's type, in place of the default (OpenAI and Anthropic)."},
+    "code": {"type": "string", "description": "The error's code, in place of the default (OpenAI protocols)."},
+    "param": {"type": "string", "description": "The error's param (OpenAI protocols; default null)."},
+}
+
+
+def _step_with(action: str, value: dict, chunked: bool = False, **more: dict) -> dict:
+    properties = {action: value, **(_CHUNKING if chunked else {}), **more}
+    step = {"type": "object", "properties": properties, "required": [action], "additionalProperties": False}
+    if chunked:  # pieces are split already
+        step["if"] = _pieces_given(action)
+        step["then"] = {"not": {"required": ["chunk"]}}
+    return step
+
+
+def _pieces_given(action: str) -> dict:
+    """Holds when the step's text, or its tool call's arguments, is a list of pieces."""
+    if action == "tool_call":
+        return {"properties": {action: {"properties": {"arguments": {"type": "array"}}, "required": ["arguments"]}}}
+    return {"properties": {action: {"type": "array"}}}
+
+
+def _steps() -> dict:
+    tool_call = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "arguments": {
+                "description": "A mapping or a JSON string; or the JSON text's pieces, streamed as they are (not checked as JSON).",
+                "anyOf": [{"type": "object"}, {"type": "string"}, PIECES],
+            },
+            "id": {"type": "string", "description": "Call id; generated when left out."},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    fail = {
+        "anyOf": [
+            {"enum": list(FAIL_KINDS)},
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"enum": list(FAIL_KINDS)},
+                    "message": {"type": "string"},
+                    "error_event": {"type": "boolean", "description": "Responses: an `error` event before `response.failed` (default true)."},
+                    **_ERROR_DETAILS,
+                },
+                "required": ["kind"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+    step = {
+        "anyOf": [
+            {"enum": ["keepalive", "stall", "hang", "disconnect", "redacted_thinking"], "description": "A step written alone."},
+            _step_with("text", _text_source("Text output."), chunked=True,
+                       phase={"enum": ["commentary", "final_answer"], "description": "Responses: the message item's phase."}),
+            _step_with("refusal", _text_source("A refusal: Chat's delta.refusal, a refusal content part on Responses, "
+                                               "text and stop_reason refusal on Messages."), chunked=True),
+            _step_with("reasoning", _reasoning(), chunked=True,
+                       signature={"type": "string", "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random."}),
+            _step_with("redacted_thinking", {
+                "description": "Reasoning never shown: Messages' redacted_thinking block with this opaque data (made up when left out).",
+                "type": ["string", "null"],
+            }),
+            _step_with("tool_call", tool_call, chunked=True),
+            _step_with("delay", _duration("Silence; keepalives still flow.")),
+            _step_with("keepalive", {"type": "null"}),
+            _step_with("stall", {"description": "Nothing, or continue to resume after stall_timeout.", "enum": [None, True, "continue"]}),
+            _step_with("hang", {"type": "null"}),
+            _step_with("disconnect", {"type": "null"}),
+            _step_with("fail", fail),
+            _step_with("raw", {"type": "string", "description": "Bytes written as they are."}),
+        ]
+    }
+    return {"type": "array", "minItems": 1, "items": step}
+
+
+def _http_error() -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "integer", "minimum": 400, "maximum": 599},
+            "message": {"type": "string"},
+            "retry_after": {"description": "Retry-After header, as written.", "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]},
+            "headers": {"type": "object", "propertyNames": HEADER_NAME, "additionalProperties": {"type": ["string", "number"]}},
+            **_ERROR_DETAILS,
+        },
+        "required": ["status"],
+        "additionalProperties": False,
+    }
+
+
+def _settings() -> dict:
+    return {
+        "model": {"type": "string", "description": "Model written into events; default: the request's own."},
+        "keepalive": _duration("': hopbase-keepalive' after this much silence; 0 = never (default 10s)."),
+        "stall_timeout": _duration("How long a stall lasts before the gateway gives up (default 120s)."),
+        "chunk_interval": _duration("Default pause between the deltas a step is split into (default 0)."),
+        "usage": {
+            "type": "object",
+            "description": "Token counts; input, output and reasoning are estimated unless set, the others are 0.",
+            "properties": {key: {"type": "integer", "minimum": 0} for key in USAGE_KEYS},
+            "additionalProperties": False,
+        },
+        "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
+        "stop_sequence": {"type": "string", "description": "With finish: stop_sequence, the sequence Messages reports."},
+        "rate_limit": {
+            "type": "object",
+            "description": "Rate-limit headers on successful answers, counting down per answer; what is left out has a default.",
+            "properties": {
+                **{key: {"type": "integer", "minimum": 1} for key in RATE_LIMIT_COUNTS},
+                "window": _duration("How long until the counts are back to the limits (default 1m)."),
+            },
+            "additionalProperties": False,
+        },
+        "force_reasoning": {"type": "boolean", "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries)."},
+        "stop_details": {
+            "type": "object",
+            "description": "What Messages' stop_details says of a refusal (a refusal step, or finish: content_filter).",
+            "properties": {
+                "category": {"enum": [*REFUSAL_CATEGORIES, None]},
+                "explanation": {"type": ["string", "null"]},
+            },
+            "additionalProperties": False,
+        },
+    }
+
+
+def scenario_schema() -> dict:
+    settings = _settings()
+    body = {"steps": _steps(), "http_error": _http_error()}
+    entry = {
+        "type": "object",
+        "properties": {**body, "use": {"type": "string", "description": "Play another scenario by name."}, **settings},
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["use"]}],
+        "additionalProperties": False,
+    }
+    match = {
+        "type": "object",
+        "description": "Picks this scenario for requests that name none; every rule given must fit.",
+        "properties": {
+            "protocol": {"enum": list(PROTOCOL_NAMES)},
+            "model": {"type": "string", "description": "Glob on the request's model."},
+            "prompt": {"type": "string", "description": "Substring of the last user-authored text; /regex/ for a regular expression."},
+            "turn": {
+                "description": 'The request\'s turn (1 + the assistant turns it sends): a number, a list of them, or ">=N".',
+                "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
+                          {"type": "array", "minItems": 1, "items": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"}]}}],
+            },
+            "tool_result": {"description": "true: the request ends with tool results; false: it does not; a name: it ends with a result of that tool.",
+                            "anyOf": [{"type": "boolean"}, {"type": "string", "minLength": 1}]},
+            "tools": {"type": "string", "description": "The request offers a tool of this name."},
+            "system": {"type": "string", "description": "Substring of the system prompt or instructions; /regex/ for a regular expression."},
+            "header": {"type": "object", "description": "Request headers whose value fits each glob.", "propertyNames": HEADER_NAME,
+                       "additionalProperties": {"type": ["string", "number"]}},
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "fakehop scenario (v1)",
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+            "description": {"type": "string"},
+            "match": match,
+            **body,
+            "sequence": {"type": "array", "minItems": 1, "items": entry, "description": "Request N plays entry N; the last repeats."},
+            "conversation": {"type": "array", "minItems": 1, "items": entry,
+                             "description": "Turn N of the request's conversation plays entry N; the last repeats."},
+            **settings,
+        },
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["sequence"]}, {"required": ["conversation"]}],
+        "additionalProperties": False,
+    }

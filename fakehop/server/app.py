@@ -1,0 +1,41 @@
+"""The one place the application is put together: the protocol routes, the control API with
+the console and the metrics under CONTROL_PREFIX, and what no route takes."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import CONTROL_PREFIX
+from ..protocols import PROTOCOLS
+from . import console, control, metrics
+from .gateway import MODELS_PATH, Gateway, list_models, protocol_handler, start_app, stored_response, unrouted
+from .intake import MAX_BODY_BYTES
+from .origins import HOSTS_KEY, HostCheck
+from .shared import GATEWAY_KEY
+
+__all__ = ["create_app", "start"]
+
+
+def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_host: str | None = None) -> web.Application:
+    """The application for `gateway`; `bound_host`, the host it is served on, is answered beside
+    loopback names, addresses and `gateway.allowed_hosts`. Bodies are left compressed for
+    intake.read_body to inflate within the limit."""
+    app = web.Application(client_max_size=client_max_size, handler_args={"auto_decompress": False})
+    app[GATEWAY_KEY] = gateway
+    app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
+    for protocol in PROTOCOLS.values():
+        app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
+    app.router.add_get(MODELS_PATH, list_models)
+    app.router.add_get("/v1/responses/{response_id}", stored_response)
+    app.router.add_delete("/v1/responses/{response_id}", stored_response)
+    app.router.add_get("/", console.to_the_page)
+    metrics.count_for(app, gateway.journal)
+    console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
+    app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
+    app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
+    return app
+
+
+async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+    """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
+    return await start_app(create_app(gateway, bound_host=host), host, port, shutdown_timeout=shutdown_timeout)

@@ -1,0 +1,474 @@
+"""The aiohttp server: protocol routes, scenario selection, auth and the request journal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+from aiohttp import web
+
+from ..state import journal as jr
+from ..play import player
+from . import prerender
+from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
+from .intake import (LARGE_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, HeldBodies, bearer_token,
+                     in_body_thread, json_body, read_body, request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
+from ..scenario.hints import base_url_hint
+from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
+from .origins import HOSTS_KEY, HostCheck, refused_host_message
+from ..protocols import BY_PATH, PROTOCOLS
+from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
+from ..scenario.model import Script
+from ..state.sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
+                       Session, Sessions, SessionStart, Unmatched, checked_name, session_named_by)
+from ..state.stored import StoredResponses
+
+log = logging.getLogger("fakehop")
+
+DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
+MODELS_PATH = "/v1/models"
+LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
+# Bytes a stream writes in a row with no pause before it lets other clients have the loop: a
+# write that does not fill the socket's buffer does not wait, so a fast reader would otherwise
+# have the loop to itself for as long as the answer lasts.
+YIELD_AFTER_BYTES = 256 * 1024
+
+
+@dataclass
+class Gateway:
+    """A running fakehop: its scenarios and settings, which every session starts from; its keys;
+    the one journal; and its sessions, the global one and the named ones."""
+
+    library: Library
+    default: str = DEFAULT_SCENARIO
+    time_scale: float = 1.0
+    api_key: str | None = None
+    admin_token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
+    journal: jr.Journal = field(default_factory=jr.Journal)
+    strict: bool = False
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle: float = DEFAULT_SESSION_IDLE
+    lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
+    responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
+    # When this gateway was made (time.time()): a client that lost the server tells by it
+    # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
+    started_at: float = field(default_factory=time.time, init=False)
+    bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
+    max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
+    max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
+
+    def __post_init__(self) -> None:
+        start = SessionStart(self.library, self.default, self.time_scale, self.strict)
+        self.global_session = Session(None, start, self.journal)
+        self.global_session.check_name(self.default)
+        self.sessions = Sessions(start, self.journal, self.max_sessions, self.session_idle)
+        # The session of requests and control calls that name none; None: the global one. The
+        # pytest fixture's own server (one per worker, its tests one at a time) sets it to the
+        # running test's session, so that an app under test needs no key to be in it.
+        self.unnamed_session: str | None = None
+
+    def session(self, name: str | None, first_seq: int | None = None) -> Session:
+        """Session `name` (checked), made on first use; for None, the one `unnamed_session` names."""
+        if name is None:
+            name = self.unnamed_session
+            if name is None:
+                return self.global_session
+        return self.sessions.get(checked_name(name), first_seq)
+
+    def every_session(self) -> list[Session]:
+        """The global session and each named one kept."""
+        return [self.global_session, *self.sessions.listed()]
+
+    def session_for(self, headers: Mapping[str, str], seq: int | None = None) -> Session:
+        """The session of a request to a protocol route, whose journal record is `seq` (BadSessionName for a bad name)."""
+        name = session_named_by(headers)
+        if name is None and self.unnamed_session is None:  # most requests: no further call
+            return self.global_session
+        return self.session(name, seq)
+
+    def settled(self, request: ParsedRequest, session: str | None = None) -> ParsedRequest:
+        """`request` with the stored history it continues (Responses' previous_response_id, looked
+        up first among `session`'s answers), once it has passed the real API's conversation checks
+        (unless lenient)."""
+        if request.conversation.continues is not None:
+            request = self.responses.continued(request, session)
+        problem = request.conversation.problem
+        if problem is not None and not self.lenient_conversations:
+            raise problem
+        return request
+
+
+# ---------------------------------------------------------------- answering one request
+
+
+def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
+    body = protocol.error_body(status, message, request_id, param=param, code=code)
+    return web.json_response(body, status=status, headers=headers, dumps=dumps)
+
+
+def stamp_answer(response: web.StreamResponse, request_id: str, protocol, success_headers: list[tuple[str, str]] = ()) -> None:
+    """A protocol's answer's own headers: the request id where its SDK reads it; on a success
+    `success_headers` (its rate-limit headers), on an error the protocol's error headers,
+    unless the scenario set them."""
+    headers = response.headers
+    headers[protocol.REQUEST_ID_HEADER] = request_id
+    if response.status < 400:
+        headers.extend(success_headers)
+        return
+    for name, value in protocol.error_headers(response.status):
+        headers.setdefault(name, value)
+
+
+def body_message(body: dict) -> str:
+    error = body.get("error")
+    return error.get("message", "") if isinstance(error, dict) else ""
+
+
+def authorized(request: web.Request, api_key: str | None) -> bool:
+    if api_key is None:
+        return True
+    return request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
+
+
+def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
+    """Why a request may not be answered at all: a Host that is not this server's, a wrong API
+    key, or an X-Fakehop-* header fakehop does not read."""
+    host = request.headers.get("Host")
+    if hosts.refuses(host):
+        return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
+    if not authorized(request, api_key):
+        return BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+    unknown = unknown_fakehop_header(request.headers)
+    if unknown is not None:
+        return BadRequest(unknown_header_message(unknown), param=unknown)
+    return None
+
+
+def session_in_record(gateway: Gateway, headers: Mapping[str, str], record: jr.Record) -> Session | BadSessionName:
+    """The session a request names, made on first use, written in its journal record before
+    anything else is looked at, so that the session's view shows the request however it is
+    refused; for a bad name, the error (the record stays in the global session)."""
+    try:
+        session = gateway.session_for(headers, record.seq)
+    except BadSessionName as exc:
+        return exc
+    record.session = session.name
+    return session
+
+
+class Answer:
+    """One request to a protocol route, from auth to the last byte, with its journal record."""
+
+    kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
+    kept_in: str | None = None  # the session it is stored in
+    held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
+
+    def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
+        self.gateway = gateway
+        self.protocol = protocol
+        self.request = request
+        self.request_id = request_id
+        self.hosts = hosts
+        self.record = gateway.journal.open(self.request_id, request.method, request.path, request.headers)
+        self.record.protocol = protocol.NAME
+        self.success_headers: list[tuple[str, str]] = []  # set once the answer is played
+
+    async def run(self) -> web.StreamResponse:
+        try:
+            return await self.answer()
+        except BadRequest as exc:
+            self.record.close(jr.REJECTED, exc.status, exc.message)
+            return error_response(self.protocol, exc.status, exc.message, self.request_id, param=exc.param, code=exc.code, headers=exc.headers)
+        except UnknownScenario as exc:
+            self.record.close(jr.REJECTED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
+        except Unmatched as exc:
+            self.record.close(jr.UNMATCHED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, code=jr.UNMATCHED)
+        except BadSessionName as exc:
+            self.record.close(jr.REJECTED, 400, str(exc))
+            return error_response(self.protocol, 400, str(exc), self.request_id, param=SESSION_HEADER)
+        except asyncio.CancelledError:
+            self.record.close(jr.CLIENT_DISCONNECTED)
+            raise
+        except ConnectionError:
+            # The client went away before aiohttp cancelled this handler. Raised, this would be
+            # logged as an error in the handler; returned, aiohttp finds the connection gone.
+            self.record.close(jr.CLIENT_DISCONNECTED)
+            return web.Response()
+        finally:
+            if self.record.end == jr.IN_PROGRESS:
+                self.record.close(jr.FAILED, 500, "fakehop could not finish this answer")
+            self.gateway.journal.closed(self.record)
+            self.gateway.bodies.held -= self.held_bytes
+
+    async def answer(self) -> web.StreamResponse:
+        gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
+        try:  # session_in_record, inline: this runs for every request
+            session = gateway.session_for(headers, self.record.seq)
+            self.record.session = session.name
+        except BadSessionName as bad_name:
+            session = bad_name
+        refused = refusal(self.request, self.hosts, gateway.api_key)
+        if refused is not None:
+            raise refused
+        if type(session) is BadSessionName:
+            raise session
+        seed = seed_of(self.request)
+        raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
+        self.held_bytes = len(raw)
+        large = len(raw) > LARGE_BODY_BYTES
+        body = await in_body_thread(json_body, self.request, raw) if large else json_body(self.request, raw)
+        gateway.journal.keep_body(self.record, raw, body)
+        del raw  # as large as the body limit: not to be held for as long as the stream lasts
+        parsed = await in_body_thread(protocol.parse, body) if large else protocol.parse(body)
+        if len(parsed.model) > MAX_MODEL_CHARS:
+            raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
+                             f"but got a string with length {len(parsed.model)} instead.", param="model")
+        self.record.stream = parsed.stream
+        conversation = parsed.conversation
+        if conversation.problem is not None or conversation.continues is not None:
+            parsed = gateway.settled(parsed, session.name)
+        self.record.turn = parsed.conversation.turn
+        label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
+        self.record.scenario = label
+        if conversation.keep:
+            self.kept, self.kept_in = parsed, session.name
+        if script.http_error is not None:
+            return self.http_error(script)
+        model = script.model or parsed.model
+        meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
+        if script.rate_limit is not None:
+            self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
+        if parsed.stream:
+            return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
+        return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
+
+    def http_error(self, script: Script) -> web.Response:
+        status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
+        self.record.retry_after = headers.get("Retry-After")
+        self.record.retry_after_ms = next((value for name, value in headers.items() if name.lower() == RETRY_AFTER_MS), None)
+        self.record.close(jr.HTTP_ERROR, status, body_message(body))
+        return web.json_response(body, status=status, headers=headers, dumps=dumps)
+
+    async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
+        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
+        response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+        stamp_answer(response, self.request_id, self.protocol, self.success_headers)
+        await response.prepare(self.request)
+        record = self.record
+        record.status = 200
+        loop = asyncio.get_running_loop()
+        start = now = loop.time()
+        unpaused = 0  # bytes written since the loop last went to other clients
+        for offset, data, events, last in writes:
+            due = start + offset
+            if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
+                await asyncio.sleep(due - now)
+                now, unpaused = loop.time(), 0
+            if type(last) in player.ENDINGS:
+                return await self.end_stream(response, data, events, last)
+            if data:
+                record.sending(now, data)
+                await response.write(data)
+                record.sent(events)
+                unpaused += len(data)
+                if unpaused > YIELD_AFTER_BYTES:
+                    await asyncio.sleep(0)
+                    unpaused = 0
+        raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
+
+    async def end_stream(self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening) -> web.StreamResponse:
+        """The last write and how the stream ends. A stream that ends well sends its last frames
+        and the end of the chunked body in one write (`write_eof(data)`)."""
+        kind = type(ending)
+        self.record.sending(asyncio.get_running_loop().time(), data)
+        if kind is player.Finish or kind is player.Failure:
+            await response.write_eof(data)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, data, False, self.kept_in)
+        elif data:
+            await response.write(data)
+        self.record.sent(events)
+        if kind is player.Finish:
+            self.record.close(jr.COMPLETED)
+        elif kind is player.Failure:
+            self.record.close(jr.FAILED, error=f"{ending.kind}: {ending.message}")
+        elif kind is player.Disconnect:
+            self.record.close(jr.DISCONNECTED)
+            self.drop_connection()
+        else:  # a Hang: open until the client goes
+            await asyncio.Event().wait()
+        return response
+
+    async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        outcome = player.Outcome()
+        async for batch in player.play(events, player.LoopClock()):
+            outcome.add(batch)
+            if len(batch) >= player.MAX_BATCH:  # a long answer with no pauses: let other clients have the loop
+                await asyncio.sleep(0)
+        ending = outcome.ending
+        if isinstance(ending, player.Disconnect):
+            self.record.close(jr.DISCONNECTED)
+            self.drop_connection()
+            return web.Response(status=204)
+        if isinstance(ending, player.Hang):
+            await asyncio.Event().wait()
+        status, body = whole_answer(self.protocol, meta, parsed, outcome, self.request_id)
+        response = web.json_response(body, status=status, dumps=dumps)
+        if isinstance(ending, player.Failure):
+            self.record.close(jr.FAILED, status, f"{ending.kind}: {ending.message}")
+        else:
+            self.record.close(jr.COMPLETED, status)
+            if self.kept is not None:
+                self.gateway.responses.keep(self.kept, response.body, True, self.kept_in)
+        return response
+
+    def drop_connection(self) -> None:
+        """Close the socket at once: whatever was written goes out, then the peer sees EOF."""
+        transport = self.request.transport
+        if transport is not None:
+            transport.close()
+
+
+# ---------------------------------------------------------------- the application
+
+
+def protocol_handler(protocol, hosts: HostCheck):
+    async def handle(request: web.Request) -> web.StreamResponse:
+        request_id = request_id_for(request)
+        answer = Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
+        response = await answer.run()
+        if not response.prepared:  # a stream stamps its own before its headers go out
+            stamp_answer(response, request_id, protocol, answer.success_headers)
+        return response
+
+    return handle
+
+
+async def stored_response(request: web.Request) -> web.Response:
+    """`GET` or `DELETE /v1/responses/{id}`: a stored Responses answer (see stored), in the journal like any request."""
+    gateway, request_id = request.app[GATEWAY_KEY], request_id_for(request)
+    protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
+    record = gateway.journal.open(request_id, request.method, request.path, request.headers)
+    record.protocol = protocol.NAME
+    session = session_in_record(gateway, request.headers, record)
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is None and type(session) is BadSessionName:
+        refused = BadRequest(str(session), param=SESSION_HEADER)
+    stored = gateway.responses.find(response_id, session.name) if refused is None else None
+    if refused is None and stored is None:
+        refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
+    if refused is not None:
+        record.close(jr.REJECTED, refused.status, refused.message)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param,
+                                  code=refused.code)
+    else:
+        if request.method == "DELETE":
+            gateway.responses.delete(response_id, session.name)
+        record.close(jr.COMPLETED, 200)
+        if request.method == "DELETE":
+            response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
+        else:
+            response = web.json_response(body=stored.body())
+    gateway.journal.closed(record)
+    stamp_answer(response, request_id, protocol)
+    return response
+
+
+def protocol_for_request(request: web.Request):
+    """The protocol whose error shape suits a request to no known route."""
+    if request.path in BY_PATH:
+        return BY_PATH[request.path]
+    return PROTOCOLS.get("messages") if is_anthropic_client(request) and "messages" in PROTOCOLS else PROTOCOLS["chat"]
+
+
+def is_anthropic_client(request: web.Request) -> bool:
+    return "anthropic-version" in request.headers or "x-api-key" in request.headers
+
+
+def wrong_base_url(request: web.Request) -> str:
+    """What a 404's path says of the client's base URL (see hints.base_url_hint)."""
+    return base_url_hint(request.path, f"{request.scheme}://{request.host}", (*BY_PATH, MODELS_PATH), is_anthropic_client(request))
+
+
+async def unrouted(request: web.Request) -> web.Response:
+    """Every request that no route takes: a 404, or a 405 on a path that takes other methods,
+    in the error shape of the protocol the client speaks, and in the journal, so a test can
+    see where it went. (The control API answers its own, in JSON.)"""
+    request_id = request_id_for(request)
+    allowed = allowed_methods(request.app, request.path)
+    refused = refusal(request, request.app[HOSTS_KEY], None)
+    if refused is not None:
+        status, message, headers = refused.status, refused.message, None
+    elif allowed:
+        status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
+    else:
+        status, message, headers = 404, f"Unknown path {request.path}{wrong_base_url(request)}", None
+    gateway = request.app[GATEWAY_KEY]
+    journal = gateway.journal
+    record = journal.open(request_id, request.method, request.path, request.headers)
+    session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
+    record.close(jr.REJECTED, status, message)
+    journal.closed(record)
+    protocol = protocol_for_request(request)
+    response = error_response(protocol, status, message, request_id, headers=headers)
+    stamp_answer(response, request_id, protocol)
+    return response
+
+
+def known_models(library: Library) -> list[str]:
+    models = set(DEFAULT_MODELS)
+    for scenario in library.scenarios.values():
+        models.update(entry.script.model for entry in scenario.entries if entry.script and entry.script.model)
+    return sorted(models)
+
+
+async def list_models(request: web.Request) -> web.Response:
+    gateway = request.app[GATEWAY_KEY]
+    request_id = request_id_for(request)
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is None:
+        try:
+            session = gateway.session_for(request.headers)
+        except BadSessionName as exc:
+            refused = BadRequest(str(exc), param=SESSION_HEADER)
+    if refused is not None:
+        protocol = protocol_for_request(request)
+        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code)
+    else:
+        anthropic = "anthropic-version" in request.headers
+        protocol = PROTOCOLS["messages" if anthropic else "chat"]
+        response = models_response(known_models(session.library), anthropic)
+    stamp_answer(response, request_id, protocol)
+    return response
+
+
+def models_response(models: list[str], anthropic: bool) -> web.Response:
+    if anthropic:
+        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
+        return web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+    data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def start_app(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+    """Serve `app` as fakehop serves: handlers cancelled when their client goes, long header
+    lines taken, parser errors logged as warnings. Returns the runner and the base URL."""
+    logging.getLogger("aiohttp.server").addFilter(PARSER_ERRORS_AS_WARNINGS)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
+                           max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
+    await site.start()
+    if not site._server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
+        await runner.cleanup()
+        raise OSError(f"no socket could be opened to listen on {host} port {port}")
+    bound_port = site._server.sockets[0].getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    return runner, f"http://{shown_host}:{bound_port}"

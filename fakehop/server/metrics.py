@@ -1,0 +1,207 @@
+"""GET /_fakehop/metrics: what the server answered, in the Prometheus text format.
+
+The counting is a journal listener that keeps each record as it opens, and counts the ones
+that have closed a batch at a time (see Counts); the Prometheus families are built from those
+counts only when the endpoint is read, by a custom collector, so an answer costs one append
+and no call into prometheus_client. Every counter counts from the server's start: neither
+reset nor DELETE /requests takes it back.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+from functools import partial
+from itertools import compress, groupby, repeat
+from operator import attrgetter, eq, not_
+from typing import Iterator
+
+from aiohttp import web
+
+from .control import control_call
+from ..state.journal import IN_PROGRESS, Journal, Record
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is counted as OTHER
+OTHER = "other"
+NONE = "none"  # the label of a value a record does not have: no protocol, scenario or status
+
+
+class Stream:
+    """What the streams of one protocol add up to."""
+
+    __slots__ = ("bytes", "events", "keepalives", "durations", "duration_sum")
+
+    def __init__(self) -> None:
+        self.bytes = self.events = self.keepalives = 0
+        self.durations = [0] * (len(DURATION_BUCKETS) + 1)  # streams per bucket, not cumulative; the last is +Inf
+        self.duration_sum = 0.0
+
+
+class Counts:
+    """The counts of every record opened since counting began: requests per (protocol,
+    scenario, end, status), and what the streams of each protocol sent, for those that have
+    closed; the rest are kept, `open`, to be counted once they have.
+
+    Answering a request costs one append (`add`, a journal listener for records opening): the
+    kept records are looked over FOLD_BATCH openings at a time, and whenever the metrics are
+    read, with the work per record done in C (attrgetter, Counter, sorted, sum, compress),
+    not in Python. Keeping the records themselves, not their seqs, the gauges stay right when
+    the journal drops a record under way (reset, or more requests than it keeps).
+    """
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple] = Counter()  # by (protocol, scenario, end, status)
+        self.streams: dict[str | None, Stream] = {}  # by protocol
+        self.open: list[Record] = []  # the records under way at the last fold, then every one opened since
+        self.fold_at = FOLD_BATCH  # the length of `open` at which the next fold comes
+
+    def add(self, record: Record) -> None:
+        """A journal listener: one record opening, counted once it has closed."""
+        kept = self.open
+        kept.append(record)
+        if len(kept) >= self.fold_at:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the kept records that have closed, and keep the rest."""
+        records = self.open
+        under_way = list(map(eq, map(END, records), repeat(IN_PROGRESS)))
+        self.open = list(compress(records, under_way))
+        self.fold_at = len(self.open) + FOLD_BATCH
+        closed = list(compress(records, map(not_, under_way)))
+        self.requests.update(map(LABELS, closed))
+        if len(self.requests) > MAX_SERIES:
+            self.lump_scenarios()
+        for _, same in groupby(sorted(closed, key=PATH), key=PATH):  # a path's records are one protocol's
+            same = list(same)
+            self.add_streams(same[0].protocol, same)
+
+    def add_streams(self, protocol: str | None, records: list[Record]) -> None:
+        stream = self.streams.get(protocol)
+        if stream is None:
+            stream = self.streams[protocol] = Stream()
+        stream.bytes += sum(map(SENT_BYTES, records))
+        stream.events += sum(map(EVENTS, records))
+        stream.keepalives += sum(map(KEEPALIVES, records))
+        answered = list(map(DURATION, compress(records, map(eq, map(STREAM_STATUS, records), repeat(STREAMED_200)))))
+        stream.duration_sum += sum(answered)
+        for bucket, count in Counter(map(BUCKET_OF, answered)).items():
+            stream.durations[bucket] += count
+
+    def lump_scenarios(self) -> None:
+        """Past MAX_SERIES label sets (scenarios added by calls have no bound), the newest
+        scenarios' counts go under OTHER."""
+        for key in list(self.requests)[MAX_SERIES:]:
+            protocol, _, end, status = key
+            self.requests[(protocol, OTHER, end, status)] += self.requests.pop(key)
+
+    def request_totals(self, *labels: int) -> dict[tuple, int]:
+        """Requests summed by the labels at these places of the key (0 protocol, 1 scenario, 2 end, 3 status)."""
+        self.fold()
+        summed: Counter[tuple] = Counter()
+        for key, count in self.requests.items():
+            summed[tuple(NONE if key[place] is None else str(key[place]) for place in labels)] += count
+        return dict(sorted(summed.items()))
+
+    def stream_totals(self) -> dict[tuple, Stream]:
+        """What the streams sent, by protocol."""
+        self.fold()
+        return {(NONE if protocol is None else protocol,): self.streams[protocol] for protocol in sorted(self.streams, key=str)}
+
+    def in_progress(self) -> int:
+        """Requests opened and not closed yet: every request opens a record, and closes it once."""
+        self.fold()
+        return len(self.open)
+
+    def open_streams(self) -> dict[tuple, int]:
+        """Streams going out now (a 200 whose SSE has begun and not ended), by protocol."""
+        self.fold()
+        streaming = Counter(map(PROTOCOL, compress(self.open, map(eq, map(STREAM_STATUS, self.open), repeat(STREAMED_200)))))
+        return {(NONE if protocol is None else protocol,): count for protocol, count in sorted(streaming.items(), key=str)}
+
+
+LABELS = attrgetter("protocol", "scenario", "end", "status")
+PATH, PROTOCOL, END, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(
+    attrgetter, ("path", "protocol", "end", "sent_bytes", "events", "keepalives", "duration"))
+STREAM_STATUS = attrgetter("stream", "status")
+STREAMED_200 = (True, 200)  # a stream that went out (or is going out): open while under way, in the histogram once ended
+BUCKET_OF = partial(bisect_left, DURATION_BUCKETS)
+FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
+
+
+class Collector:
+    """The Prometheus families of `counts`, built as they are read."""
+
+    def __init__(self, counts: Counts):
+        self.counts = counts
+
+    def collect(self) -> Iterator:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        counts = self.counts
+        requests = CounterMetricFamily("fakehop_requests", "Requests answered, by protocol, scenario and how the answer ended",
+                                       labels=("protocol", "scenario", "end"))
+        for labels, total in counts.request_totals(0, 1, 2).items():
+            requests.add_metric(labels, total)
+        yield requests
+        statuses = CounterMetricFamily("fakehop_responses", "Answers by HTTP status (none: the client went first)", labels=("status",))
+        for labels, total in counts.request_totals(3).items():
+            statuses.add_metric(labels, total)
+        yield statuses
+        yield GaugeMetricFamily("fakehop_requests_in_progress", "Requests being answered now, of every kind: open streams, and answers still under way",
+                                value=counts.in_progress())
+        streams = GaugeMetricFamily("fakehop_open_streams", "SSE streams going out now: a 200 whose stream has begun and not ended",
+                                    labels=("protocol",))
+        for labels, count in counts.open_streams().items():
+            streams.add_metric(labels, count)
+        yield streams
+        by_protocol = counts.stream_totals()
+        for name, field, help_text in (("fakehop_stream_bytes", "bytes", "Bytes of SSE written to streams"),
+                                       ("fakehop_stream_events", "events", "SSE events written to streams (keepalives not counted)"),
+                                       ("fakehop_keepalives", "keepalives", "Keepalive comments written to streams")):
+            family = CounterMetricFamily(name, help_text, labels=("protocol",))
+            for labels, total in by_protocol.items():
+                family.add_metric(labels, getattr(total, field))
+            yield family
+        durations = HistogramMetricFamily("fakehop_stream_duration_seconds", "Streams from the request's arrival to their end",
+                                          labels=("protocol",))
+        for labels, total in by_protocol.items():
+            durations.add_metric(labels, cumulative_buckets(total.durations), total.duration_sum)
+        yield durations
+
+
+def cumulative_buckets(counts: list[int]) -> list[tuple[str, int]]:
+    buckets, total = [], 0
+    for bound, count in zip((*map(str, DURATION_BUCKETS), "+Inf"), counts):
+        total += count
+        buckets.append((bound, total))
+    return buckets
+
+
+COUNTS_KEY: web.AppKey[Counts] = web.AppKey("metrics", Counts)
+
+
+def count_for(app: web.Application, journal: Journal) -> None:
+    """Count every record of `journal` that opens while `app` runs, once it has closed."""
+    counts = app[COUNTS_KEY] = Counts()
+    journal.opened_listeners.append(counts.add)
+    journal.overflow_listeners.append(counts.fold)  # records the journal lets go of go from here too, counted
+
+    async def stop_counting(_app: web.Application) -> None:
+        journal.opened_listeners.remove(counts.add)
+        journal.overflow_listeners.remove(counts.fold)
+
+    app.on_cleanup.append(stop_counting)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector(request.config_dict[COUNTS_KEY]))
+    return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def add_routes(control_app: web.Application) -> None:
+    control_app.router.add_get("/metrics", control_call(metrics))

@@ -1,0 +1,268 @@
+"""Streams encoded once: an answer's bytes kept per script and request, with holes for what differs.
+
+Under load most answers play one script for one kind of request, and differ only in the
+values the encoders ask their Meta for: the model, the creation time, ids and signatures. So
+the first such answer is encoded with a Meta that hands out markers and notes what was asked;
+each write's bytes are kept cut at the markers, and every later answer asks its own
+Meta the same questions in the same order (so a seeded Meta gives the ids encoding afresh
+would) and fills them in. Laying out the timeline and encoding each event is then done once
+instead of per answer; the bytes are the same.
+
+Before a rendering is kept, it is filled with a probe Meta and compared with encoding afresh
+under the same Meta; a script whose own text holds a marker is then encoded afresh each time.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+from json.encoder import encode_basestring
+
+from ..play import player
+from ..state.journal import sse_events
+from ..protocols.common import Meta, ParsedRequest
+from ..scenario.model import Script
+
+# A write as the server sends it: when it is due (seconds from the stream's start), its bytes,
+# the SSE events in them (journal.sse_events) and the last happening in it.
+TimedWrite = tuple[float, bytes, int, player.Happening]
+
+KEPT_RENDERINGS = 64
+KEPT_BYTES = 32 * 1024 * 1024  # all kept renderings together
+LARGEST_RENDERING = 4 * 1024 * 1024
+
+_MODEL = "m"
+_CREATED = "c"
+_CREATED_MARK = 7_391_062_845_173
+_HOLE = re.compile(rb"\\u0000fakehop:(m|\d{1,9})\\u0000|" + str(_CREATED_MARK).encode())
+
+
+def _mark(name: str) -> str:
+    return f"\x00fakehop:{name}\x00"
+
+
+class MarkingMeta(Meta):
+    """A Meta whose every value is a marker, and which notes the random values asked of it;
+    what the bytes take from the model beside its name is the answer's (`like`)."""
+
+    def __init__(self, like: Meta) -> None:
+        super().__init__(model=_mark(_MODEL), created=_CREATED_MARK)
+        self.system_fingerprint = like.system_fingerprint
+        self.asks: list[tuple[str, tuple]] = []
+
+    def _ask(self, method: str, *args) -> str:
+        self.asks.append((method, args))
+        return _mark(str(len(self.asks)))
+
+    def new_id(self, prefix: str, length: int = 24) -> str:
+        return self._ask("new_id", prefix, length)
+
+    def random_base64(self, nbytes: int) -> str:
+        return self._ask("random_base64", nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Holes:
+    """The holes of one frame with the bytes between them, which fill in to one piece of bytes.
+
+    A stream's frames mostly repeat the same holes (a chat chunk's id, time and model): each
+    distinct Holes is filled once per answer, and a write is kept as runs of frames with equal
+    Holes, each run filled with one `join`.
+    """
+
+    indices: tuple[int, ...]  # where each hole's value sits: the model, the time, then each ask's answer
+    between: tuple[bytes, ...]
+    # The same as one %-format and what it takes from the values: one C call fills it.
+    _format: bytes = field(init=False, compare=False, repr=False)
+    _pick: Callable = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        literals = (b"", *self.between, b"")
+        object.__setattr__(self, "_format", b"%b".join(literal.replace(b"%", b"%%") for literal in literals))
+        pick = operator.itemgetter(*self.indices)
+        object.__setattr__(self, "_pick", pick if len(self.indices) > 1 else lambda values: (pick(values),))
+
+    def fill(self, values: list[bytes]) -> bytes:
+        return self._format % self._pick(values)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """The frames due at one offset, their SSE event count and the last happening.
+
+    The bytes are, for each run of frames with equal Holes, `h.join(literals)` with `h` those
+    holes filled: the first literal is what comes before the run's first holes (the write's
+    head, for the first run), each other one what follows a frame's holes. A write with no
+    holes is its one literal; a run names its Holes by their place in `Rendering.holes`.
+    """
+
+    offset: float
+    runs: tuple[tuple[int, tuple[bytes, ...]], ...]
+    events: int
+    last: player.Happening
+    _spine: int = field(init=False, compare=False, repr=False)  # the run with the most literals
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_spine", max(range(len(self.runs)), key=lambda number: len(self.runs[number][1])))
+
+    def fill(self, filled_holes: tuple[bytes, ...]) -> bytes:
+        """The write's bytes, copied once: the runs around the longest one are joined onto its
+        first and last literals, and that run is joined with its holes."""
+        runs = self.runs
+        if len(runs) == 1:  # most writes
+            holes, literals = runs[0]
+            return filled_holes[holes].join(literals) if holes >= 0 else literals[0]
+        spine = self._spine
+        before = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[:spine]])
+        after = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[spine + 1:]])
+        holes, literals = runs[spine]  # a write of several runs has holes in each, so two literals or more
+        return filled_holes[holes].join([before + literals[0], *literals[1:-1], literals[-1] + after])
+
+    def size(self) -> int:
+        return sum(len(literal) for _, literals in self.runs for literal in literals)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    writes: tuple[Write, ...]
+    holes: tuple[Holes, ...]  # each distinct Holes of the writes once
+    asks: tuple[tuple[str, tuple], ...]
+
+    def filled_holes(self, meta: Meta) -> tuple[bytes, ...]:
+        """Every Holes filled for `meta`, for `Write.fill`; the random values are drawn here,
+        in the encoders' order."""
+        values = [_inside_json_string(meta.model), b"%d" % meta.created]
+        for method, args in self.asks:
+            values.append(getattr(meta, method)(*args).encode())
+        return tuple([holes.fill(values) for holes in self.holes])
+
+    def writes_for(self, meta: Meta) -> Iterator[TimedWrite]:
+        filled = self.filled_holes(meta)
+        for write in self.writes:
+            yield write.offset, write.fill(filled), write.events, write.last
+
+    def size(self) -> int:
+        return sum(write.size() for write in self.writes)
+
+    def fillable(self) -> bool:
+        """Whether every hole names a value there is: a marker that came in with the request
+        (a client's text may look like one) names one past the asks."""
+        values = 2 + len(self.asks)
+        return all(index < values for holes in self.holes for index in holes.indices)
+
+
+@functools.lru_cache(maxsize=256)  # most answers name one of a few models; a model has at most intake.MAX_MODEL_CHARS
+def _inside_json_string(text: str) -> bytes:
+    """`text` as it is written inside a JSON string, in UTF-8."""
+    return encode_basestring(text)[1:-1].encode()
+
+
+def _value_index(hole: bytes | None) -> int:
+    """Where a marker's value sits among the model, the time and the asks' answers (the time's marker has no name)."""
+    if hole is None:
+        return 1
+    return 0 if hole == _MODEL.encode() else 1 + int(hole)
+
+
+def _runs(data: bytes) -> list[tuple[Holes | None, tuple[bytes, ...]]]:
+    """`data` as runs of equal Holes (see Write); bytes with no holes as one run with None."""
+    matches = list(_HOLE.finditer(data))
+    if not matches:
+        return [(None, (data,))]
+    frames = [[matches[0]]]  # the markers of each frame: none of the bytes between them ends a frame
+    for before, match in zip(matches, matches[1:]):
+        if b"\n\n" in data[before.end():match.start()]:
+            frames.append([match])
+        else:
+            frames[-1].append(match)
+    holes = [Holes(tuple(_value_index(m.group(1)) for m in marks), tuple(data[a.end():b.start()] for a, b in zip(marks, marks[1:])))
+             for marks in frames]
+    after = [data[marks[-1].end():following[0].start()] for marks, following in zip(frames, frames[1:])] + [data[frames[-1][-1].end():]]
+    runs: list[tuple[Holes, list[bytes]]] = []
+    for frame_holes, literal in zip(holes, after):
+        if runs and runs[-1][0] == frame_holes:
+            runs[-1][1].append(literal)
+        else:
+            runs.append((frame_holes, [b"", literal]))
+    runs[0][1][0] = data[:matches[0].start()]
+    return [(frame_holes, tuple(literals)) for frame_holes, literals in runs]
+
+
+def stream_writes(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Iterator[TimedWrite]:
+    """The writes of one streamed answer: filled in from the kept rendering, or encoded afresh
+    when there is none."""
+    rendering = kept(protocol, script, parsed, meta, time_scale)
+    if rendering is not None:
+        return rendering.writes_for(meta)
+    return encoded_writes(protocol, meta, parsed, player.timeline(script, parsed.play, time_scale))
+
+
+def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> Iterator[TimedWrite]:
+    """The timeline encoded afresh as it is read: the happenings due at one offset, at most
+    MAX_BATCH of them, make one write."""
+    encoder = protocol.StreamEncoder(meta, parsed)
+    batch: list[player.Happening] = []
+    batch_offset = 0.0
+    for offset, happening in events:
+        if batch and (offset != batch_offset or len(batch) >= player.MAX_BATCH):
+            yield _encoded(encoder, batch_offset, batch)
+            batch = []
+        batch_offset = offset
+        batch.append(happening)
+    if batch:
+        yield _encoded(encoder, batch_offset, batch)
+
+
+def _encoded(encoder, offset: float, happenings: list[player.Happening]) -> TimedWrite:
+    data = b"".join([encoder.encode(happening) for happening in happenings])
+    return offset, data, sse_events(data), happenings[-1]
+
+
+def _probe_meta(like: Meta) -> Meta:
+    probe = Meta(model='probe "model" \\ é\x01', created=1_234_567_890, rng=random.Random(20261130))
+    probe.system_fingerprint = like.system_fingerprint
+    return probe
+
+
+def render(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Rendering | None:
+    """The kept form of this answer (`meta`'s, whose values become holes), or None when it is
+    too long to keep or not fillable."""
+    events = player.timeline(script, parsed.play, time_scale)
+    laid_out = tuple(itertools.islice(events, player.KEPT_HAPPENINGS + 1))
+    if len(laid_out) > player.KEPT_HAPPENINGS:
+        return None
+    marking = MarkingMeta(meta)
+    writes, numbered = [], {}  # each distinct Holes with its number
+    for offset, data, events, last in encoded_writes(protocol, marking, parsed, laid_out):
+        runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
+        writes.append(Write(offset, runs, events, last))
+    rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
+    if rendering.size() > LARGEST_RENDERING or not rendering.fillable():
+        return None
+    expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(meta), parsed, laid_out)]
+    filled = rendering.filled_holes(_probe_meta(meta))
+    if [write.fill(filled) for write in writes] != expected:
+        return None
+    return rendering
+
+
+def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Rendering | None:
+    """The rendering for this script and request, made on first use and kept; None: encode afresh."""
+    if len(parsed.variant) > LARGEST_RENDERING:  # the fields it stands for are in the stream: too long to keep
+        return None
+    key = (protocol.NAME, parsed.play, parsed.variant, meta.system_fingerprint, time_scale)
+    rendering = _kept.get(script, key)
+    if rendering is player.KeptPerScript.MISSING:
+        if script.request_text:  # made for this request alone (see quoting): never asked for again
+            return None
+        rendering = render(protocol, script, parsed, meta, time_scale)
+        _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
+    return rendering
+
+
+_kept = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)
