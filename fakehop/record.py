@@ -30,7 +30,7 @@ from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Capt
 from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
-from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_of, write_new
+from .writer import DEFAULT_MIN_GAP, Origin, scenario_file, secrets_of, write_new
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
@@ -237,9 +237,10 @@ class Exchange:
         if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
             self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
-        text = scenario_text(captured, self.asked.request, origin, recorder.min_gap, secrets)
+        request = self.asked.request
+        written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
         try:
-            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.asked.request.prompt), text)
+            path = write_new(recorder.out, written.stem, written.text)
         except OSError as exc:
             self.not_recorded(str(exc))
             return

@@ -11,6 +11,7 @@ of when it came. Pieces that fakehop's own `chunk` forms would give are written 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import statistics
@@ -28,12 +29,14 @@ SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key"
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
 MAX_NAME = 48
+MAX_MESSAGE = 500  # characters of an error body that held no error object, written as its message
 KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
 _YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
 _NEEDS_DOUBLE_QUOTES = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _WORDS = re.compile(r"[a-z0-9]+")
 _REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+_SSE_LINE_GAP = r"(?:[\r\n]+(?:[^\r\n:]*:[ ]?)?)?"  # a line break and the next line's field name: where SSE may cut a text
 _YAML_WORDS = ("true", "false", "yes", "no", "y", "n", "on", "off", "null")
 MESSAGES_USAGE_NAMES = {name: alias for alias, name in USAGE_ALIASES.items()}  # Anthropic's names for the usage counts
 
@@ -70,6 +73,8 @@ class Yaml:
 
     def __init__(self, secrets: Iterable[str] = ()):
         self.secrets = sorted({secret for secret in secrets if len(secret) >= MIN_SECRET}, key=len, reverse=True)
+        self.exact = [re.compile(re.escape(secret)) for secret in self.secrets]
+        self.across_lines = [re.compile(_SSE_LINE_GAP.join(map(re.escape, secret))) for secret in self.secrets]
 
     def scrub(self, text: str) -> str:
         for secret in self.secrets:
@@ -79,23 +84,42 @@ class Yaml:
     def scrub_block(self, block: Block) -> Block:
         """`block` with a secret that spans pieces taken out too: the pieces it touches become
         one, at the time of the first (and a part that began inside it begins with that one)."""
-        joined = block.text()
-        spans = [(found.start(), found.end()) for secret in self.secrets for found in re.finditer(re.escape(secret), joined)]
+        texts = [piece.text for piece in block.pieces]
+        spans = found_spans(self.exact, "".join(texts))
         if not spans:
             return block
         pieces: list[Piece] = []
         part_starts: list[int] = []
-        offset = 0
-        for number, piece in enumerate(block.pieces):
-            inside_a_secret = any(start < offset < end for start, end in spans)
-            if inside_a_secret and pieces:
-                pieces[-1] = Piece(pieces[-1].at, pieces[-1].text + piece.text)
-            else:
-                pieces.append(piece)
-                if number in block.part_starts:
-                    part_starts.append(len(pieces) - 1)
-            offset += len(piece.text)
-        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces], part_starts=part_starts)
+        for first, text in joined_across(texts, spans):
+            if first in block.part_starts:
+                part_starts.append(len(pieces))
+            pieces.append(Piece(block.pieces[first].at, self.scrub(text)))
+        return replace(block, pieces=pieces, part_starts=part_starts)
+
+    def scrub_frames(self, frames: list[RawFrame]) -> list[RawFrame]:
+        """Consecutive frames the protocol could not read, with the secrets taken out of them.
+        Such frames are kept as they came, so an upstream may cut a secret anywhere SSE lets
+        it: across frames, across the data lines of one, or in a line that is no field at all.
+        A secret is sought in the frames' joined text with, between any two of its characters,
+        a line break and the field name of the next line allowed; the frames one spans become
+        one, at the time of the first, with the secret out of it."""
+        texts = [frame.text for frame in frames]
+        spans = found_spans(self.across_lines, "".join(texts))
+        if not spans:
+            return frames
+        return [RawFrame(frames[first].at, self.scrub_lines(text)) for first, text in joined_across(texts, spans)]
+
+    def scrub_lines(self, text: str) -> str:
+        for pattern in self.across_lines:
+            text = pattern.sub(REDACTED, text)
+        return text
+
+    def scrub_parts(self, parts: list[Block | RawFrame]) -> list[Block | RawFrame]:
+        """The answer's parts with the secrets taken out: a block's, and each run of raw frames'."""
+        scrubbed: list[Block | RawFrame] = []
+        for is_raw, run in itertools.groupby(parts, key=lambda part: isinstance(part, RawFrame)):
+            scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))
+        return scrubbed
 
     def string(self, text: str) -> str:
         """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
@@ -123,6 +147,28 @@ class Yaml:
             line += item + " "
         lines.append(line.rstrip())
         return "\n".join(lines)
+
+
+def found_spans(patterns: Iterable[re.Pattern], text: str) -> list[tuple[int, int]]:
+    """Where each pattern is found in `text`, in the order they start."""
+    return sorted((found.start(), found.end()) for pattern in patterns for found in pattern.finditer(text))
+
+
+def joined_across(texts: list[str], spans: list[tuple[int, int]]) -> list[tuple[int, str]]:
+    """The texts, each that begins inside one of the spans of their joined text joined onto the
+    one before: (the index of the first text joined, the joined text)."""
+    joined: list[tuple[int, str]] = []
+    offset, next_span, covered_to = 0, 0, 0
+    for number, text in enumerate(texts):
+        while next_span < len(spans) and spans[next_span][0] < offset:
+            covered_to = max(covered_to, spans[next_span][1])
+            next_span += 1
+        if joined and offset < covered_to:
+            joined[-1] = (joined[-1][0], joined[-1][1] + text)
+        else:
+            joined.append((number, text))
+        offset += len(text)
+    return joined
 
 
 def rounded(seconds: float) -> float:
@@ -343,20 +389,40 @@ def is_json(text: str) -> bool:
 # ---------------------------------------------------------------- the whole file
 
 
+@dataclass(frozen=True)
+class ScenarioFile:
+    """A scenario file to write: the stem of its name and its text."""
+
+    stem: str
+    text: str
+
+
+def scenario_file(captured: Captured, request: Request | None, origin: Origin, name_from: str | None = None,
+                  min_gap: float = DEFAULT_MIN_GAP, secrets: Iterable[str] = ()) -> ScenarioFile:
+    """The scenario file for one captured answer, named by the words of `name_from` (the prompt,
+    or what else names the capture), secrets taken out before they are cut to a name."""
+    yaml = Yaml(secrets)
+    stem = file_stem(captured.protocol, yaml.scrub(name_from or ""))
+    return ScenarioFile(stem, written_text(captured, request, origin, min_gap, yaml))
+
+
 def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
                   secrets: Iterable[str] = ()) -> str:
-    """The scenario file for one captured answer."""
-    yaml = Yaml(secrets)
+    """The text of the scenario file for one captured answer."""
+    return written_text(captured, request, origin, min_gap, Yaml(secrets))
+
+
+def written_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float, yaml: Yaml) -> str:
     lines = [f"# {line}" for line in header(captured, origin, min_gap, yaml)]
-    lines.append(f"description: {yaml.string(description(captured, request))}")
+    lines.append(f"description: {yaml.string(description(captured, request, yaml))}")
     lines.extend(match_lines(captured.protocol, request, yaml))
     if captured.http_error is not None:
         lines.extend(http_error_lines(captured, yaml))
         return "\n".join(lines) + "\n"
     lines.extend(setting_lines(captured, yaml))
     steps = Steps(yaml, min_gap if origin.timed else float("inf"))
-    for part in captured.parts:
-        steps.part(yaml.scrub_block(part) if isinstance(part, Block) else part)
+    for part in yaml.scrub_parts(captured.parts):
+        steps.part(part)
     steps.ending(captured)
     if not steps.lines:
         steps.lines.append('  - text: ""')
@@ -385,10 +451,12 @@ def usage_details(captured: Captured) -> list[tuple[str, int]]:
     return [(names.get(name, name), count) for name, count in given.items() if count != replayed.get(name, 0)]
 
 
-def description(captured: Captured, request: Request | None) -> str:
+def description(captured: Captured, request: Request | None, yaml: Yaml) -> str:
+    """What was asked, its prompt cut short once its secrets are out (a secret cut first would no longer be found)."""
     if request is None or request.prompt is None:
         return f"A {captured.protocol} answer, captured."
-    prompt = request.prompt if len(request.prompt) <= 60 else request.prompt[:57] + "..."
+    prompt = yaml.scrub(request.prompt)
+    prompt = prompt if len(prompt) <= 60 else prompt[:57] + "..."
     return f'A {captured.protocol} answer to "{prompt}", captured.'
 
 
@@ -398,7 +466,7 @@ def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]
     unknown = f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known" if request.unknown_chain else ""
     lines = ["match:" + unknown, f"  protocol: {protocol}"]
     if request.model is not None:
-        lines.append(f"  model: {yaml.name(glob_escape(request.model))}")
+        lines.append(f"  model: {yaml.name(glob_escape(yaml.scrub(request.model)))}")
     if request.prompt is not None:
         lines.append(f"  prompt: {yaml.string('/^' + regex_escape(yaml.scrub(request.prompt)) + '$/')}  # the last user message, exactly")
     if request.turn is not None:
@@ -422,7 +490,8 @@ def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
     error = captured.http_error
     lines = ["http_error:", f"  status: {error.status}"]
     if error.message is not None:
-        lines.append(f"  message: {yaml.string(error.message)}")
+        message = yaml.scrub(error.message)
+        lines.append(f"  message: {yaml.string(message[:MAX_MESSAGE] if error.from_body else message)}")
     lines.extend(f"  {name}: {yaml.name(value)}" for name, value in detail_fields(error.details))
     if error.retry_after is not None:
         lines.append(f"  retry_after: {yaml.string(error.retry_after)}")

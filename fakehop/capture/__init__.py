@@ -23,7 +23,6 @@ from .sse import Frame, FrameReader
 READERS: dict[str, type[Reader]] = {reader.NAME: reader for reader in (ChatReader, ResponsesReader, MessagesReader)}
 RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
 RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
-MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
 
 __all__ = ["AnswerReader", "Asked", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request",
            "Requests", "detect", "json_object", "names_event_stream", "payload_protocol"]
@@ -85,7 +84,8 @@ class AnswerReader:
         written = PROTOCOLS[self.protocol].error_body(self.status, "")
         defaults = {name: value for name, value in written.get("error", {}).items() if name != "message"}
         details = error_details(error, defaults, f"HTTP {self.status}'s", self.reader.captured.left_out)
-        return HttpError(self.status, message, retry_after, kept, details)
+        from_body = not isinstance(error.get("message"), str)
+        return HttpError(self.status, message, retry_after, kept, details, from_body)
 
 
 def names_event_stream(content_type: str) -> bool | None:
@@ -100,13 +100,13 @@ def keeps(header: str) -> bool:
 
 def error_object(body: bytes) -> tuple[str | None, dict]:
     """An error body's message and its error object ({} for none), in either protocol's
-    shape; a body that is not one has its text as the message."""
+    shape; a body that is not one has its text as the message (the writer cuts it short)."""
     value = json_object(body)
     error = value.get("error") if value is not None else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return clean(error["message"]), error
     text = body.decode("utf-8", "replace").strip()
-    return clean(text[:MAX_MESSAGE]) or None, error if isinstance(error, dict) else {}
+    return clean(text) or None, error if isinstance(error, dict) else {}
 
 
 class Asked(NamedTuple):

@@ -104,6 +104,7 @@ class HttpError:
     retry_after: str | None
     headers: tuple[tuple[str, str], ...]
     details: ErrorDetails = ErrorDetails()
+    from_body: bool = False  # the message is the text of a body that held no error object
 
 
 @dataclass
