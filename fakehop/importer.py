@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,8 +60,15 @@ def read_file(path: Path, redact: tuple[str, ...] = (), requests: Requests | Non
 
 
 def as_har(data: bytes) -> dict | None:
-    value = json_object(data) if data.lstrip().startswith(b"{") else None
-    log = value.get("log") if value is not None else None
+    if not data.lstrip().startswith(b"{"):
+        return None
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise NotImportable("JSON nested too deep to read") from None
+    except ValueError:
+        return None
+    log = value.get("log") if isinstance(value, dict) else None
     return value if isinstance(log, dict) and isinstance(log.get("entries"), list) else None
 
 
@@ -92,7 +100,7 @@ def split_http(data: bytes) -> tuple[int, dict[str, str], bytes]:
         head, data = split_head(data)
         status_line, *lines = head.decode("latin-1").splitlines()
         fields = status_line.split()
-        status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+        status = int(fields[1]) if len(fields) > 1 and fields[1].isascii() and fields[1].isdigit() else 0
         headers = {name.strip(): value.strip() for name, _, value in (line.partition(":") for line in lines) if value}
         if not 100 <= status < 200:
             break
@@ -120,9 +128,10 @@ def error_status(body: bytes) -> int | None:
     error = value.get("error") if value is not None else None
     if not isinstance(error, dict):
         return None
+    code, error_type = (value if isinstance(value, str) else None for value in (error.get("code"), error.get("type")))
     if value.get("type") == "error":
-        return ANTHROPIC_STATUSES.get(error.get("type"), 500)
-    return OPENAI_STATUSES.get(error.get("code")) or OPENAI_STATUSES.get(error.get("type"), 500)
+        return ANTHROPIC_STATUSES.get(error_type, 500)
+    return OPENAI_STATUSES.get(code) or OPENAI_STATUSES.get(error_type, 500)
 
 
 def is_stream(headers: dict[str, str], body: bytes) -> bool:
@@ -153,7 +162,10 @@ def read_answer(protocol: str, status: int, headers: dict[str, str], body: bytes
 def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Requests) -> list[Imported]:
     found = []
     for number, entry in enumerate(har["log"]["entries"], 1):
-        answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact, requests)
+        try:
+            answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact, requests)
+        except (CaptureError, NotImportable) as exc:
+            raise NotImportable(f"entry {number}: {exc}") from None
         if answer is not None:
             found.append(answer)
     if not found:
@@ -163,7 +175,7 @@ def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Reques
 
 def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], requests: Requests) -> Imported | None:
     request, response = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("request", "response"))
-    headers = har_headers(response)
+    headers = har_headers(response, "response")
     body = har_body(response.get("content"))
     sse = is_stream(headers, body)
     url_path = urlsplit(str(request.get("url", ""))).path
@@ -177,14 +189,17 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     requests.answered(asked, captured)
     where = f"{request.get('method', 'POST')} {url_path}"
     origin = Origin(f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False)
-    secrets = tuple(secrets_of(har_headers(request), redact))
+    secrets = tuple(secrets_of(har_headers(request, "request"), redact))
     return Imported(captured, asked.request, origin, asked.request.prompt or f"{path.stem} {number}", secrets)
 
 
-def har_headers(part: dict) -> dict[str, str]:
-    """A HAR request's or response's headers; a name given twice keeps its values joined."""
+def har_headers(part: dict, which: str) -> dict[str, str]:
+    """A HAR request's or response's headers (`which` says), a name given twice with its values joined."""
+    headers = part.get("headers") or []
+    if not isinstance(headers, list):
+        raise NotImportable(f"its {which} headers are not a list")
     joined: dict[str, str] = {}
-    for header in part.get("headers") or []:
+    for header in headers:
         if isinstance(header, dict) and isinstance(header.get("name"), str):
             name, value = header["name"], str(header.get("value", ""))
             joined[name] = f"{joined[name]}, {value}" if name in joined else value
@@ -198,7 +213,7 @@ def har_body(content) -> bytes:
         try:
             return base64.b64decode(text)
         except (binascii.Error, ValueError):
-            raise NotImportable("a HAR entry's base64 content is not base64") from None
+            raise NotImportable("its base64 content is not base64") from None
     return text.encode("utf-8", "surrogatepass")
 
 

@@ -381,7 +381,7 @@ def chunk_of(pieces: list[str]) -> str | int | None:
 def is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

@@ -66,15 +66,18 @@ class AnswerReader:
             captured.http_error = self.http_error()
             self.reader.end(HTTP_ERROR, at)
         elif how == FINISHED:
-            self.reader.whole(self.whole_body(), at)
+            self.read_whole(at)
         self.reader.end(how, at)
         return captured
 
-    def whole_body(self) -> dict:
+    def read_whole(self, at: float | None) -> None:
         body = json_object(bytes(self.body))
         if body is None:
             raise CaptureError("the answer is neither an event stream nor a JSON object")
-        return body
+        try:
+            self.reader.whole(body, at)
+        except TypeError:  # a field of a type the protocol does not give
+            raise CaptureError(f"the answer is not a {self.protocol} answer fakehop can read") from None
 
     def http_error(self) -> HttpError:
         headers = {name.lower(): value for name, value in self.headers.items()}
@@ -177,9 +180,10 @@ def detect(frames: list[Frame]) -> str | None:
 def payload_protocol(payload: dict, event: str | None = None) -> str | None:
     """The protocol an event, or a whole answer, belongs to; None when it could be several."""
     kind, name = payload.get("type"), payload.get("object")
+    kind = kind if isinstance(kind, str) else None  # a type that is no string is read as none
     if name in ("chat.completion.chunk", "chat.completion"):
         return "chat"
-    if name == "response" or (isinstance(kind, str) and kind.startswith("response.")):
+    if name == "response" or (kind is not None and kind.startswith("response.")):
         return "responses"
     if kind in MESSAGES_EVENTS or kind == "message" or event in MESSAGES_EVENTS:
         return "messages"

@@ -73,7 +73,8 @@ class Block:
 
 @dataclass(frozen=True, slots=True)
 class RawFrame:
-    """A frame that is not an event of the protocol (its data is not JSON): kept as it came."""
+    """A frame that is not an event of the protocol (its data is not JSON, or not in the
+    protocol's shape): kept as it came."""
 
     at: float | None
     text: str
@@ -182,10 +183,10 @@ def error_details(error: dict, defaults: dict[str, Any], instead: str, left_out:
 
 
 def json_object(text: str | bytes | None) -> dict | None:
-    """`text` read as a JSON object; None when it is not one."""
+    """`text` read as a JSON object; None when it is not one (nor one nested too deep to read)."""
     try:
         value = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -229,10 +230,18 @@ class Reader:
             self.end(FINISHED, frame.at)
             return
         payload = json_object(frame.data)
-        if payload is None:  # a malformed frame
+        if payload is None or not self.read_event(frame, payload):
             self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
-        else:
+
+    def read_event(self, frame: Frame, payload: dict) -> bool:
+        """Whether the event could be read. One with a field of a type its protocol never gives
+        (a list for a type, a number for a list) cannot: it is kept as it came instead, and
+        what it set before that field was reached (its model, say) stays."""
+        try:
             self.event(frame, payload)
+        except TypeError:
+            return False
+        return True
 
     def note_time(self, frame: Frame) -> None:
         captured, at = self.captured, frame.at

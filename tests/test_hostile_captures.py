@@ -1,0 +1,254 @@
+"""Upstreams and captures that mean harm, or are only broken: `fakehop record` relays whatever
+comes as it came and writes a file that loads, `fakehop import` writes one or says in a line
+what is wrong; neither lets text it read out of the comment it belongs in, nor writes a file
+fakehop would refuse.
+
+The proxy stands in front of a bare handler that answers with fixed bytes (tests/test_import.py's
+`bare`), or one that streams until its client goes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from fakehop.importer import NotImportable, read_file
+from fakehop.scenario import load_file, parse_text
+from fakehop.writer import scenario_text
+
+from .cli_runs import fakehop_here_async
+from .test_import import (  # noqa: F401 - the fixture, shared
+    HAND_MADE, RATE_LIMITED, WHOLE_MESSAGE, bare, chat_chunk, data, event, message_item, messages_block,
+    messages_events, response,
+)
+from .test_record import exchange, joined_texts, proxy, recorded  # noqa: F401 - the fixture, shared
+
+STREAM = {"Content-Type": "text/event-stream"}
+JSON = {"Content-Type": "application/json"}
+START = chat_chunk({"role": "assistant", "content": "Hi"})
+END = chat_chunk({"content": " there"}, "stop") + "data: [DONE]\n\n"
+DEEP = "[" * 200_000 + "]" * 200_000
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+def chat_request(prompt: str = "Hello", stream: bool = True) -> dict:
+    return {"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": prompt}]}
+
+
+def messages_ending(stop_reason: str) -> list[dict]:
+    delta = {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 2}}
+    return [delta, {"type": "message_stop"}]
+
+
+def messages_stream(*middle: str) -> str:
+    text = messages_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hi"}])
+    whole = messages_events(text, ending=messages_ending("end_turn"))
+    cut = whole.index("event: message_delta")
+    return whole[:cut] + "".join(middle) + whole[cut:]
+
+
+REQUESTS = {"chat": chat_request(), "messages": {"model": "claude-x", "max_tokens": 9, "stream": True,
+                                                 "messages": [{"role": "user", "content": "Hello"}]}}
+CHUNK = "chat.completion.chunk"
+MALFORMED = {  # frames of events no protocol gives, each between good ones
+    "choices a number": ("chat", data({"object": CHUNK, "choices": 5})),
+    "tool_calls a number": ("chat", data({"object": CHUNK, "choices": [{"delta": {"tool_calls": 3}}]})),
+    "a type that is a list": ("messages", data({"type": ["x"]})),
+    "a block index that is a list": ("messages", event({"type": "content_block_delta", "index": [0], "delta": {}})),
+    "an array 200,000 deep": ("chat", f"data: {DEEP}\n\n"),
+}
+
+
+def stream_with(protocol: str, frame: str) -> str:
+    return START + frame + END if protocol == "chat" else messages_stream(frame)
+
+
+# ---------------------------------------------------------------- the proxy relays what it cannot read
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+async def test_an_event_the_proxy_cannot_read_is_relayed_as_it_came_and_recorded_raw(bare, proxy, caplog, name):
+    protocol, frame = MALFORMED[name]
+    stream = stream_with(protocol, frame)
+    proxy_url, out = await proxy(await bare(stream.encode(), headers=STREAM))
+    status, _, received, ending = await exchange(proxy_url, protocol, REQUESTS[protocol], {})
+    assert (status, ending) == (200, "end") and received == stream.encode()
+    [path] = await recorded(out)
+    steps = load_file(path).entries[0].script.steps
+    assert frame in [getattr(step, "data", None) for step in steps], path.read_text()[:2000]
+    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+async def test_a_whole_answer_the_proxy_cannot_read_is_relayed_and_said_not_recorded(bare, proxy, caplog):
+    answer = json.dumps({"object": "chat.completion", "model": "gpt-4o", "choices": 5}).encode()
+    lines: list[str] = []
+    proxy_url, out = await proxy(await bare(answer, headers=JSON), listeners=[lines.append])
+    assert await exchange(proxy_url, "chat", chat_request(stream=False), {}) == (200, "application/json", answer, "end")
+    assert lines == ["not recorded: POST /v1/chat/completions: the answer is not a chat answer fakehop can read"]
+    assert not list(out.iterdir())
+    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+async def test_a_request_nested_200000_deep_goes_upstream_and_is_recorded(bare, proxy, caplog):
+    stream = (START + END).encode()
+    proxy_url, out = await proxy(await bare(stream, headers=STREAM))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(proxy_url + PATHS["chat"], data=f'{{"messages": {DEEP}}}', headers=JSON) as response:
+            assert (response.status, await response.read()) == (200, stream)
+    [path] = await recorded(out)
+    assert joined_texts(path) == ["Hi there"]
+    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+# ---------------------------------------------------------------- import says what is wrong, in a line
+
+
+def har(*entries: dict) -> dict:
+    return {"log": {"version": "1.2", "entries": list(entries)}}
+
+
+def har_entry(body: str, content_type: str = "text/event-stream", path: str = PATHS["chat"], **fields) -> dict:
+    """An entry of a chat request and the answer `body`; `request_headers=…` and the like set a field of either."""
+    request = {"method": "POST", "url": f"https://gateway.example{path}", "headers": [],
+               "postData": {"text": json.dumps(chat_request())}}
+    response = {"status": 200, "headers": [{"name": "Content-Type", "value": content_type}], "content": {"text": body}}
+    for name, value in fields.items():
+        part, _, key = name.partition("_")
+        (request if part == "request" else response)[key] = value
+    return {"request": request, "response": response}
+
+
+def after_a_good_entry(entry: dict) -> str:
+    return json.dumps(har(har_entry(START + END), entry))
+
+
+NO_ANSWER = "no event or answer of Chat Completions, Responses or Messages in it"
+UNREADABLE = "entry 2: the answer is not a chat answer fakehop can read"
+WHOLE_CHOICES = json.dumps({"object": "chat.completion", "choices": 5})
+WHOLE_CALLS = json.dumps({"object": "chat.completion", "choices": [{"message": {"tool_calls": 3}}]})
+NESTED_HAR = after_a_good_entry({})[: -len("]}}")] + ", " + DEEP[100_000:300_000] + "]}}"  # a third entry, 100,000 deep
+BAD_CAPTURES = {  # the file, and what the line says of it
+    "a HAR nested 100,000 deep": (NESTED_HAR, "JSON nested too deep to read"),
+    "response headers a number": (
+        after_a_good_entry(har_entry(START, response_headers=5)), "entry 2: its response headers are not a list",
+    ),
+    "request headers a number": (
+        after_a_good_entry(har_entry(START, request_headers=7)), "entry 2: its request headers are not a list",
+    ),
+    "whole choices a number": (after_a_good_entry(har_entry(WHOLE_CHOICES, "application/json")), UNREADABLE),
+    "whole tool_calls a number": (after_a_good_entry(har_entry(WHOLE_CALLS, "application/json")), UNREADABLE),
+    "whole type a list": (json.dumps({"type": ["x"], "content": []}), NO_ANSWER),
+    "a stream only 100,000 deep": ("data: " + "[" * 100_000 + "\n\n", NO_ANSWER),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_CAPTURES))
+async def test_a_bad_capture_is_refused_in_one_line_naming_it_and_its_entry(tmp_path, name):
+    """As with any file import cannot read, nothing is written: not even the good entries before."""
+    content, says = BAD_CAPTURES[name]
+    good, bad = tmp_path / "good.sse", tmp_path / "capture.har"
+    good.write_text(START + END)
+    bad.write_text(content)
+    refused = await fakehop_here_async("import", str(good), str(bad), "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2 and refused.stderr == f"fakehop: {bad}: {says}\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+async def test_an_event_import_cannot_read_is_imported_raw(tmp_path, name):
+    protocol, frame = MALFORMED[name]
+    capture = tmp_path / "capture.sse"
+    capture.write_text(stream_with(protocol, frame))
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    [path] = (tmp_path / "out").glob("*.yaml")
+    assert frame in [getattr(step, "data", None) for step in load_file(path).entries[0].script.steps]
+
+
+async def test_tool_arguments_nested_100000_deep_are_imported_as_text(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    call = messages_block(0, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+                          [{"type": "input_json_delta", "partial_json": deep}])
+    capture = tmp_path / "capture.sse"
+    capture.write_text(messages_events(call, ending=messages_ending("tool_use")))
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    [path] = (tmp_path / "out").glob("*.yaml")
+    [step] = load_file(path).entries[0].script.steps
+    assert "".join(step.deltas) == deep
+
+
+WRONG_TYPES = [5, ["x"], {"a": [1]}]  # for fields iterated, used as keys, read as strings
+CHAT_MESSAGE = {"content": "x", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}
+WHOLE_ANSWERS = {
+    "chat": {"object": "chat.completion", "model": "m", "choices": [{"message": CHAT_MESSAGE, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 1, "completion_tokens_details": {"reasoning_tokens": 0}}},
+    "responses": response("completed", [message_item(0, ["Hi"])[1]], usage={"input_tokens": 1, "output_tokens": 2}),
+    "messages": WHOLE_MESSAGE,
+    "chat error": RATE_LIMITED,
+    "messages error": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+}
+
+
+def fields_of(value, path: tuple = ()):
+    """The path of each value a JSON value holds, its own (the empty path) included."""
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        yield from fields_of(inner, (*path, key))
+
+
+def with_value(value, path: tuple, new):
+    if not path:
+        return new
+    value = json.loads(json.dumps(value))
+    json_value = value
+    for key in path[:-1]:
+        json_value = json_value[key]
+    json_value[path[-1]] = new
+    return value
+
+
+def of_other_shapes(value) -> list:
+    """`value` with each of its fields given, in turn, each of WRONG_TYPES."""
+    return [with_value(value, path, new) for path in fields_of(value) for new in WRONG_TYPES]
+
+
+def streams_of_other_shapes(stream: str) -> list[str]:
+    """`stream` with one event of another shape at a time (its other events as they were)."""
+    frames = stream.split("\n\n")
+    found = []
+    for number, frame in enumerate(frames):
+        head, _, payload = frame.rpartition("data: ")
+        if payload.startswith("{"):
+            found += ["\n\n".join(frames[:number] + [f"{head}data: {json.dumps(other)}"] + frames[number + 1 :])
+                      for other in of_other_shapes(json.loads(payload))]
+    return found
+
+
+def imported_or_refused(capture: Path, content: str) -> None:
+    """`capture` holding `content` imports to a file that loads, or is refused in a line."""
+    capture.write_text(content)
+    try:
+        answers = read_file(capture)
+    except NotImportable as exc:
+        assert "\n" not in str(exc)
+        return
+    for answer in answers:
+        parse_text(scenario_text(answer.captured, answer.request, answer.origin), "<written>", "written")
+
+
+@pytest.mark.parametrize(("protocol", "name"), list(HAND_MADE))
+def test_an_event_of_any_shape_is_read_or_kept_raw(tmp_path, protocol, name):
+    for stream in streams_of_other_shapes(HAND_MADE[protocol, name]):
+        imported_or_refused(tmp_path / "capture.sse", stream)
+
+
+@pytest.mark.parametrize("name", list(WHOLE_ANSWERS))
+def test_a_whole_answer_of_any_shape_is_read_or_refused_in_a_line(tmp_path, name):
+    for answer in of_other_shapes(WHOLE_ANSWERS[name]):
+        imported_or_refused(tmp_path / "capture.json", json.dumps(answer))
