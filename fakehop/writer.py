@@ -32,6 +32,7 @@ MAX_NAME = 48
 MAX_MESSAGE = 500  # characters of an error body that held no error object, written as its message
 KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
 _YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+_COMMENT_UNSAFE = re.compile(f"[\n\r]|{_YAML_UNSAFE.pattern}")  # what would end a comment's line, and what YAML refuses
 _NEEDS_DOUBLE_QUOTES = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -121,13 +122,18 @@ class Yaml:
             scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))
         return scrubbed
 
+    def comment(self, text: str) -> str:
+        """Text for a comment: scrubbed, with an escape for each character that would end its
+        line (or that YAML refuses in a file), so that nothing in it is read as YAML."""
+        return _COMMENT_UNSAFE.sub(escaped, self.scrub(text))
+
     def string(self, text: str) -> str:
         """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
         reads best so), else double quotes with JSON's escapes and YAML's for what YAML refuses."""
         text = self.scrub(text)
         if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
             return "'" + text.replace("'", "''") + "'"
-        return _YAML_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(text, ensure_ascii=False))
+        return _YAML_UNSAFE.sub(escaped, json.dumps(text, ensure_ascii=False))
 
     def name(self, text: str) -> str:
         """A model, tool or error name: plain when it reads as one, else quoted."""
@@ -147,6 +153,11 @@ class Yaml:
             line += item + " "
         lines.append(line.rstrip())
         return "\n".join(lines)
+
+
+def escaped(found: re.Match) -> str:
+    """A character as JSON and YAML's double quotes escape it."""
+    return {"\n": "\\n", "\r": "\\r"}.get(found.group(), f"\\u{ord(found.group()):04x}")
 
 
 def found_spans(patterns: Iterable[re.Pattern], text: str) -> list[tuple[int, int]]:
@@ -413,7 +424,7 @@ def scenario_text(captured: Captured, request: Request | None, origin: Origin, m
 
 
 def written_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float, yaml: Yaml) -> str:
-    lines = [f"# {line}" for line in header(captured, origin, min_gap, yaml)]
+    lines = [f"# {yaml.comment(line)}" for line in header(captured, origin, min_gap)]
     lines.append(f"description: {yaml.string(description(captured, request, yaml))}")
     lines.extend(match_lines(captured.protocol, request, yaml))
     if captured.http_error is not None:
@@ -429,14 +440,14 @@ def written_text(captured: Captured, request: Request | None, origin: Origin, mi
     return "\n".join(lines + ["steps:"] + steps.lines) + "\n"
 
 
-def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> list[str]:
+def header(captured: Captured, origin: Origin, min_gap: float) -> list[str]:
     kind = "a streamed answer" if captured.streamed else "an answer"
     events = f", {captured.events} events" if captured.streamed else ""
-    lines = [yaml.scrub(origin.source), f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
+    lines = [origin.source, f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
     lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
     if captured.left_out:
         lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
-    return lines + [yaml.scrub(note) for note in captured.notes]
+    return lines + captured.notes
 
 
 def usage_details(captured: Captured) -> list[tuple[str, int]]:
@@ -497,7 +508,7 @@ def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
         lines.append(f"  retry_after: {yaml.string(error.retry_after)}")
     if error.headers:
         lines.append("  headers:")
-        lines.extend(f"    {name}: {yaml.string(value)}" for name, value in error.headers)
+        lines.extend(f"    {yaml.name(name)}: {yaml.string(value)}" for name, value in error.headers)
     return lines
 
 

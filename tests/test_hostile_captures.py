@@ -252,3 +252,47 @@ def test_an_event_of_any_shape_is_read_or_kept_raw(tmp_path, protocol, name):
 def test_a_whole_answer_of_any_shape_is_read_or_refused_in_a_line(tmp_path, name):
     for answer in of_other_shapes(WHOLE_ANSWERS[name]):
         imported_or_refused(tmp_path / "capture.json", json.dumps(answer))
+
+
+# ---------------------------------------------------------------- text read stays in its place in the file
+
+
+async def validated(directory: Path) -> None:
+    """`fakehop validate` on what was written: one file, loading as itself and no other scenario."""
+    checked = await fakehop_here_async("validate", str(directory))
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "ok: 1 scenario\n", "")
+    [path] = directory.glob("*.yaml")
+    assert load_file(path).name == path.stem
+
+
+BREAKING_OUT = "x\nname: hello\n#"
+
+
+LINE_BREAKS_AND_WORSE = [BREAKING_OUT.replace("\n", end) for end in ("\n", "\r", "\u2028", "\x85")] + ["x\x00y"]
+
+
+@pytest.mark.parametrize("text", LINE_BREAKS_AND_WORSE)
+@pytest.mark.parametrize("protocol", ["chat", "messages"])
+async def test_what_an_upstream_names_stays_in_its_comment(bare, proxy, protocol, text):
+    """Chat's object and a Messages block's type, counted in the header's list of what is not kept."""
+    block = {"type": "content_block_start", "index": 1, "content_block": {"type": text}}
+    named = data({"object": text}) if protocol == "chat" else event(block)
+    proxy_url, out = await proxy(await bare(stream_with(protocol, named).encode(), headers=STREAM))
+    await exchange(proxy_url, protocol, REQUESTS[protocol], {})
+    await recorded(out)
+    await validated(out)
+
+
+@pytest.mark.parametrize("where", ["method", "file name", "error header"])
+async def test_what_a_capture_names_stays_in_its_comment(tmp_path, where):
+    entry = har_entry(START + END)
+    if where == "method":
+        entry["request"]["method"] = f"POST){BREAKING_OUT}"
+    elif where == "error header":
+        entry["response"].update(status=429, headers=[{"name": f"x-ratelimit-a{BREAKING_OUT}", "value": "1"}],
+                                 content={"text": json.dumps({"error": {"message": "slow down"}})})
+    capture = tmp_path / (f"capture{BREAKING_OUT}.har" if where == "file name" else "capture.har")
+    capture.write_text(json.dumps(har(entry)))
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    await validated(tmp_path / "out")

@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, NamedTuple
 
 from ..protocols import PROTOCOLS
 from ..protocols.common import BadRequest, ParsedRequest
+from ..scenario import is_header
 from ..stored import StoredResponses
 from .chat import ChatReader
 from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, error_details, json_object
@@ -80,9 +81,13 @@ class AnswerReader:
             raise CaptureError(f"the answer is not a {self.protocol} answer fakehop can read") from None
 
     def http_error(self) -> HttpError:
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        kept = tuple((name, clean(value)) for name, value in headers.items() if keeps(name) and name not in self.dropped)
-        retry_after = None if "retry-after" in self.dropped else headers.get("retry-after")
+        headers = {name.lower(): clean(value) for name, value in self.headers.items() if name.lower() not in self.dropped}
+        wanted = {name: value for name, value in headers.items() if keeps(name) or name == "retry-after"}
+        sendable = {name: value for name, value in wanted.items() if is_header(name, value)}  # a capture may hold any text
+        if len(sendable) < len(wanted):
+            self.reader.captured.left_out["headers no HTTP answer can carry"] += len(wanted) - len(sendable)
+        retry_after = sendable.pop("retry-after", None)
+        kept = tuple(sendable.items())
         message, error = error_object(bytes(self.body))
         written = PROTOCOLS[self.protocol].error_body(self.status, "")
         defaults = {name: value for name, value in written.get("error", {}).items() if name != "message"}
