@@ -468,7 +468,7 @@ def run_import(args: argparse.Namespace) -> int:
     The HAR files' requests are read in order, each after the answers before it, in this file or the ones before."""
     from .capture import Requests
     from .importer import NotImportable, read_file
-    from .writer import scenario_file, write_new
+    from .writer import cut_said, write_new
 
     answers = []
     requests = Requests()
@@ -480,9 +480,9 @@ def run_import(args: argparse.Namespace) -> int:
     out = output_directory(args.out)
     for path, answer in answers:
         captured = answer.captured
-        scenario = scenario_file(captured, answer.request, answer.origin, answer.name_from, secrets=answer.secrets)
-        written = write_new(out, scenario.stem, scenario.text)
-        print(f"imported {path} -> {written}: {captured.protocol}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}")
+        written = write_new(out, answer.file.stem, answer.file.text)
+        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}"
+        print(f"imported {path} -> {written}: {captured.protocol}, {how}{cut_said(answer.file)}")
     return 0
 
 

@@ -23,7 +23,7 @@ from .capture import (
 from .capture.sse import FrameReader
 from .protocols import BY_PATH, PROTOCOLS
 from .protocols.common import ANTHROPIC_ERROR_TYPES
-from .writer import Origin, secrets_of
+from .writer import Origin, ScenarioFile, scenario_file, secrets_of
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -34,13 +34,12 @@ class NotImportable(Exception):
 
 @dataclass(frozen=True)
 class Imported:
-    """One answer from a file, with what its scenario needs besides."""
+    """One answer from a file, what its scenario was written from, and the scenario file."""
 
     captured: Captured
     request: Request | None  # None: the capture holds no request
     origin: Origin
-    name_from: str  # the words its file is named by: the prompt, else the file's own name
-    secrets: tuple[str, ...] = ()
+    file: ScenarioFile
 
 
 def read_file(path: Path, redact: tuple[str, ...] = (), requests: Requests | None = None) -> list[Imported]:
@@ -89,7 +88,7 @@ def raw_answer(data: bytes, path: Path) -> Imported:
         raise NotImportable("no event or answer of Chat Completions, Responses or Messages in it")
     captured = read_answer(protocol, status, headers, body, sse)
     origin = Origin(f"Imported by `fakehop import` from {path.name}", captured_on(path), timed=False)
-    return Imported(captured, None, origin, path.stem)
+    return Imported(captured, None, origin, scenario_file(captured, None, origin, path.stem))
 
 
 def split_http(data: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -189,8 +188,10 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     requests.answered(asked, captured)
     where = f"{request.get('method', 'POST')} {url_path}"
     origin = Origin(f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False)
-    secrets = tuple(secrets_of(har_headers(request, "request"), redact))
-    return Imported(captured, asked.request, origin, asked.request.prompt or f"{path.stem} {number}", secrets)
+    secrets = secrets_of(har_headers(request, "request"), redact)
+    name_from = asked.request.prompt or f"{path.stem} {number}"
+    scenario = scenario_file(captured, asked.request, origin, name_from, secrets=secrets)
+    return Imported(captured, asked.request, origin, scenario)
 
 
 def har_headers(part: dict, which: str) -> dict[str, str]:

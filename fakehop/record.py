@@ -30,7 +30,7 @@ from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Capt
 from .intake import INFLATED, MAX_BODY_BYTES, new_request_id
 from .protocols import PROTOCOLS
 from .server import error_response, protocol_for_request, start_app
-from .writer import DEFAULT_MIN_GAP, Origin, scenario_file, secrets_of, write_new
+from .writer import DEFAULT_MIN_GAP, Origin, cut_said, scenario_file, secrets_of, write_new
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
@@ -238,14 +238,14 @@ class Exchange:
             self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
         request = self.asked.request
-        written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
         try:
+            written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
             path = write_new(recorder.out, written.stem, written.text)
-        except OSError as exc:
+        except (CaptureError, OSError) as exc:
             self.not_recorded(str(exc))
             return
-        ending = ENDINGS_SAID[captured.ending]
-        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ending}")
+        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[captured.ending]}"
+        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{cut_said(written)}")
 
 
 # ---------------------------------------------------------------- the application

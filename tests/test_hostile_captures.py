@@ -9,15 +9,20 @@ The proxy stands in front of a bare handler that answers with fixed bytes (tests
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import re
 from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 
+from fakehop.capture import CUT, AnswerReader
+from fakehop.capture.facts import MAX_KEPT_CHARS
 from fakehop.importer import NotImportable, read_file
-from fakehop.scenario import load_file, parse_text
+from fakehop.scenario import MAX_FILE_BYTES, load_file, parse_text
 from fakehop.writer import scenario_text
 
 from .cli_runs import fakehop_here_async
@@ -296,3 +301,116 @@ async def test_what_a_capture_names_stays_in_its_comment(tmp_path, where):
     imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
     assert imported.returncode == 0, imported.stderr
     await validated(tmp_path / "out")
+
+
+# ---------------------------------------------------------------- every file written loads
+
+
+def numbered_piece(number: int) -> str:
+    """A piece of text no `chunk` splits a run of them into."""
+    return f"{number} " + "x" * (number * 7 % 900)
+
+
+@pytest.fixture
+async def endless(aiohttp_server):
+    """The URL of an upstream whose chat stream goes on until its client goes."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers=STREAM)
+        await response.prepare(request)
+        try:
+            for number in itertools.count():
+                await response.write(chat_chunk({"content": numbered_piece(number)}).encode())
+        except ConnectionError:
+            return response
+
+    app = web.Application()
+    app.router.add_post("/{path:.*}", answer)
+    server = await aiohttp_server(app)
+    return str(server.make_url("")).rstrip("/")
+
+
+async def test_an_endless_stream_is_recorded_as_far_as_a_file_holds(endless, proxy):
+    lines: list[str] = []
+    proxy_url, out = await proxy(endless, listeners=[lines.append])
+    received = bytearray()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(proxy_url + PATHS["chat"], json=chat_request()) as response:
+            async for chunk in response.content.iter_any():
+                received += chunk
+                if len(received) > 3 * MAX_FILE_BYTES:
+                    break
+    [path] = await recorded(out)
+    assert path.stat().st_size <= MAX_FILE_BYTES
+    await validated(out)
+    text = "".join(joined_texts(path))
+    assert "".join(map(numbered_piece, range(20_000))).startswith(text) and len(text) > MAX_FILE_BYTES / 2
+    [line] = lines
+    said = f"recorded {path}: chat, streamed, HTTP 200, the client went away (written as hang); cut "
+    cut = re.fullmatch(re.escape(said) + r"(after [\d,]+ characters of output, [\d.]+m?s into the answer) to .*", line)
+    assert cut, line
+    assert f"  # Cut here, {cut.group(1)}: " in path.read_text()
+
+
+async def test_a_capture_of_150000_deltas_is_imported_as_far_as_a_file_holds(tmp_path):
+    capture = tmp_path / "long.sse"
+    capture.write_text(START + "".join(chat_chunk({"content": f"{number},"}) for number in range(150_000)) + END)
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    [path] = (tmp_path / "out").glob("*.yaml")
+    assert path.stat().st_size <= MAX_FILE_BYTES
+    await validated(tmp_path / "out")
+    text = "".join(joined_texts(path))
+    assert ("Hi" + "".join(f"{number}," for number in range(150_000))).startswith(text) and len(text) > 100_000
+    assert imported.stdout.startswith(f"imported {capture} -> {path}: chat, streamed, HTTP 200; cut after ")
+    assert "  # Cut here, after " in path.read_text()
+
+
+async def test_the_output_kept_while_an_answer_comes_is_bounded(endless):
+    """What could never be written is not kept: the reader of an endless stream holds no more than a file could."""
+    reader = AnswerReader("chat", 200, STREAM, sse=True)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(endless + PATHS["chat"], json=chat_request()) as response:
+            async for chunk in response.content.iter_any():
+                reader.feed(chunk, None)
+                if reader.reader.captured.events > 10_000:
+                    break
+    [block] = reader.end(None, CUT).parts
+    assert MAX_KEPT_CHARS <= len(block.text()) < MAX_KEPT_CHARS + 1000
+
+
+async def test_a_prompt_longer_than_a_match_reads_is_matched_as_far_as_it_reads(bare, proxy):
+    prompt = "Why? " * 300_000
+    proxy_url, out = await proxy(await bare((START + END).encode(), headers=STREAM))
+    await exchange(proxy_url, "chat", chat_request(prompt), {})
+    [path] = await recorded(out)
+    await validated(out)
+    match = load_file(path).match
+    assert match.prompt.fits(prompt) and match.prompt.fits(prompt[:200_000]) and not match.prompt.fits("How? " + prompt)
+
+
+async def test_kinds_of_what_is_not_kept_are_named_as_far_as_a_header_holds(tmp_path):
+    capture = tmp_path / "kinds.sse"
+    kinds = [data({"object": f"kind {number} " + "k" * 1000}) for number in range(3000)]
+    capture.write_text(START + "".join(kinds) + END)
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    await validated(tmp_path / "out")
+    [path] = (tmp_path / "out").glob("*.yaml")
+    assert "; 2980 of 2980 other kinds.\n" in path.read_text()
+
+
+async def test_an_answer_whose_file_would_be_too_large_even_cut_is_said_not_written(bare, proxy, tmp_path):
+    answer = json.dumps({"object": "chat.completion", "model": "m" * MAX_FILE_BYTES, "choices": []}).encode()
+    lines: list[str] = []
+    proxy_url, out = await proxy(await bare(answer, headers=JSON), listeners=[lines.append])
+    await exchange(proxy_url, "chat", chat_request(stream=False), {})
+    [line] = lines
+    assert re.fullmatch(rf"not recorded: POST {PATHS['chat']}: its scenario would take 1,000,\d\d\d bytes, .*", line)
+    assert not list(out.iterdir())
+    capture = tmp_path / "capture.har"
+    capture.write_text(after_a_good_entry(har_entry(answer.decode(), "application/json")))
+    refused = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"fakehop: {capture}: entry 2: its scenario would take 1,000,")
+    assert refused.stderr.count("\n") == 1 and not (tmp_path / "out").exists()

@@ -23,7 +23,7 @@ from .sse import Frame, FrameReader
 
 READERS: dict[str, type[Reader]] = {reader.NAME: reader for reader in (ChatReader, ResponsesReader, MessagesReader)}
 RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
-RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
+RETRY_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")  # what the SDKs read before retrying
 
 __all__ = ["AnswerReader", "Asked", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request",
            "Requests", "detect", "json_object", "names_event_stream", "payload_protocol"]
@@ -81,9 +81,9 @@ class AnswerReader:
             raise CaptureError(f"the answer is not a {self.protocol} answer fakehop can read") from None
 
     def http_error(self) -> HttpError:
-        headers = {name.lower(): clean(value) for name, value in self.headers.items() if name.lower() not in self.dropped}
-        wanted = {name: value for name, value in headers.items() if keeps(name) or name == "retry-after"}
-        sendable = {name: value for name, value in wanted.items() if is_header(name, value)}  # a capture may hold any text
+        headers = {name.lower(): clean(value) for name, value in self.headers.items()}
+        wanted = {name: value for name, value in headers.items() if keeps(name) and name not in self.dropped}
+        sendable = {name: value for name, value in wanted.items() if is_header(name, value)}  # a HAR may hold any text
         if len(sendable) < len(wanted):
             self.reader.captured.left_out["headers no HTTP answer can carry"] += len(wanted) - len(sendable)
         retry_after = sendable.pop("retry-after", None)

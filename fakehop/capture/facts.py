@@ -16,7 +16,7 @@ from typing import Any
 
 from ..player import FAIL_MESSAGES
 from ..protocols.common import OPENAI_FAIL
-from ..scenario import FINISH_REASONS, Usage
+from ..scenario import FINISH_REASONS, MAX_FILE_BYTES, Usage
 from .sse import Frame
 
 # How an answer ended (Captured.ending).
@@ -26,6 +26,10 @@ CUT = "cut"  # the connection broke before the body ended
 LEFT = "left"  # the client went away while the answer was still coming
 HTTP_ERROR = "http_error"
 
+# Characters of an answer's output kept. Each takes a byte of a scenario file at least, so no
+# file holds more than MAX_FILE_BYTES of them; twice that leaves the scrubbing of secrets
+# (header values) whole text to find them in, up to the last character a file may hold.
+MAX_KEPT_CHARS = 2 * MAX_FILE_BYTES
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -131,6 +135,7 @@ class Captured:
     last_comment_at: float | None = None
     left_out: Counter = field(default_factory=Counter)  # what fakehop does not play, and how often
     notes: list[str] = field(default_factory=list)  # other things a reader of the file should know
+    kept_chars: int = 0  # characters of output kept in `parts`
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -231,7 +236,9 @@ class Reader:
             return
         payload = json_object(frame.data)
         if payload is None or not self.read_event(frame, payload):
-            self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
+            text = frame.raw.decode("utf-8", "replace")
+            if self.keeps(text):
+                self.captured.parts.append(RawFrame(frame.at, text))
 
     def read_event(self, frame: Frame, payload: dict) -> bool:
         """Whether the event could be read. One with a field of a type its protocol never gives
@@ -270,14 +277,23 @@ class Reader:
         block = self.open.get(key)
         if block is None:
             block = self.open[key] = Block(kind, at, **facts)
-            self.captured.parts.append(block)
+            if self.keeps(""):
+                self.captured.parts.append(block)
         text = clean(text)
-        if text:
+        if text and self.keeps(text):
             if part != block.part and block.pieces:
                 block.part_starts.append(len(block.pieces))
             block.part = part
             block.pieces.append(Piece(at, text))
         return block
+
+    def keeps(self, text: str) -> bool:
+        """Whether there is room for `text` in the answer's output: once it holds MAX_KEPT_CHARS,
+        no more is kept, so that an endless answer takes no more memory."""
+        if self.captured.kept_chars >= MAX_KEPT_CHARS:
+            return False
+        self.captured.kept_chars += len(text)
+        return True
 
     def usage(self, input_tokens: Any, output_tokens: Any) -> None:
         """The answer's token counts; a count not given keeps the one an earlier event gave."""
