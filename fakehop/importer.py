@@ -221,5 +221,5 @@ def har_body(content) -> bytes:
 def har_time(entry: dict, path: Path) -> datetime:
     try:
         return datetime.fromisoformat(str(entry.get("startedDateTime", "")).replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
+    except (ValueError, OverflowError):  # no time, or one out of datetime's range once in UTC
         return captured_on(path)

@@ -163,6 +163,24 @@ async def test_a_bad_capture_is_refused_in_one_line_naming_it_and_its_entry(tmp_
     assert not (tmp_path / "out").exists()
 
 
+LATE = {**har_entry(START + END), "startedDateTime": "9999-12-31T23:59:59-23:59"}  # a year past 9999 in UTC
+SUPERSCRIPT_STATUS = "HTTP/1.1 \u00b2\u00b9 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+ODD_BUT_READABLE = {  # captures with a field import reads past, and the file name it writes
+    "a start time out of range": (json.dumps(har(LATE)), "chat-hello.yaml"),
+    "a status of other digits": (SUPERSCRIPT_STATUS + START + END, "chat-capture.yaml"),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_BUT_READABLE))
+async def test_a_field_import_cannot_read_is_read_past(tmp_path, name):
+    content, written = ODD_BUT_READABLE[name]
+    capture = tmp_path / "capture.har"
+    capture.write_text(content)
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    assert [path.name for path in (tmp_path / "out").iterdir()] == [written]
+
+
 @pytest.mark.parametrize("name", list(MALFORMED))
 async def test_an_event_import_cannot_read_is_imported_raw(tmp_path, name):
     protocol, frame = MALFORMED[name]
