@@ -59,9 +59,17 @@ def messages_stream(*middle: str) -> str:
 REQUESTS = {"chat": chat_request(), "messages": {"model": "claude-x", "max_tokens": 9, "stream": True,
                                                  "messages": [{"role": "user", "content": "Hello"}]}}
 CHUNK = "chat.completion.chunk"
+
+
+def chunk_choosing(**choice) -> str:
+    return data({"object": CHUNK, "choices": [choice]})
+
+
 MALFORMED = {  # frames of events no protocol gives, each between good ones
     "choices a number": ("chat", data({"object": CHUNK, "choices": 5})),
-    "tool_calls a number": ("chat", data({"object": CHUNK, "choices": [{"delta": {"tool_calls": 3}}]})),
+    "tool_calls a number": ("chat", chunk_choosing(delta={"tool_calls": 3})),
+    "tool_calls a number after text": ("chat", chunk_choosing(delta={"content": "again", "tool_calls": 3})),
+    "a finish that is a list": ("chat", chunk_choosing(delta={"content": "again"}, finish_reason=[])),
     "a type that is a list": ("messages", data({"type": ["x"]})),
     "a block index that is a list": ("messages", event({"type": "content_block_delta", "index": [0], "delta": {}})),
     "an array 200,000 deep": ("chat", f"data: {DEEP}\n\n"),
@@ -70,6 +78,13 @@ MALFORMED = {  # frames of events no protocol gives, each between good ones
 
 def stream_with(protocol: str, frame: str) -> str:
     return START + frame + END if protocol == "chat" else messages_stream(frame)
+
+
+def kept_raw(path: Path, protocol: str, frame: str) -> None:
+    """The file at `path` plays `frame` as it came, and of the output around it no more than the good events gave."""
+    steps = load_file(path).entries[0].script.steps
+    assert frame in [getattr(step, "data", None) for step in steps], path.read_text()[:2000]
+    assert "".join(joined_texts(path)) == ("Hi there" if protocol == "chat" else "Hi")
 
 
 # ---------------------------------------------------------------- the proxy relays what it cannot read
@@ -83,8 +98,7 @@ async def test_an_event_the_proxy_cannot_read_is_relayed_as_it_came_and_recorded
     status, _, received, ending = await exchange(proxy_url, protocol, REQUESTS[protocol], {})
     assert (status, ending) == (200, "end") and received == stream.encode()
     [path] = await recorded(out)
-    steps = load_file(path).entries[0].script.steps
-    assert frame in [getattr(step, "data", None) for step in steps], path.read_text()[:2000]
+    kept_raw(path, protocol, frame)
     assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
 
 
@@ -189,7 +203,7 @@ async def test_an_event_import_cannot_read_is_imported_raw(tmp_path, name):
     imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
     assert imported.returncode == 0, imported.stderr
     [path] = (tmp_path / "out").glob("*.yaml")
-    assert frame in [getattr(step, "data", None) for step in load_file(path).entries[0].script.steps]
+    kept_raw(path, protocol, frame)
 
 
 async def test_tool_arguments_nested_100000_deep_are_imported_as_text(tmp_path):

@@ -220,6 +220,7 @@ class Reader:
         self.captured = Captured(self.NAME, streamed)
         self.open: dict[Any, Block] = {}  # blocks by the protocol's key for them
         self.last_frame_at: float | None = None
+        self.grown: list[tuple[Block, int, int, Any]] = []  # each block the event being read added to, as it was before
 
     # -------------------------------------------- frames
 
@@ -242,13 +243,26 @@ class Reader:
 
     def read_event(self, frame: Frame, payload: dict) -> bool:
         """Whether the event could be read. One with a field of a type its protocol never gives
-        (a list for a type, a number for a list) cannot: it is kept as it came instead, and
-        what it set before that field was reached (its model, say) stays."""
+        (a list for a type, a number for a list) cannot: it is kept as it came instead, and the
+        output it gave before that field was reached is taken back, so that the replay does not
+        give it twice (what else it set, its model say, stays)."""
+        parts, kept, self.grown = len(self.captured.parts), self.captured.kept_chars, []
         try:
             self.event(frame, payload)
         except TypeError:
+            self.take_back(parts, kept)
             return False
         return True
+
+    def take_back(self, parts: int, kept: int) -> None:
+        """Undo the blocks opened and the pieces added since the answer had `parts` parts and `kept` characters."""
+        for block, pieces, part_starts, part in reversed(self.grown):
+            del block.pieces[pieces:], block.part_starts[part_starts:]
+            block.part = part
+        opened = {id(block) for block in self.captured.parts[parts:]}
+        self.open = {key: block for key, block in self.open.items() if id(block) not in opened}
+        del self.captured.parts[parts:]
+        self.captured.kept_chars = kept
 
     def note_time(self, frame: Frame) -> None:
         captured, at = self.captured, frame.at
@@ -281,6 +295,7 @@ class Reader:
                 self.captured.parts.append(block)
         text = clean(text)
         if text and self.keeps(text):
+            self.grown.append((block, len(block.pieces), len(block.part_starts), block.part))
             if part != block.part and block.pieces:
                 block.part_starts.append(len(block.pieces))
             block.part = part
