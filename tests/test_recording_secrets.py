@@ -8,11 +8,15 @@ The proxy stands in front of a bare handler that answers with fixed bytes (tests
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from fakehop import record
 from fakehop.scenario import load_file
 
 from .cli_runs import fakehop_here_async
@@ -126,3 +130,25 @@ async def test_a_secret_in_the_model_is_taken_out_before_the_model_is_escaped(ba
     [path] = await recorded(out)
     text = path.read_text()
     assert "0123456789" not in text and "redacted" in text.split("  model: ")[1].splitlines()[0], text
+
+
+UNPARSED = [f"Authorization: Bearer {KEY}\x01", f"Authorization Bearer {KEY}", f"Authorization: Bearer {KEY}{'x' * 70_000}"]
+
+
+@pytest.mark.parametrize("header", UNPARSED, ids=["a control character", "no colon", "over the limit"])
+async def test_a_request_the_recorder_cannot_parse_is_logged_without_its_key(bare, tmp_path, caplog, header):
+    """aiohttp refuses it before the proxy sees it, and its reason quotes the line it stopped at: not logged.
+    The proxy started as `fakehop record` starts it, with fakehop's handling of aiohttp's log."""
+    runner, proxy_url = await record.start(record.Recorder(await bare(ENDING.encode()), tmp_path))
+    try:
+        address = urlsplit(proxy_url)
+        reader, writer = await asyncio.open_connection(address.hostname, address.port)
+        writer.write(f"POST {CHAT_PATH} HTTP/1.1\r\nHost: x\r\n{header}\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert answer.startswith(b"HTTP/1.0 400 ") and not list(tmp_path.iterdir())
+    [logged] = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert logged.startswith("refused a request from 127.0.0.1 that is not valid HTTP (400 ")
+    no_part_of_the_key(logged)
