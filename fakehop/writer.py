@@ -22,6 +22,8 @@ from typing import Iterable, Iterator, NamedTuple
 
 from .capture import CaptureError
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, ErrorDetails, Piece, RawFrame, Request
+from .intake import MAX_JSON_DEPTH
+from .jsonshape import shape_of
 from .player import FAIL_MESSAGES, estimate_tokens
 from .scenario import (
     DEFAULT_KEEPALIVE, MATCH_PREFIX_CHARS, MAX_FILE_BYTES, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES,
@@ -475,6 +477,11 @@ def chunk_of(pieces: list[str]) -> str | int | None:
 
 
 def is_json(text: str) -> bool:
+    """Whether `text` is JSON a scenario file may hold as one string: no deeper than a request may
+    nest (much deeper, the loader's parse could pass the depth Python reads, where this one did not)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and shape_of(raw, len(raw)).depth > MAX_JSON_DEPTH:
+        return False
     try:
         json.loads(text)
     except (ValueError, RecursionError):

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Iterable
 
 import aiohttp
 import pytest
@@ -100,6 +101,35 @@ async def test_an_event_the_proxy_cannot_read_is_relayed_as_it_came_and_recorded
     [path] = await recorded(out)
     kept_raw(path, protocol, frame)
     assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+def tool_inputs_nested(depths: Iterable[int]) -> str:
+    """Messages tool calls whose input is nested `depths` deep, about as deep as Python reads JSON
+    (written by hand: json.dumps stops short of it)."""
+    start = 'event: content_block_start\ndata: {"type": "content_block_start", "index": %d, '
+    call = '"content_block": {"type": "tool_use", "id": "toolu_%d", "name": "f", "input": {"a": %s}}}\n\n'
+    return messages_stream(*(start % (index + 1) + call % (index, DEEP[200_000 - depth : 200_000 + depth])
+                             for index, depth in enumerate(depths)))
+
+
+DEEP_INPUTS = tool_inputs_nested(range(600, 1000))  # one of them read, then too deep to write, whatever the stack
+
+
+async def test_tool_inputs_as_deep_as_json_reads_are_relayed_and_recorded(bare, proxy, caplog):
+    proxy_url, out = await proxy(await bare(DEEP_INPUTS.encode(), headers=STREAM))
+    status, _, received, ending = await exchange(proxy_url, "messages", REQUESTS["messages"], {})
+    assert (status, ending) == (200, "end") and received == DEEP_INPUTS.encode()
+    await recorded(out)
+    await validated(out)
+    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+async def test_tool_inputs_as_deep_as_json_reads_are_imported(tmp_path):
+    capture = tmp_path / "capture.sse"
+    capture.write_text(DEEP_INPUTS)
+    imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stderr
+    await validated(tmp_path / "out")
 
 
 async def test_a_whole_answer_the_proxy_cannot_read_is_relayed_and_said_not_recorded(bare, proxy, caplog):

@@ -77,7 +77,7 @@ class AnswerReader:
             raise CaptureError("the answer is neither an event stream nor a JSON object")
         try:
             self.reader.whole(body, at)
-        except TypeError:  # a field of a type the protocol does not give
+        except (TypeError, RecursionError):  # a field of a type the protocol does not give, or nested too deep to write
             raise CaptureError(f"the answer is not a {self.protocol} answer fakehop can read") from None
 
     def http_error(self) -> HttpError:

@@ -243,13 +243,13 @@ class Reader:
 
     def read_event(self, frame: Frame, payload: dict) -> bool:
         """Whether the event could be read. One with a field of a type its protocol never gives
-        (a list for a type, a number for a list) cannot: it is kept as it came instead, and the
-        output it gave before that field was reached is taken back, so that the replay does not
-        give it twice (what else it set, its model say, stays)."""
+        (a list for a type, a number for a list), or nested too deep to write again, cannot: it
+        is kept as it came instead, and the output it gave before that field was reached is
+        taken back, so that the replay does not give it twice (what else it set stays)."""
         parts, kept, self.grown = len(self.captured.parts), self.captured.kept_chars, []
         try:
             self.event(frame, payload)
-        except TypeError:
+        except (TypeError, RecursionError):
             self.take_back(parts, kept)
             return False
         return True
