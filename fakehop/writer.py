@@ -22,7 +22,6 @@ from typing import Iterable, Iterator, NamedTuple
 
 from .capture import CaptureError
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Block, Captured, ErrorDetails, Piece, RawFrame, Request
-from .intake import MAX_JSON_DEPTH
 from .jsonshape import shape_of
 from .player import FAIL_MESSAGES, estimate_tokens
 from .scenario import (
@@ -40,6 +39,7 @@ MAX_KIND_CHARS = 100
 MAX_SOURCE_CHARS = 1000  # of the header's line saying where an answer came from (a HAR entry's method and path)
 MAX_MESSAGE = 500  # characters of an error body that held no error object, written as its message
 ENDING_ROOM = 500  # bytes of a file kept for what follows its steps: a delay, how it ended, where it was cut
+MAX_JSON_DEPTH = 128  # nesting of tool arguments written as one JSON string, as of a request (intake's bound)
 KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
 _YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
 _COMMENT_UNSAFE = re.compile(f"[\n\r]|{_YAML_UNSAFE.pattern}")  # what would end a comment's line, and what YAML refuses
@@ -477,8 +477,8 @@ def chunk_of(pieces: list[str]) -> str | int | None:
 
 
 def is_json(text: str) -> bool:
-    """Whether `text` is JSON a scenario file may hold as one string: no deeper than a request may
-    nest (much deeper, the loader's parse could pass the depth Python reads, where this one did not)."""
+    """Whether `text` is JSON a scenario file may hold as one string: no deeper than MAX_JSON_DEPTH
+    (much deeper, the loader's parse could pass the depth Python reads, where this one did not)."""
     raw = text.encode("utf-8", "surrogatepass")
     if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and shape_of(raw, len(raw)).depth > MAX_JSON_DEPTH:
         return False
