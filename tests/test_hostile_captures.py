@@ -23,6 +23,7 @@ from aiohttp import web
 from fakehop.capture import CUT, AnswerReader
 from fakehop.capture.facts import MAX_KEPT_CHARS
 from fakehop.importer import NotImportable, read_file
+from fakehop.protocols import PROTOCOLS
 from fakehop.scenario import MAX_FILE_BYTES, load_file, parse_text
 from fakehop.writer import scenario_text
 
@@ -38,7 +39,7 @@ JSON = {"Content-Type": "application/json"}
 START = chat_chunk({"role": "assistant", "content": "Hi"})
 END = chat_chunk({"content": " there"}, "stop") + "data: [DONE]\n\n"
 DEEP = "[" * 200_000 + "]" * 200_000
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+CHAT_PATH = PROTOCOLS["chat"].PATH
 
 
 def chat_request(prompt: str = "Hello", stream: bool = True) -> dict:
@@ -77,6 +78,18 @@ MALFORMED = {  # frames of events no protocol gives, each between good ones
 }
 
 
+def problems_logged(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+async def validated(directory: Path) -> None:
+    """`fakehop validate` on what was written: one file, loading as itself and no other scenario."""
+    checked = await fakehop_here_async("validate", str(directory))
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "ok: 1 scenario\n", "")
+    [path] = directory.glob("*.yaml")
+    assert load_file(path).name == path.stem
+
+
 def stream_with(protocol: str, frame: str) -> str:
     return START + frame + END if protocol == "chat" else messages_stream(frame)
 
@@ -100,7 +113,7 @@ async def test_an_event_the_proxy_cannot_read_is_relayed_as_it_came_and_recorded
     assert (status, ending) == (200, "end") and received == stream.encode()
     [path] = await recorded(out)
     kept_raw(path, protocol, frame)
-    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert not problems_logged(caplog)
 
 
 def tool_inputs_nested(depths: Iterable[int]) -> str:
@@ -121,7 +134,7 @@ async def test_tool_inputs_as_deep_as_json_reads_are_relayed_and_recorded(bare, 
     assert (status, ending) == (200, "end") and received == DEEP_INPUTS.encode()
     await recorded(out)
     await validated(out)
-    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert not problems_logged(caplog)
 
 
 async def test_tool_inputs_as_deep_as_json_reads_are_imported(tmp_path):
@@ -137,20 +150,20 @@ async def test_a_whole_answer_the_proxy_cannot_read_is_relayed_and_said_not_reco
     lines: list[str] = []
     proxy_url, out = await proxy(await bare(answer, headers=JSON), listeners=[lines.append])
     assert await exchange(proxy_url, "chat", chat_request(stream=False), {}) == (200, "application/json", answer, "end")
-    assert lines == ["not recorded: POST /v1/chat/completions: the answer is not a chat answer fakehop can read"]
+    assert lines == [f"not recorded: POST {CHAT_PATH}: the answer is not a chat answer fakehop can read"]
     assert not list(out.iterdir())
-    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert not problems_logged(caplog)
 
 
 async def test_a_request_nested_200000_deep_goes_upstream_and_is_recorded(bare, proxy, caplog):
     stream = (START + END).encode()
     proxy_url, out = await proxy(await bare(stream, headers=STREAM))
     async with aiohttp.ClientSession() as session:
-        async with session.post(proxy_url + PATHS["chat"], data=f'{{"messages": {DEEP}}}', headers=JSON) as response:
+        async with session.post(proxy_url + CHAT_PATH, data=f'{{"messages": {DEEP}}}', headers=JSON) as response:
             assert (response.status, await response.read()) == (200, stream)
     [path] = await recorded(out)
     assert joined_texts(path) == ["Hi there"]
-    assert not [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert not problems_logged(caplog)
 
 
 # ---------------------------------------------------------------- import says what is wrong, in a line
@@ -160,7 +173,7 @@ def har(*entries: dict) -> dict:
     return {"log": {"version": "1.2", "entries": list(entries)}}
 
 
-def har_entry(body: str, content_type: str = "text/event-stream", path: str = PATHS["chat"], **fields) -> dict:
+def har_entry(body: str, content_type: str = "text/event-stream", path: str = CHAT_PATH, **fields) -> dict:
     """An entry of a chat request and the answer `body`; `request_headers=…` and the like set a field of either."""
     request = {"method": "POST", "url": f"https://gateway.example{path}", "headers": [],
                "postData": {"text": json.dumps(chat_request())}}
@@ -324,17 +337,7 @@ def test_a_whole_answer_of_any_shape_is_read_or_refused_in_a_line(tmp_path, name
 # ---------------------------------------------------------------- text read stays in its place in the file
 
 
-async def validated(directory: Path) -> None:
-    """`fakehop validate` on what was written: one file, loading as itself and no other scenario."""
-    checked = await fakehop_here_async("validate", str(directory))
-    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "ok: 1 scenario\n", "")
-    [path] = directory.glob("*.yaml")
-    assert load_file(path).name == path.stem
-
-
 BREAKING_OUT = "x\nname: hello\n#"
-
-
 LINE_BREAKS_AND_WORSE = [BREAKING_OUT.replace("\n", end) for end in ("\n", "\r", "\u2028", "\x85")] + ["x\x00y"]
 
 
@@ -397,7 +400,7 @@ async def test_an_endless_stream_is_recorded_as_far_as_a_file_holds(endless, pro
     proxy_url, out = await proxy(endless, listeners=[lines.append])
     received = bytearray()
     async with aiohttp.ClientSession() as session:
-        async with session.post(proxy_url + PATHS["chat"], json=chat_request()) as response:
+        async with session.post(proxy_url + CHAT_PATH, json=chat_request()) as response:
             async for chunk in response.content.iter_any():
                 received += chunk
                 if len(received) > 3 * MAX_FILE_BYTES:
@@ -432,7 +435,7 @@ async def test_the_output_kept_while_an_answer_comes_is_bounded(endless):
     """What could never be written is not kept: the reader of an endless stream holds no more than a file could."""
     reader = AnswerReader("chat", 200, STREAM, sse=True)
     async with aiohttp.ClientSession() as session:
-        async with session.post(endless + PATHS["chat"], json=chat_request()) as response:
+        async with session.post(endless + CHAT_PATH, json=chat_request()) as response:
             async for chunk in response.content.iter_any():
                 reader.feed(chunk, None)
                 if reader.reader.captured.events > 10_000:
@@ -468,7 +471,7 @@ async def test_an_answer_whose_file_would_be_too_large_even_cut_is_said_not_writ
     proxy_url, out = await proxy(await bare(answer, headers=JSON), listeners=[lines.append])
     await exchange(proxy_url, "chat", chat_request(stream=False), {})
     [line] = lines
-    assert re.fullmatch(rf"not recorded: POST {PATHS['chat']}: its scenario would take 1,000,\d\d\d bytes, .*", line)
+    assert re.fullmatch(rf"not recorded: POST {CHAT_PATH}: its scenario would take 1,000,\d\d\d bytes, .*", line)
     assert not list(out.iterdir())
     capture = tmp_path / "capture.har"
     capture.write_text(after_a_good_entry(har_entry(answer.decode(), "application/json")))
