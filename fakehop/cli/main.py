@@ -483,7 +483,7 @@ def run_import(args: argparse.Namespace) -> int:
     The HAR files' requests are read in order, each after the answers before it, in this file or the ones before."""
     from ..record.capture import Requests
     from ..record.importer import NotImportable, read_file
-    from ..record.writer import file_stem, scenario_text, write_new
+    from ..record.writer import cut_said, write_new
 
     answers = []
     requests = Requests()
@@ -495,9 +495,9 @@ def run_import(args: argparse.Namespace) -> int:
     out = output_directory(args.out)
     for path, answer in answers:
         captured = answer.captured
-        text = scenario_text(captured, answer.request, answer.origin, secrets=answer.secrets)
-        written = write_new(out, file_stem(captured.protocol, answer.name_from), text)
-        print(f"imported {path} -> {written}: {captured.protocol}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}")
+        written = write_new(out, answer.file.stem, answer.file.text)
+        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}"
+        print(f"imported {path} -> {written}: {captured.protocol}, {how}{cut_said(answer.file)}")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +23,7 @@ from .capture import (
 from .capture.sse import FrameReader
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import ANTHROPIC_ERROR_TYPES
-from .writer import Origin, secrets_of
+from .writer import Origin, ScenarioFile, scenario_file, secrets_of
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -33,13 +34,12 @@ class NotImportable(Exception):
 
 @dataclass(frozen=True)
 class Imported:
-    """One answer from a file, with what its scenario needs besides."""
+    """One answer from a file, what its scenario was written from, and the scenario file."""
 
     captured: Captured
     request: Request | None  # None: the capture holds no request
     origin: Origin
-    name_from: str  # the words its file is named by: the prompt, else the file's own name
-    secrets: tuple[str, ...] = ()
+    file: ScenarioFile
 
 
 def read_file(path: Path, redact: tuple[str, ...] = (), requests: Requests | None = None) -> list[Imported]:
@@ -59,8 +59,15 @@ def read_file(path: Path, redact: tuple[str, ...] = (), requests: Requests | Non
 
 
 def as_har(data: bytes) -> dict | None:
-    value = json_object(data) if data.lstrip().startswith(b"{") else None
-    log = value.get("log") if value is not None else None
+    if not data.lstrip().startswith(b"{"):
+        return None
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise NotImportable("JSON nested too deep to read") from None
+    except ValueError:
+        return None
+    log = value.get("log") if isinstance(value, dict) else None
     return value if isinstance(log, dict) and isinstance(log.get("entries"), list) else None
 
 
@@ -81,7 +88,7 @@ def raw_answer(data: bytes, path: Path) -> Imported:
         raise NotImportable("no event or answer of Chat Completions, Responses or Messages in it")
     captured = read_answer(protocol, status, headers, body, sse)
     origin = Origin(f"Imported by `fakehop import` from {path.name}", captured_on(path), timed=False)
-    return Imported(captured, None, origin, path.stem)
+    return Imported(captured, None, origin, scenario_file(captured, None, origin, path.stem))
 
 
 def split_http(data: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -92,7 +99,7 @@ def split_http(data: bytes) -> tuple[int, dict[str, str], bytes]:
         head, data = split_head(data)
         status_line, *lines = head.decode("latin-1").splitlines()
         fields = status_line.split()
-        status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+        status = int(fields[1]) if len(fields) > 1 and fields[1].isascii() and fields[1].isdigit() else 0
         headers = {name.strip(): value.strip() for name, _, value in (line.partition(":") for line in lines) if value}
         if not 100 <= status < 200:
             break
@@ -120,9 +127,10 @@ def error_status(body: bytes) -> int | None:
     error = value.get("error") if value is not None else None
     if not isinstance(error, dict):
         return None
+    code, error_type = (value if isinstance(value, str) else None for value in (error.get("code"), error.get("type")))
     if value.get("type") == "error":
-        return ANTHROPIC_STATUSES.get(error.get("type"), 500)
-    return OPENAI_STATUSES.get(error.get("code")) or OPENAI_STATUSES.get(error.get("type"), 500)
+        return ANTHROPIC_STATUSES.get(error_type, 500)
+    return OPENAI_STATUSES.get(code) or OPENAI_STATUSES.get(error_type, 500)
 
 
 def is_stream(headers: dict[str, str], body: bytes) -> bool:
@@ -153,7 +161,10 @@ def read_answer(protocol: str, status: int, headers: dict[str, str], body: bytes
 def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Requests) -> list[Imported]:
     found = []
     for number, entry in enumerate(har["log"]["entries"], 1):
-        answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact, requests)
+        try:
+            answer = har_entry(entry if isinstance(entry, dict) else {}, number, path, redact, requests)
+        except (CaptureError, NotImportable) as exc:
+            raise NotImportable(f"entry {number}: {exc}") from None
         if answer is not None:
             found.append(answer)
     if not found:
@@ -163,7 +174,7 @@ def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Reques
 
 def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], requests: Requests) -> Imported | None:
     request, response = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("request", "response"))
-    headers = har_headers(response)
+    headers = har_headers(response, "response")
     body = har_body(response.get("content"))
     sse = is_stream(headers, body)
     url_path = urlsplit(str(request.get("url", ""))).path
@@ -177,14 +188,19 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     requests.answered(asked, captured)
     where = f"{request.get('method', 'POST')} {url_path}"
     origin = Origin(f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False)
-    secrets = tuple(secrets_of(har_headers(request), redact))
-    return Imported(captured, asked.request, origin, asked.request.prompt or f"{path.stem} {number}", secrets)
+    secrets = secrets_of(har_headers(request, "request"), redact)
+    name_from = asked.request.prompt or f"{path.stem} {number}"
+    scenario = scenario_file(captured, asked.request, origin, name_from, secrets=secrets)
+    return Imported(captured, asked.request, origin, scenario)
 
 
-def har_headers(part: dict) -> dict[str, str]:
-    """A HAR request's or response's headers; a name given twice keeps its values joined."""
+def har_headers(part: dict, which: str) -> dict[str, str]:
+    """A HAR request's or response's headers (`which` says), a name given twice with its values joined."""
+    headers = part.get("headers") or []
+    if not isinstance(headers, list):
+        raise NotImportable(f"its {which} headers are not a list")
     joined: dict[str, str] = {}
-    for header in part.get("headers") or []:
+    for header in headers:
         if isinstance(header, dict) and isinstance(header.get("name"), str):
             name, value = header["name"], str(header.get("value", ""))
             joined[name] = f"{joined[name]}, {value}" if name in joined else value
@@ -198,12 +214,12 @@ def har_body(content) -> bytes:
         try:
             return base64.b64decode(text)
         except (binascii.Error, ValueError):
-            raise NotImportable("a HAR entry's base64 content is not base64") from None
+            raise NotImportable("its base64 content is not base64") from None
     return text.encode("utf-8", "surrogatepass")
 
 
 def har_time(entry: dict, path: Path) -> datetime:
     try:
         return datetime.fromisoformat(str(entry.get("startedDateTime", "")).replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
+    except (ValueError, OverflowError):  # no time, or one out of datetime's range once in UTC
         return captured_on(path)

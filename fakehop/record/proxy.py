@@ -31,7 +31,7 @@ from ..server.intake import INFLATED, MAX_BODY_BYTES, check_shape, new_request_i
 from ..protocols.common import BadRequest
 from ..protocols import PROTOCOLS
 from ..server.gateway import error_response, protocol_for_request, start_app
-from .writer import DEFAULT_MIN_GAP, Origin, file_stem, scenario_text, secrets_of, write_new
+from .writer import DEFAULT_MIN_GAP, Origin, cut_said, scenario_file, secrets_of, write_new
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
@@ -246,14 +246,15 @@ class Exchange:
         if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
             self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
-        text = scenario_text(captured, self.asked.request, origin, recorder.min_gap, secrets)
+        request = self.asked.request
         try:
-            path = write_new(recorder.out, file_stem(self.protocol.NAME, self.asked.request.prompt), text)
-        except OSError as exc:
+            written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
+            path = write_new(recorder.out, written.stem, written.text)
+        except (CaptureError, OSError) as exc:
             self.not_recorded(str(exc))
             return
-        ending = ENDINGS_SAID[captured.ending]
-        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ending}")
+        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[captured.ending]}"
+        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{cut_said(written)}")
 
 
 # ---------------------------------------------------------------- the application

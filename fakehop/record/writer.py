@@ -11,30 +11,41 @@ of when it came. Pieces that fakehop's own `chunk` forms would give are written 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import statistics
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
+from .capture import CaptureError
 from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
 from ..play.player import FAIL_MESSAGES, estimate_tokens
-from ..scenario.model import DEFAULT_KEEPALIVE
-from ..scenario.reader import MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
+from ..scenario.model import DEFAULT_KEEPALIVE, MATCH_PREFIX_CHARS
+from ..scenario.reader import MAX_FILE_BYTES, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
+from ..server.jsonshape import shape_of
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
 MAX_NAME = 48
+MAX_KINDS = 20  # kinds of what is not kept, named in a file's header
+MAX_KIND_CHARS = 100
+MAX_SOURCE_CHARS = 1000  # of the header's line saying where an answer came from (a HAR entry's method and path)
+MAX_MESSAGE = 500  # characters of an error body that held no error object, written as its message
+ENDING_ROOM = 500  # bytes of a file kept for what follows its steps: a delay, how it ended, where it was cut
+MAX_JSON_DEPTH = 128  # nesting of tool arguments written as one JSON string, as of a request (intake's bound)
 KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
 _YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
+_COMMENT_UNSAFE = re.compile(f"[\n\r]|{_YAML_UNSAFE.pattern}")  # what would end a comment's line, and what YAML refuses
 _NEEDS_DOUBLE_QUOTES = re.compile("[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029\ufeff]")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _WORDS = re.compile(r"[a-z0-9]+")
 _REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+_SSE_LINE_GAP = r"(?:[\r\n]+(?:[^\r\n:]*:[ ]?)?)?"  # a line break and the next line's field name, where SSE may cut
 _YAML_WORDS = ("true", "false", "yes", "no", "y", "n", "on", "off", "null")
 MESSAGES_USAGE_NAMES = {name: alias for alias, name in USAGE_ALIASES.items()}  # Anthropic's names for the usage counts
 
@@ -71,6 +82,8 @@ class Yaml:
 
     def __init__(self, secrets: Iterable[str] = ()):
         self.secrets = sorted({secret for secret in secrets if len(secret) >= MIN_SECRET}, key=len, reverse=True)
+        self.exact = [re.compile(re.escape(secret)) for secret in self.secrets]
+        self.across_lines = [re.compile(_SSE_LINE_GAP.join(map(re.escape, secret))) for secret in self.secrets]
 
     def scrub(self, text: str) -> str:
         for secret in self.secrets:
@@ -80,23 +93,47 @@ class Yaml:
     def scrub_block(self, block: CapturedBlock) -> CapturedBlock:
         """`block` with a secret that spans pieces taken out too: the pieces it touches become
         one, at the time of the first (and a part that began inside it begins with that one)."""
-        joined = block.text()
-        spans = [(found.start(), found.end()) for secret in self.secrets for found in re.finditer(re.escape(secret), joined)]
+        texts = [piece.text for piece in block.pieces]
+        spans = found_spans(self.exact, "".join(texts))
         if not spans:
             return block
         pieces: list[Piece] = []
         part_starts: list[int] = []
-        offset = 0
-        for number, piece in enumerate(block.pieces):
-            inside_a_secret = any(start < offset < end for start, end in spans)
-            if inside_a_secret and pieces:
-                pieces[-1] = Piece(pieces[-1].at, pieces[-1].text + piece.text)
-            else:
-                pieces.append(piece)
-                if number in block.part_starts:
-                    part_starts.append(len(pieces) - 1)
-            offset += len(piece.text)
-        return replace(block, pieces=[Piece(piece.at, self.scrub(piece.text)) for piece in pieces], part_starts=part_starts)
+        for first, text in joined_across(texts, spans):
+            if first in block.part_starts:
+                part_starts.append(len(pieces))
+            pieces.append(Piece(block.pieces[first].at, self.scrub(text)))
+        return replace(block, pieces=pieces, part_starts=part_starts)
+
+    def scrub_frames(self, frames: list[RawFrame]) -> list[RawFrame]:
+        """Consecutive frames the protocol could not read, with the secrets taken out of them.
+        Such frames are kept as they came, so an upstream may cut a secret anywhere SSE lets
+        it: across frames, across the data lines of one, or in a line that is no field at all.
+        A secret is sought in the frames' joined text with, between any two of its characters,
+        a line break and the field name of the next line allowed; the frames one spans become
+        one, at the time of the first, with the secret out of it."""
+        texts = [frame.text for frame in frames]
+        spans = found_spans(self.across_lines, "".join(texts))
+        if not spans:
+            return frames
+        return [RawFrame(frames[first].at, self.scrub_lines(text)) for first, text in joined_across(texts, spans)]
+
+    def scrub_lines(self, text: str) -> str:
+        for pattern in self.across_lines:
+            text = pattern.sub(REDACTED, text)
+        return text
+
+    def scrub_parts(self, parts: list[CapturedBlock | RawFrame]) -> list[CapturedBlock | RawFrame]:
+        """The answer's parts with the secrets taken out: a block's, and each run of raw frames'."""
+        scrubbed: list[CapturedBlock | RawFrame] = []
+        for is_raw, run in itertools.groupby(parts, key=lambda part: isinstance(part, RawFrame)):
+            scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))
+        return scrubbed
+
+    def comment(self, text: str) -> str:
+        """Text for a comment: scrubbed, with an escape for each character that would end its
+        line (or that YAML refuses in a file), so that nothing in it is read as YAML."""
+        return _COMMENT_UNSAFE.sub(escaped, self.scrub(text))
 
     def string(self, text: str) -> str:
         """A quoted scalar: single quotes for text with `"` or `\\` that needs no escapes (JSON
@@ -104,7 +141,7 @@ class Yaml:
         text = self.scrub(text)
         if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
             return "'" + text.replace("'", "''") + "'"
-        return _YAML_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(text, ensure_ascii=False))
+        return _YAML_UNSAFE.sub(escaped, json.dumps(text, ensure_ascii=False))
 
     def name(self, text: str) -> str:
         """A model, tool or error name: plain when it reads as one, else quoted."""
@@ -124,6 +161,33 @@ class Yaml:
             line += item + " "
         lines.append(line.rstrip())
         return "\n".join(lines)
+
+
+def escaped(found: re.Match) -> str:
+    """A character as JSON and YAML's double quotes escape it."""
+    return {"\n": "\\n", "\r": "\\r"}.get(found.group(), f"\\u{ord(found.group()):04x}")
+
+
+def found_spans(patterns: Iterable[re.Pattern], text: str) -> list[tuple[int, int]]:
+    """Where each pattern is found in `text`, in the order they start."""
+    return sorted((found.start(), found.end()) for pattern in patterns for found in pattern.finditer(text))
+
+
+def joined_across(texts: list[str], spans: list[tuple[int, int]]) -> list[tuple[int, str]]:
+    """The texts, each that begins inside one of the spans of their joined text joined onto the
+    one before: (the index of the first text joined, the joined text)."""
+    joined: list[tuple[int, str]] = []
+    offset, next_span, covered_to = 0, 0, 0
+    for number, text in enumerate(texts):
+        while next_span < len(spans) and spans[next_span][0] < offset:
+            covered_to = max(covered_to, spans[next_span][1])
+            next_span += 1
+        if joined and offset < covered_to:
+            joined[-1] = (joined[-1][0], joined[-1][1] + text)
+        else:
+            joined.append((number, text))
+        offset += len(text)
+    return joined
 
 
 def rounded(seconds: float) -> float:
@@ -156,16 +220,60 @@ class Steps:
     Two clocks, in seconds from the request: `target`, the capture's own time with every gap
     under min_gap taken out (those gaps are dropped, not saved up), and `played`, where the
     replay of the lines so far stands. Each delay is written from one to the other, so that
-    neither rounding nor a run's slack adds up to drift.
+    neither rounding nor a run's slack adds up to drift. The lines take at most `budget` bytes
+    where the parts are laid out by part_within.
     """
 
-    def __init__(self, yaml: Yaml, min_gap: float):
+    def __init__(self, yaml: Yaml, min_gap: float, budget: int = MAX_FILE_BYTES):
         self.yaml = yaml
         self.min_gap = min_gap
         self.played = 0.0
         self.target = 0.0
         self.last_at = 0.0  # the capture's time of the last thing laid out
         self.lines: list[str] = []
+        self.budget = budget  # bytes the lines may take
+        self.used = 0  # bytes the lines measured so far take
+        self.measured = 0  # how many lines those are
+        self.output_chars = 0  # characters of output laid out
+        self.cut: str | None = None  # where the answer was cut to keep within the budget, in words
+
+    def size(self) -> int:
+        """The bytes the lines take so far."""
+        self.used += byte_size(self.lines[self.measured :])
+        self.measured = len(self.lines)
+        return self.used
+
+    def mark(self) -> Mark:
+        return Mark(len(self.lines), self.size(), self.played, self.target, self.last_at)
+
+    def back_to(self, mark: Mark) -> None:
+        del self.lines[mark.lines :]
+        self.measured, self.used, self.played, self.target, self.last_at = mark
+
+    def part_within(self, part: CapturedBlock | RawFrame) -> bool:
+        """Lay out `part`, or as much of its start as fits within the budget; False when not all
+        of it fits, with `cut` saying where it was cut. A block's text is cut short (each try
+        keeps as much of it as the last one's size says may fit); any other part is left out."""
+        mark = self.mark()
+        self.part(part)
+        whole = len(part.text) if isinstance(part, RawFrame) else len(part.text())
+        if self.size() <= self.budget:
+            self.output_chars += whole
+            return True
+        kept = whole if isinstance(part, CapturedBlock) else 0
+        while kept > 0 and self.size() > self.budget:
+            fits = kept * (self.budget - mark.used) * 49 // ((self.size() - mark.used) * 50)  # aiming 2% under
+            kept = max(0, min(kept - 1, fits))
+            self.back_to(mark)
+            if kept:
+                self.part(first_chars(part, kept))
+        if self.size() > self.budget:
+            self.back_to(mark)
+        self.output_chars += kept
+        at = first_left_out(part, kept)
+        self.cut = f"after {self.output_chars:,} characters of output"
+        self.cut += f", {duration(rounded(at))} into the answer" if at is not None else ""
+        return False
 
     def advance(self, at: float | None) -> float:
         """The target time of what the capture has at `at` (None: no timing, no gap)."""
@@ -288,7 +396,7 @@ class Steps:
     def ending(self, captured: Captured) -> None:
         if captured.ending == FAILED:
             self.wait_until(captured.ended_at)
-            self.lines.append(f"  - fail: {self.fail(captured)}")
+            self.lines.append(f"  - fail: {fail_value(captured, self.yaml)}")
         elif captured.ending == CUT:
             self.wait_until(captured.ended_at)
             self.lines.append("  - disconnect")
@@ -300,23 +408,56 @@ class Steps:
         else:
             self.wait_until(captured.ended_at)
 
-    def fail(self, captured: Captured) -> str:
-        """The `fail` that gives the captured error again: its kind, and its message, type, code
-        and param and Responses' `error_event: false` where they are not the kind's."""
-        failure = captured.failure
-        fields = [f"kind: {failure.kind}"]
-        if failure.message != FAIL_MESSAGES[failure.kind]:
-            fields.append(f"message: {self.yaml.string(failure.message)}")
-        fields.extend(f"{name}: {self.yaml.name(value)}" for name, value in detail_fields(failure.details))
-        if not failure.error_event:
-            fields.append("error_event: false")
-        return failure.kind if len(fields) == 1 else "{" + ", ".join(fields) + "}"
+
+def fail_value(captured: Captured, yaml: Yaml) -> str:
+    """The `fail` that gives the captured error again: its kind, and its message, type, code
+    and param and Responses' `error_event: false` where they are not the kind's."""
+    failure = captured.failure
+    fields = [f"kind: {failure.kind}"]
+    if failure.message != FAIL_MESSAGES[failure.kind]:
+        fields.append(f"message: {yaml.string(failure.message)}")
+    fields.extend(f"{name}: {yaml.name(value)}" for name, value in detail_fields(failure.details))
+    if not failure.error_event:
+        fields.append("error_event: false")
+    return failure.kind if len(fields) == 1 else "{" + ", ".join(fields) + "}"
 
 
 def detail_fields(details: ErrorDetails) -> list[tuple[str, str]]:
     """An error's own type, code and param, by their scenario keys."""
     given = (("type", details.error_type), ("code", details.code), ("param", details.param))
     return [(name, value) for name, value in given if value is not None]
+
+
+class Mark(NamedTuple):
+    """Where laying out steps stood, to go back to."""
+
+    lines: int
+    used: int
+    played: float
+    target: float
+    last_at: float
+
+
+def first_chars(block: CapturedBlock, kept: int) -> CapturedBlock:
+    """`block` with only the first `kept` characters of its text."""
+    pieces = []
+    for piece in block.pieces:
+        if kept <= 0:
+            break
+        pieces.append(Piece(piece.at, piece.text[:kept]))
+        kept -= len(piece.text)
+    return replace(block, pieces=pieces, part_starts=[start for start in block.part_starts if start < len(pieces)])
+
+
+def first_left_out(part: CapturedBlock | RawFrame, kept: int) -> float | None:
+    """When the first character of `part` after the first `kept` came (None: no timing)."""
+    if isinstance(part, RawFrame):
+        return part.at
+    for piece in part.pieces:
+        kept -= len(piece.text)
+        if kept < 0:
+            return piece.at
+    return part.at
 
 
 def chunk_of(pieces: list[str]) -> str | int | None:
@@ -334,9 +475,14 @@ def chunk_of(pieces: list[str]) -> str | int | None:
 
 
 def is_json(text: str) -> bool:
+    """Whether `text` is JSON a scenario file may hold as one string: no deeper than MAX_JSON_DEPTH
+    (much deeper, the loader's parse could pass the depth Python reads, where this one did not)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and shape_of(raw, len(raw)).depth > MAX_JSON_DEPTH:
+        return False
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -344,34 +490,96 @@ def is_json(text: str) -> bool:
 # ---------------------------------------------------------------- the whole file
 
 
-def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
-                  secrets: Iterable[str] = ()) -> str:
-    """The scenario file for one captured answer."""
+@dataclass(frozen=True)
+class ScenarioFile:
+    """A scenario file to write: the stem of its name, its text, and where the answer was cut
+    to keep the file within the size a scenario file may have (None: it was not)."""
+
+    stem: str
+    text: str
+    cut: str | None = None
+
+
+def scenario_file(captured: Captured, request: Request | None, origin: Origin, name_from: str | None = None,
+                  min_gap: float = DEFAULT_MIN_GAP, secrets: Iterable[str] = ()) -> ScenarioFile:
+    """The scenario file for one captured answer, named by the words of `name_from` (the prompt,
+    or what else names the capture), secrets taken out before they are cut to a name. Its steps
+    stop where the file would pass MAX_FILE_BYTES; CaptureError for an answer whose file would
+    pass it even so."""
     yaml = Yaml(secrets)
-    lines = [f"# {line}" for line in header(captured, origin, min_gap, yaml)]
-    lines.append(f"description: {yaml.string(description(captured, request))}")
+    lines = [f"# {yaml.comment(line)}" for line in header(captured, origin, min_gap, yaml)]
+    lines.append(f"description: {yaml.string(description(captured, request, yaml))}")
     lines.extend(match_lines(captured.protocol, request, yaml))
+    steps = None
     if captured.http_error is not None:
         lines.extend(http_error_lines(captured, yaml))
-        return "\n".join(lines) + "\n"
-    lines.extend(setting_lines(captured, yaml))
-    steps = Steps(yaml, min_gap if origin.timed else float("inf"))
-    for part in captured.parts:
-        steps.part(yaml.scrub_block(part) if isinstance(part, CapturedBlock) else part)
+    else:
+        lines.extend(setting_lines(captured, yaml))
+        min_gap = min_gap if origin.timed else float("inf")
+        steps = steps_within(captured, yaml, min_gap, MAX_FILE_BYTES - byte_size(lines))
+        lines += ["steps:", *steps.lines]
+    text = "\n".join(lines) + "\n"
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        raise CaptureError(f"its scenario would take {size:,} bytes, more than the {MAX_FILE_BYTES:,} a file may hold")
+    return ScenarioFile(file_stem(captured.protocol, yaml.scrub(name_from or "")), text, steps.cut if steps else None)
+
+
+def cut_said(written: ScenarioFile) -> str:
+    """What a line saying a file was written adds when its answer was cut."""
+    return f"; cut {written.cut} to keep within the {MAX_FILE_BYTES:,} bytes a file may hold" if written.cut else ""
+
+
+def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
+                  secrets: Iterable[str] = ()) -> str:
+    """The text of the scenario file for one captured answer."""
+    return scenario_file(captured, request, origin, None, min_gap, secrets).text
+
+
+def steps_within(captured: Captured, yaml: Yaml, min_gap: float, budget: int) -> Steps:
+    """The answer's steps in at most `budget` bytes: its parts as far as they fit, then a comment
+    saying where it was cut if they did not all fit, then how it ended."""
+    failure = byte_size([fail_value(captured, yaml)]) if captured.ending == FAILED else 0
+    steps = Steps(yaml, min_gap, budget - ENDING_ROOM - failure)
+    for part in yaml.scrub_parts(captured.parts):
+        if not steps.part_within(part):
+            steps.lines.append(f"  # Cut here, {steps.cut}: the rest would take the file past {MAX_FILE_BYTES:,} bytes")
+            break
     steps.ending(captured)
     if not steps.lines:
         steps.lines.append('  - text: ""')
-    return "\n".join(lines + ["steps:"] + steps.lines) + "\n"
+    return steps
+
+
+def byte_size(lines: list[str]) -> int:
+    """The bytes `lines` take in a file, each with its line end."""
+    return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
 
 
 def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> list[str]:
     kind = "a streamed answer" if captured.streamed else "an answer"
     events = f", {captured.events} events" if captured.streamed else ""
-    lines = [yaml.scrub(origin.source), f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
+    source = cut_short(yaml.scrub(origin.source), MAX_SOURCE_CHARS)
+    lines = [source, f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
     lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
     if captured.left_out:
-        lines.append("Not kept: " + "; ".join(f"{count} {what}" for what, count in captured.left_out.items()) + ".")
-    return lines + [yaml.scrub(note) for note in captured.notes]
+        lines.append(f"Not kept: {left_out(captured, yaml)}.")
+    return lines + captured.notes
+
+
+def left_out(captured: Captured, yaml: Yaml) -> str:
+    """What of the answer fakehop does not play: the first MAX_KINDS kinds, each named in at most
+    MAX_KIND_CHARS characters once its secrets are out, and how many more (an upstream may
+    send kinds without end)."""
+    counts = list(captured.left_out.items())
+    said = [f"{count} {cut_short(yaml.scrub(what), MAX_KIND_CHARS)}" for what, count in counts[:MAX_KINDS]]
+    more = counts[MAX_KINDS:]
+    return "; ".join(said + ([f"{sum(count for _, count in more)} of {len(more)} other kinds"] if more else []))
+
+
+def cut_short(text: str, most: int) -> str:
+    """`text`, or its start and "..." when it is longer than `most` characters."""
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def usage_details(captured: Captured) -> list[tuple[str, int]]:
@@ -386,11 +594,11 @@ def usage_details(captured: Captured) -> list[tuple[str, int]]:
     return [(names.get(name, name), count) for name, count in given.items() if count != replayed.get(name, 0)]
 
 
-def description(captured: Captured, request: Request | None) -> str:
+def description(captured: Captured, request: Request | None, yaml: Yaml) -> str:
+    """What was asked, its prompt cut short once its secrets are out (a secret cut first would no longer be found)."""
     if request is None or request.prompt is None:
         return f"A {captured.protocol} answer, captured."
-    prompt = request.prompt if len(request.prompt) <= 60 else request.prompt[:57] + "..."
-    return f'A {captured.protocol} answer to "{prompt}", captured.'
+    return f'A {captured.protocol} answer to "{cut_short(yaml.scrub(request.prompt), 60)}", captured.'
 
 
 def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]:
@@ -399,14 +607,22 @@ def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]
     unknown = f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known" if request.unknown_chain else ""
     lines = ["match:" + unknown, f"  protocol: {protocol}"]
     if request.model is not None:
-        lines.append(f"  model: {yaml.name(glob_escape(request.model))}")
+        lines.append(f"  model: {yaml.name(glob_escape(yaml.scrub(request.model)))}")
     if request.prompt is not None:
-        lines.append(f"  prompt: {yaml.string('/^' + regex_escape(yaml.scrub(request.prompt)) + '$/')}  # the last user message, exactly")
+        lines.append(prompt_line(yaml.scrub(request.prompt), yaml))
     if request.turn is not None:
         lines.append(f"  turn: {request.turn}")
         if request.turn > 1 and request.tool_result is not None:
             lines.append(f"  tool_result: {'true' if request.tool_result else 'false'}")
     return lines
+
+
+def prompt_line(prompt: str, yaml: Yaml) -> str:
+    """The match of the last user message: exactly, as far as a match reads it."""
+    pattern = yaml.string("/^" + regex_escape(prompt[:MATCH_PREFIX_CHARS]) + "$/")
+    if len(prompt) <= MATCH_PREFIX_CHARS:
+        return f"  prompt: {pattern}  # the last user message, exactly"
+    return f"  prompt: {pattern}  # the last user message, as far as a match reads ({MATCH_PREFIX_CHARS:,} characters)"
 
 
 def regex_escape(text: str) -> str:
@@ -423,13 +639,14 @@ def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
     error = captured.http_error
     lines = ["http_error:", f"  status: {error.status}"]
     if error.message is not None:
-        lines.append(f"  message: {yaml.string(error.message)}")
+        message = yaml.scrub(error.message)
+        lines.append(f"  message: {yaml.string(message[:MAX_MESSAGE] if error.from_body else message)}")
     lines.extend(f"  {name}: {yaml.name(value)}" for name, value in detail_fields(error.details))
     if error.retry_after is not None:
         lines.append(f"  retry_after: {yaml.string(error.retry_after)}")
     if error.headers:
         lines.append("  headers:")
-        lines.extend(f"    {name}: {yaml.string(value)}" for name, value in error.headers)
+        lines.extend(f"    {yaml.name(name)}: {yaml.string(value)}" for name, value in error.headers)
     return lines
 
 

@@ -625,6 +625,11 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
     return headers
 
 
+def is_header(name: str, value: str) -> bool:
+    """Whether an http_error may send a header of this name and value."""
+    return bool(_HEADER_NAME.match(name) and _HEADER_VALUE.match(value))
+
+
 def _retry_after_header(check: _Checker, spec: LineDict, retry_after: str | None, headers: dict) -> tuple[str | None, dict]:
     """A Retry-After among http_error's `headers`, in any case, taken as its `retry_after`: the
     one header that the answer, the journal and the verdicts read by name."""

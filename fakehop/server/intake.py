@@ -379,16 +379,20 @@ def seed_of(request: web.Request) -> int | None:
 class ParserErrorsAsWarnings(logging.Filter):
     """aiohttp logs a request it cannot parse (a header over the limit, bytes that are not HTTP)
     with a traceback at ERROR, after answering it with a 400 itself. That is the client's fault,
-    not the server's: one line at WARNING says so."""
+    not the server's: one line at WARNING says so, with aiohttp's reason but not the bytes it
+    quotes (the line it stopped at may be a header holding a key)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         problem = record.exc_info[1] if record.exc_info else None
         if isinstance(problem, HttpProcessingError):
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
             record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
-            record.msg, record.args = "refused a request from %s that is not valid HTTP (%s %s)", (peer, problem.code, " ".join(problem.message.split()))
+            reason = _QUOTED.split(" ".join(problem.message.split()), maxsplit=1)[0]
+            record.msg = "refused a request from %s that is not valid HTTP (%s %s)"
+            record.args = (peer, problem.code, reason)
             record.exc_info = record.exc_text = None
         return True
 
 
+_QUOTED = re.compile(r":? ?b?['\"]")  # where aiohttp's reason for refusing a request starts quoting it
 PARSER_ERRORS_AS_WARNINGS = ParserErrorsAsWarnings()

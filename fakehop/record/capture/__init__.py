@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, NamedTuple
 
 from ...protocols import PROTOCOLS
 from ...protocols.common import BadRequest, ParsedRequest, dumps
+from ...scenario.reader import is_header
 from ...state.stored import StoredResponses
 from .chat import ChatReader
 from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, error_details, json_object
@@ -22,8 +23,7 @@ from .sse import Frame, FrameReader
 
 READERS: dict[str, type[Reader]] = {reader.NAME: reader for reader in (ChatReader, ResponsesReader, MessagesReader)}
 RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
-RETRY_HEADERS = ("retry-after-ms", "x-should-retry")  # what the SDKs read before retrying, beside Retry-After
-MAX_MESSAGE = 500  # characters of a body that is not JSON, kept as an error's message
+RETRY_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")  # what the SDKs read before retrying
 
 __all__ = ["AnswerReader", "Asked", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request",
            "Requests", "detect", "json_object", "names_event_stream", "payload_protocol"]
@@ -67,25 +67,33 @@ class AnswerReader:
             captured.http_error = self.http_error()
             self.reader.end(HTTP_ERROR, at)
         elif how == FINISHED:
-            self.reader.whole(self.whole_body(), at)
+            self.read_whole(at)
         self.reader.end(how, at)
         return captured
 
-    def whole_body(self) -> dict:
+    def read_whole(self, at: float | None) -> None:
         body = json_object(bytes(self.body))
         if body is None:
             raise CaptureError("the answer is neither an event stream nor a JSON object")
-        return body
+        try:
+            self.reader.whole(body, at)
+        except (TypeError, RecursionError):  # a field of a type the protocol does not give, or nested too deep to write
+            raise CaptureError(f"the answer is not a {self.protocol} answer fakehop can read") from None
 
     def http_error(self) -> HttpError:
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        kept = tuple((name, clean(value)) for name, value in headers.items() if keeps(name) and name not in self.dropped)
-        retry_after = None if "retry-after" in self.dropped else headers.get("retry-after")
+        headers = {name.lower(): clean(value) for name, value in self.headers.items()}
+        wanted = {name: value for name, value in headers.items() if keeps(name) and name not in self.dropped}
+        sendable = {name: value for name, value in wanted.items() if is_header(name, value)}  # a HAR may hold any text
+        if len(sendable) < len(wanted):
+            self.reader.captured.left_out["headers no HTTP answer can carry"] += len(wanted) - len(sendable)
+        retry_after = sendable.pop("retry-after", None)
+        kept = tuple(sendable.items())
         message, error = error_object(bytes(self.body))
         written = PROTOCOLS[self.protocol].error_body(self.status, "")
         defaults = {name: value for name, value in written.get("error", {}).items() if name != "message"}
         details = error_details(error, defaults, f"HTTP {self.status}'s", self.reader.captured.left_out)
-        return HttpError(self.status, message, retry_after, kept, details)
+        from_body = not isinstance(error.get("message"), str)
+        return HttpError(self.status, message, retry_after, kept, details, from_body)
 
 
 def names_event_stream(content_type: str) -> bool | None:
@@ -100,13 +108,13 @@ def keeps(header: str) -> bool:
 
 def error_object(body: bytes) -> tuple[str | None, dict]:
     """An error body's message and its error object ({} for none), in either protocol's
-    shape; a body that is not one has its text as the message."""
+    shape; a body that is not one has its text as the message (the writer cuts it short)."""
     value = json_object(body)
     error = value.get("error") if value is not None else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return clean(error["message"]), error
     text = body.decode("utf-8", "replace").strip()
-    return clean(text[:MAX_MESSAGE]) or None, error if isinstance(error, dict) else {}
+    return clean(text) or None, error if isinstance(error, dict) else {}
 
 
 class Asked(NamedTuple):
@@ -177,9 +185,10 @@ def detect(frames: list[Frame]) -> str | None:
 def payload_protocol(payload: dict, event: str | None = None) -> str | None:
     """The protocol an event, or a whole answer, belongs to; None when it could be several."""
     kind, name = payload.get("type"), payload.get("object")
+    kind = kind if isinstance(kind, str) else None  # a type that is no string is read as none
     if name in ("chat.completion.chunk", "chat.completion"):
         return "chat"
-    if name == "response" or (isinstance(kind, str) and kind.startswith("response.")):
+    if name == "response" or (kind is not None and kind.startswith("response.")):
         return "responses"
     if kind in MESSAGES_EVENTS or kind == "message" or event in MESSAGES_EVENTS:
         return "messages"

@@ -17,6 +17,7 @@ from typing import Any
 from ...play.player import FAIL_MESSAGES
 from ...protocols.common import OPENAI_FAIL
 from ...scenario.model import FINISH_REASONS, Usage
+from ...scenario.reader import MAX_FILE_BYTES
 from .sse import Frame
 
 # How an answer ended (Captured.ending).
@@ -26,6 +27,10 @@ CUT = "cut"  # the connection broke before the body ended
 LEFT = "left"  # the client went away while the answer was still coming
 HTTP_ERROR = "http_error"
 
+# Characters of an answer's output kept. Each takes a byte of a scenario file at least, so no
+# file holds more than MAX_FILE_BYTES of them; twice that leaves the scrubbing of secrets
+# (header values) whole text to find them in, up to the last character a file may hold.
+MAX_KEPT_CHARS = 2 * MAX_FILE_BYTES
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -73,7 +78,8 @@ class CapturedBlock:
 
 @dataclass(frozen=True, slots=True)
 class RawFrame:
-    """A frame that is not an event of the protocol (its data is not JSON): kept as it came."""
+    """A frame that is not an event of the protocol (its data is not JSON, or not in the
+    protocol's shape): kept as it came."""
 
     at: float | None
     text: str
@@ -104,6 +110,7 @@ class HttpError:
     retry_after: str | None
     headers: tuple[tuple[str, str], ...]
     details: ErrorDetails = ErrorDetails()
+    from_body: bool = False  # the message is the text of a body that held no error object
 
 
 @dataclass
@@ -129,6 +136,7 @@ class Captured:
     last_comment_at: float | None = None
     left_out: Counter = field(default_factory=Counter)  # what fakehop does not play, and how often
     notes: list[str] = field(default_factory=list)  # other things a reader of the file should know
+    kept_chars: int = 0  # characters of output kept in `parts`
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -181,10 +189,10 @@ def error_details(error: dict, defaults: dict[str, Any], instead: str, left_out:
 
 
 def json_object(text: str | bytes | None) -> dict | None:
-    """`text` read as a JSON object; None when it is not one."""
+    """`text` read as a JSON object; None when it is not one (nor one nested too deep to read)."""
     try:
         value = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -213,6 +221,7 @@ class Reader:
         self.captured = Captured(self.NAME, streamed)
         self.open: dict[Any, CapturedBlock] = {}  # blocks by the protocol's key for them
         self.last_frame_at: float | None = None
+        self.grown: list[tuple[CapturedBlock, int, int, Any]] = []  # each block the event being read added to, as it was before
 
     # -------------------------------------------- frames
 
@@ -228,10 +237,33 @@ class Reader:
             self.end(FINISHED, frame.at)
             return
         payload = json_object(frame.data)
-        if payload is None:  # a malformed frame
-            self.captured.parts.append(RawFrame(frame.at, frame.raw.decode("utf-8", "replace")))
-        else:
+        if payload is None or not self.read_event(frame, payload):
+            text = frame.raw.decode("utf-8", "replace")
+            if self.keeps(text):
+                self.captured.parts.append(RawFrame(frame.at, text))
+
+    def read_event(self, frame: Frame, payload: dict) -> bool:
+        """Whether the event could be read. One with a field of a type its protocol never gives
+        (a list for a type, a number for a list), or nested too deep to write again, cannot: it
+        is kept as it came instead, and the output it gave before that field was reached is
+        taken back, so that the replay does not give it twice (what else it set stays)."""
+        parts, kept, self.grown = len(self.captured.parts), self.captured.kept_chars, []
+        try:
             self.event(frame, payload)
+        except (TypeError, RecursionError):
+            self.take_back(parts, kept)
+            return False
+        return True
+
+    def take_back(self, parts: int, kept: int) -> None:
+        """Undo the blocks opened and the pieces added since the answer had `parts` parts and `kept` characters."""
+        for block, pieces, part_starts, part in reversed(self.grown):
+            del block.pieces[pieces:], block.part_starts[part_starts:]
+            block.part = part
+        opened = {id(block) for block in self.captured.parts[parts:]}
+        self.open = {key: block for key, block in self.open.items() if id(block) not in opened}
+        del self.captured.parts[parts:]
+        self.captured.kept_chars = kept
 
     def note_time(self, frame: Frame) -> None:
         captured, at = self.captured, frame.at
@@ -260,14 +292,24 @@ class Reader:
         block = self.open.get(key)
         if block is None:
             block = self.open[key] = CapturedBlock(kind, at, **facts)
-            self.captured.parts.append(block)
+            if self.keeps(""):
+                self.captured.parts.append(block)
         text = clean(text)
-        if text:
+        if text and self.keeps(text):
+            self.grown.append((block, len(block.pieces), len(block.part_starts), block.part))
             if part != block.part and block.pieces:
                 block.part_starts.append(len(block.pieces))
             block.part = part
             block.pieces.append(Piece(at, text))
         return block
+
+    def keeps(self, text: str) -> bool:
+        """Whether there is room for `text` in the answer's output: once it holds MAX_KEPT_CHARS,
+        no more is kept, so that an endless answer takes no more memory."""
+        if self.captured.kept_chars >= MAX_KEPT_CHARS:
+            return False
+        self.captured.kept_chars += len(text)
+        return True
 
     def usage(self, input_tokens: Any, output_tokens: Any) -> None:
         """The answer's token counts; a count not given keeps the one an earlier event gave."""
