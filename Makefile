@@ -16,7 +16,7 @@ JS_LATEST := tests/.js-latest
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
 TEST_WORKERS ?= 8
 
-.PHONY: serve test test-latest test-oldest lock bench soak golden docs docs-serve docs-tables clean
+.PHONY: serve test test-latest test-oldest lock lint bench soak golden docs docs-serve docs-tables clean
 
 # fakehop itself is installed with the build backend the lock holds, so nothing is left to the day
 define install-locked
@@ -44,6 +44,13 @@ serve: $(STAMP)
 # tests done, and the ten slowest at the end
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -o console_output_style=count --durations=10 $(TEST_ARGS)
+
+# ruff's lint and format check, and mypy, as pyproject.toml configures them
+LINTED := fakehop tests bench soak docs/examples
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
 
 # The SDK-facing tests (those that drive an official SDK, Python's or JavaScript's) against the
 # newest SDKs of the day, in a venv of their own; the rest of the lock as it is.

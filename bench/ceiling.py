@@ -19,7 +19,11 @@ import resource
 
 from aiohttp import web
 
-STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STREAM_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
 BACKLOG = 1024  # the same listen backlog as fakehop's
 
 
@@ -53,8 +57,10 @@ def stream_handler(scenarios: dict[str, list[tuple[float, bytes]]]):
 def create_app(plan: dict) -> web.Application:
     app = web.Application()
     for protocol in plan.values():
-        scenarios = {name: [(offset, "".join(frames).encode()) for offset, frames in groups]
-                     for name, groups in protocol["scenarios"].items()}
+        scenarios = {
+            name: [(offset, "".join(frames).encode()) for offset, frames in groups]
+            for name, groups in protocol["scenarios"].items()
+        }
         app.router.add_post(protocol["path"], stream_handler(scenarios))
     return app
 

@@ -24,9 +24,8 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
-
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -82,7 +81,7 @@ class Target:
     group_offsets: list[float]  # when each group is due, seconds from the first
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "Target":
+    def from_spec(cls, spec: dict) -> Target:
         groups = spec["groups"]
         starts, count = [], 0
         for _, frames in groups:
@@ -91,7 +90,11 @@ class Target:
         return cls(
             url=spec["url"] + spec["path"],
             body=json.dumps(spec["body"]).encode(),
-            headers={"Content-Type": "application/json", "Authorization": "Bearer sk-bench", "X-Fakehop-Scenario": spec["scenario"]},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": "Bearer sk-bench",
+                "X-Fakehop-Scenario": spec["scenario"],
+            },
             frames=count,
             last_line=groups[-1][1][-1].encode().split(b"\n", 1)[0],
             group_starts=starts,
@@ -129,7 +132,9 @@ class Window:
 
 def new_session(connections: int) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=connections)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=OPEN_TIMEOUT))
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=OPEN_TIMEOUT)
+    )
 
 
 # ---------------------------------------------------------------- throughput
@@ -315,7 +320,7 @@ class TimedConnection(asyncio.Protocol):
         if self.ended is not None and not self.ended.done():
             self.ended.set_result(None)
 
-    async def stream(self) -> "Played":
+    async def stream(self) -> Played:
         """Send one request and keep every read of its answer, until the body ends or the connection does."""
         http = h11.Connection(h11.CLIENT)
         url = urlsplit(self.target.url)
@@ -338,8 +343,10 @@ class TimedConnection(asyncio.Protocol):
         self.reads.append((time.monotonic(), data))
         if self.ended.done():
             return
-        self.last_bytes = (self.last_bytes + data)[-len(CHUNKED_END):]
-        refused = len(self.reads) == 1 and not data.startswith(b"HTTP/1.1 200 ")  # no stream comes: parsing will say why
+        self.last_bytes = (self.last_bytes + data)[-len(CHUNKED_END) :]
+        refused = len(self.reads) == 1 and not data.startswith(
+            b"HTTP/1.1 200 "
+        )  # no stream comes: parsing will say why
         if refused or self.last_bytes == CHUNKED_END:
             self.ended.set_result(None)
 
@@ -385,7 +392,9 @@ async def timing(spec: dict) -> dict:
         nonlocal failures
         await asyncio.sleep(random.uniform(0, spread))
         try:
-            _, connection = await asyncio.wait_for(loop.create_connection(lambda: TimedConnection(target), url.hostname, url.port), OPEN_TIMEOUT)
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(lambda: TimedConnection(target), url.hostname, url.port), OPEN_TIMEOUT
+            )
         except (OSError, asyncio.TimeoutError):
             failures += streams_each
             return
@@ -413,9 +422,13 @@ async def timing(spec: dict) -> dict:
         start = min(arrived - offset for arrived, offset in zip(arrivals, target.group_offsets))
         for group, (arrived, offset) in enumerate(zip(arrivals, target.group_offsets)):
             errors_by_group[group].append((arrived - offset - start) * 1000)
-    return {**measured, **timing_summary(errors_by_group), "errors": failures,
-            "first_frame_p50_ms": _round(percentile(first_frame_ms, 0.5)),
-            "first_frame_p99_ms": _round(percentile(first_frame_ms, 0.99))}
+    return {
+        **measured,
+        **timing_summary(errors_by_group),
+        "errors": failures,
+        "first_frame_p50_ms": _round(percentile(first_frame_ms, 0.5)),
+        "first_frame_p99_ms": _round(percentile(first_frame_ms, 0.99)),
+    }
 
 
 def timing_summary(errors_by_group: list[list[float]]) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 POLL = 0.2  # seconds a read waits before the reader looks whether the block has ended
@@ -31,7 +31,7 @@ def watching(url: str) -> Iterator[None]:
             try:
                 if not connection.recv(65536):
                     return
-            except socket.timeout:
+            except TimeoutError:
                 continue
 
     reader = threading.Thread(target=read, name="bench-console", daemon=True)

@@ -50,8 +50,11 @@ async def send(url: str, protocol_plan: dict, scenario: str, count: int) -> None
     """`count` requests for `scenario`, CONCURRENCY at a time, each read to its end."""
     headers = {"X-Fakehop-Scenario": scenario, "Authorization": "Bearer sk-bench"}
     async with aiohttp.ClientSession() as session:
+
         async def one() -> None:
-            async with session.post(url + protocol_plan["path"], json=protocol_plan["body"], headers=headers) as response:
+            async with session.post(
+                url + protocol_plan["path"], json=protocol_plan["body"], headers=headers
+            ) as response:
                 await response.read()
                 if response.status != 200:
                     raise RuntimeError(f"{scenario}: status {response.status}")
@@ -74,11 +77,27 @@ def counted(out_dir: Path) -> int:
     return total
 
 
-def per_request(name: str, command: list[str], protocol_plan: dict, scenario: str, requests: int, scratch: Path,
-                console: bool = False) -> int:
+def per_request(
+    name: str,
+    command: list[str],
+    protocol_plan: dict,
+    scenario: str,
+    requests: int,
+    scratch: Path,
+    console: bool = False,
+) -> int:
     """Instructions the server runs per request for `scenario` (`console`: with one console watching)."""
     out_dir = Path(tempfile.mkdtemp(prefix=f"{name}-{scenario}-", dir=scratch))
-    server = Server(name, ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_dir}/callgrind.%p", *command])
+    server = Server(
+        name,
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out_dir}/callgrind.%p",
+            *command,
+        ],
+    )
     try:
         server.wait_ready(timeout=VALGRIND_START_TIMEOUT)
         with bench_console.watching(server.url) if console else contextlib.nullcontext():
@@ -102,10 +121,18 @@ def measure(protocols: list[str], scenarios: list[str], requests: int, console: 
         for protocol in protocols:
             for scenario in scenarios:
                 fakehop = per_request("fakehop", fakehop_command(), plan[protocol], scenario, requests, scratch)
-                ceiling = per_request("ceiling", ceiling_command(plan_path), plan[protocol], scenario, requests, scratch)
-                figures = results.setdefault(protocol, {})[scenario] = {"fakehop": fakehop, "ceiling": ceiling, "ratio": round(fakehop / ceiling, 3)}
+                ceiling = per_request(
+                    "ceiling", ceiling_command(plan_path), plan[protocol], scenario, requests, scratch
+                )
+                figures = results.setdefault(protocol, {})[scenario] = {
+                    "fakehop": fakehop,
+                    "ceiling": ceiling,
+                    "ratio": round(fakehop / ceiling, 3),
+                }
                 if console:
-                    watched = per_request("fakehop", fakehop_command(), plan[protocol], scenario, requests, scratch, console=True)
+                    watched = per_request(
+                        "fakehop", fakehop_command(), plan[protocol], scenario, requests, scratch, console=True
+                    )
                     figures.update(fakehop_console=watched, console_ratio=round(watched / ceiling, 3))
     return results
 
@@ -114,8 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.splitlines()[0])
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--requests", type=int, default=200, help="requests counted per server and scenario (default 200)")
-    parser.add_argument("--console", action="store_true", help="also count fakehop's with one console watching its push")
+    parser.add_argument(
+        "--requests", type=int, default=200, help="requests counted per server and scenario (default 200)"
+    )
+    parser.add_argument(
+        "--console", action="store_true", help="also count fakehop's with one console watching its push"
+    )
     args = parser.parse_args(argv)
     if not available():
         print("python -m bench.instructions: valgrind (with callgrind_control) is not installed", file=sys.stderr)

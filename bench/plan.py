@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from fakehop.cli import main as cli
-from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
+from fakehop.scenario.library import Library
 from fakehop.server.render import render
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -68,7 +68,9 @@ def timed_groups(library: Library, protocol: str, name: str) -> list[tuple[float
     clock = VirtualClock()
     writes: list[tuple[float, bytes]] = []
     body = dict(PROTOCOLS[protocol].EXAMPLE_REQUEST)
-    asyncio.run(render(library, name, protocol, body, clock=clock, write=lambda data: writes.append((clock.time, data))))
+    asyncio.run(
+        render(library, name, protocol, body, clock=clock, write=lambda data: writes.append((clock.time, data)))
+    )
     return [(offset, split_frames(data)) for offset, data in writes if data]
 
 

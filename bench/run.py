@@ -21,9 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Iterator
 
 from fakehop.cli.main import raise_open_file_limit
 from fakehop.protocols import PROTOCOLS
@@ -57,10 +57,22 @@ class Sizes:
     idle_on_fresh_servers: bool = True  # clean memory figures; a smoke run keeps the one pair
 
     @classmethod
-    def quick(cls) -> "Sizes":
-        return cls(rounds=1, warmup=0.0, long_clients=4, long_seconds=0.5, short_clients=8, short_seconds=0.5,
-                   idle_streams=20, idle_rounds=1, idle_hold=2.2, idle_connecting=20, timing_streams=8, timing_cycles=1,
-                   idle_on_fresh_servers=False)
+    def quick(cls) -> Sizes:
+        return cls(
+            rounds=1,
+            warmup=0.0,
+            long_clients=4,
+            long_seconds=0.5,
+            short_clients=8,
+            short_seconds=0.5,
+            idle_streams=20,
+            idle_rounds=1,
+            idle_hold=2.2,
+            idle_connecting=20,
+            timing_streams=8,
+            timing_cycles=1,
+            idle_on_fresh_servers=False,
+        )
 
 
 @dataclass(frozen=True)
@@ -77,18 +89,64 @@ class Section:
         return self.metrics[0]
 
 
-THROUGHPUT_METRICS = ("server_us_per_request", "latency_p50_ms", "latency_p99_ms", "server_cpu_percent", "client_cpu_percent", "errors")
+THROUGHPUT_METRICS = (
+    "server_us_per_request",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "server_cpu_percent",
+    "client_cpu_percent",
+    "errors",
+)
 SECTIONS = {
-    "long_streams": Section("long_streams", "bench-long", "throughput", ("events_per_s", "requests_per_s", *THROUGHPUT_METRICS),
-                            ratio_at_least=0.9),
-    "short_requests": Section("short_requests", "bench-short", "throughput", ("requests_per_s", "events_per_s", *THROUGHPUT_METRICS),
-                              ratio_at_least=0.8),
-    "idle_streams": Section("idle_streams", "bench-idle", "idle",
-                            ("kb_per_stream", "server_cpu_percent", "keepalives_per_s", "open_seconds", "listen_overflows", "opened", "errors"),
-                            below=30),
-    "timing": Section("timing", "bench-paced", "timing",
-                      ("error_p99_ms", "error_p50_ms", "error_max_ms", "early_p50_ms", "late_p50_ms", "drift_ms", "early_p99_ms",
-                       "late_p99_ms", "first_frame_p50_ms", "server_cpu_percent", "client_cpu_percent", "errors"), below=5),
+    "long_streams": Section(
+        "long_streams",
+        "bench-long",
+        "throughput",
+        ("events_per_s", "requests_per_s", *THROUGHPUT_METRICS),
+        ratio_at_least=0.9,
+    ),
+    "short_requests": Section(
+        "short_requests",
+        "bench-short",
+        "throughput",
+        ("requests_per_s", "events_per_s", *THROUGHPUT_METRICS),
+        ratio_at_least=0.8,
+    ),
+    "idle_streams": Section(
+        "idle_streams",
+        "bench-idle",
+        "idle",
+        (
+            "kb_per_stream",
+            "server_cpu_percent",
+            "keepalives_per_s",
+            "open_seconds",
+            "listen_overflows",
+            "opened",
+            "errors",
+        ),
+        below=30,
+    ),
+    "timing": Section(
+        "timing",
+        "bench-paced",
+        "timing",
+        (
+            "error_p99_ms",
+            "error_p50_ms",
+            "error_max_ms",
+            "early_p50_ms",
+            "late_p50_ms",
+            "drift_ms",
+            "early_p99_ms",
+            "late_p99_ms",
+            "first_frame_p50_ms",
+            "server_cpu_percent",
+            "client_cpu_percent",
+            "errors",
+        ),
+        below=5,
+    ),
 }
 TARGETS = ("fakehop", "ceiling")
 
@@ -111,7 +169,7 @@ class Placement:
     client: tuple[int, ...] | None = None
 
     @classmethod
-    def choose(cls, apart: bool) -> "Placement":
+    def choose(cls, apart: bool) -> Placement:
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         if not apart or len(cpus) < 2:
             return cls()
@@ -138,7 +196,9 @@ class Server:
         self.name = name
         self.url = ""
         self.log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit)
+        self.process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit
+        )
         Placement.pin(self.process, cpus)
 
     @property
@@ -172,8 +232,19 @@ class Server:
 
 def fakehop_command() -> list[str]:
     """`fakehop serve` as a load test runs it: no line printed per request."""
-    return [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--time-scale", "1",
-            "--scenarios", str(bench_plan.SCENARIO_DIR)]
+    return [
+        sys.executable,
+        "-m",
+        "fakehop",
+        "serve",
+        "--port",
+        "0",
+        "--quiet",
+        "--time-scale",
+        "1",
+        "--scenarios",
+        str(bench_plan.SCENARIO_DIR),
+    ]
 
 
 def ceiling_command(plan_path: Path) -> list[str]:
@@ -200,8 +271,13 @@ class Client:
     """The load client process (bench/client.py): one JSON spec in, one JSON result out, per line."""
 
     def __init__(self, cpus: tuple[int, ...] | None) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "bench.client"], cwd=REPO, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, preexec_fn=raise_open_file_limit)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.client"],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            preexec_fn=raise_open_file_limit,
+        )
         Placement.pin(self.process, cpus)
 
     def run(self, spec: dict) -> dict:
@@ -238,8 +314,16 @@ def round_order(number: int) -> tuple[str, ...]:
 class Bench:
     """One protocol's sections, measured against both servers."""
 
-    def __init__(self, sizes: Sizes, plan: dict, plan_path: Path, client: Client, protocol: str, server_cpus: tuple[int, ...] | None,
-                 console: bool = False):
+    def __init__(
+        self,
+        sizes: Sizes,
+        plan: dict,
+        plan_path: Path,
+        client: Client,
+        protocol: str,
+        server_cpus: tuple[int, ...] | None,
+        console: bool = False,
+    ):
         self.sizes = sizes
         self.console = console
         self.server_cpus = server_cpus
@@ -265,10 +349,17 @@ class Bench:
             spec.update(concurrency=sizes.short_clients, duration=sizes.short_seconds)
         elif section.name == "idle_streams":
             groups = spec["groups"]
-            spec.update(streams=sizes.idle_streams, hold=sizes.idle_hold, keepalive_interval=groups[1][0] - groups[0][0],
-                        connect_concurrency=sizes.idle_connecting, settle=min(1.0, sizes.idle_hold / 4))
+            spec.update(
+                streams=sizes.idle_streams,
+                hold=sizes.idle_hold,
+                keepalive_interval=groups[1][0] - groups[0][0],
+                connect_concurrency=sizes.idle_connecting,
+                settle=min(1.0, sizes.idle_hold / 4),
+            )
         else:  # stream starts spread over one stream's length, so the load is steady rather than one burst
-            spec.update(concurrency=sizes.timing_streams, streams_each=sizes.timing_cycles, spread=spec["groups"][-1][0])
+            spec.update(
+                concurrency=sizes.timing_streams, streams_each=sizes.timing_cycles, spread=spec["groups"][-1][0]
+            )
         spec.update(overrides)
         return spec
 
@@ -278,7 +369,9 @@ class Bench:
             return
         short = SECTIONS["short_requests"]
         for server in running.values():
-            self.client.run(self.spec(short, server, concurrency=min(50, self.sizes.short_clients), duration=self.sizes.warmup))
+            self.client.run(
+                self.spec(short, server, concurrency=min(50, self.sizes.short_clients), duration=self.sizes.warmup)
+            )
 
     def one_round(self, section: Section, running: dict[str, Server], number: int, runs: dict[str, list[dict]]) -> None:
         for target in round_order(number):
@@ -336,14 +429,26 @@ def verdict(section: Section, summary: dict) -> dict:
     headline = section.headline
     if section.ratio_at_least is not None:
         ratio = round(fakehop[headline] / ceiling[headline], 3) if ceiling[headline] else None
-        rounds = [round(f[headline] / c[headline], 3) if c[headline] else None
-                  for f, c in zip(summary["fakehop"]["runs"], summary["ceiling"]["runs"])]
+        rounds = [
+            round(f[headline] / c[headline], 3) if c[headline] else None
+            for f, c in zip(summary["fakehop"]["runs"], summary["ceiling"]["runs"])
+        ]
         cost = fakehop["server_us_per_request"]
-        return {"metric": headline, "ratio": ratio, "round_ratios": rounds, "target": f">= {section.ratio_at_least:g}",
-                "met": clean and ratio is not None and ratio >= section.ratio_at_least,
-                "server_cost_ratio": round(ceiling["server_us_per_request"] / cost, 3) if cost else None}
-    return {"metric": headline, "fakehop": fakehop[headline], "ceiling": ceiling[headline], "target": f"< {section.below:g}",
-            "met": clean and fakehop[headline] is not None and fakehop[headline] < section.below}
+        return {
+            "metric": headline,
+            "ratio": ratio,
+            "round_ratios": rounds,
+            "target": f">= {section.ratio_at_least:g}",
+            "met": clean and ratio is not None and ratio >= section.ratio_at_least,
+            "server_cost_ratio": round(ceiling["server_us_per_request"] / cost, 3) if cost else None,
+        }
+    return {
+        "metric": headline,
+        "fakehop": fakehop[headline],
+        "ceiling": ceiling[headline],
+        "target": f"< {section.below:g}",
+        "met": clean and fakehop[headline] is not None and fakehop[headline] < section.below,
+    }
 
 
 def outcome(section: Section, runs: dict[str, list[dict]]) -> dict:
@@ -379,7 +484,14 @@ def instructions(protocols: list[str], quick: bool, console: bool = False) -> di
         return {"status": "skipped in --quick"}
     if not available():
         return {"status": "not available: valgrind is not installed"}
-    command = [sys.executable, "-m", "bench.instructions", "--protocols", ",".join(protocols), *(["--console"] if console else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.instructions",
+        "--protocols",
+        ",".join(protocols),
+        *(["--console"] if console else []),
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=1800)
     if done.returncode != 0:
         return {"status": "failed", "exit_code": done.returncode, "stderr": done.stderr.decode()[-2000:]}
@@ -410,9 +522,19 @@ def table(results: dict) -> str:
                 headline = metric == section.headline
                 ratio = outcome["verdict"].get("ratio") if headline else None
                 spreads = f"{format_number(fakehop['spread_percent'].get(metric))}/{format_number(ceiling['spread_percent'].get(metric))}"
-                rows.append((protocol, name if headline else "", metric, format_number(f_value), format_number(c_value),
-                             format_number(ratio), outcome["verdict"]["target"] if headline else "",
-                             ("yes" if outcome["verdict"]["met"] else "NO") if headline else "", spreads))
+                rows.append(
+                    (
+                        protocol,
+                        name if headline else "",
+                        metric,
+                        format_number(f_value),
+                        format_number(c_value),
+                        format_number(ratio),
+                        outcome["verdict"]["target"] if headline else "",
+                        ("yes" if outcome["verdict"]["met"] else "NO") if headline else "",
+                        spreads,
+                    )
+                )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
@@ -423,10 +545,14 @@ def instructions_summary(counts: dict) -> str:
     lines = ["instructions per request (callgrind; the same from run to run):"]
     for protocol, by_scenario in counts["per_request"].items():
         for scenario, figures in by_scenario.items():
-            line = (f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
-                    f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}")
+            line = (
+                f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
+                f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}"
+            )
             if "fakehop_console" in figures:
-                line += f"; with a console watching {figures['fakehop_console'] / 1000:,.0f}k, {figures['console_ratio']:g}"
+                line += (
+                    f"; with a console watching {figures['fakehop_console'] / 1000:,.0f}k, {figures['console_ratio']:g}"
+                )
             lines.append(line)
     return "\n".join(lines)
 
@@ -437,10 +563,12 @@ def fixture_summary(overhead: dict) -> str:
         return f"fixture overhead: {overhead['status']} {overhead.get('hook') or overhead.get('stderr') or overhead.get('output', '')}"
     per_test = ", ".join(f"{kind} {numbers['median_ms']:g} ms" for kind, numbers in figures["per_test"].items())
     goals = figures["goals"]
-    return (f"fixture overhead: session start {figures['session_start_ms']:g} ms (goal < {goals['session_start_ms_below']:g}), "
-            f"warm start {figures['warm_start_ms']:g} ms; per test (median) {per_test}; "
-            f"the fixture adds {figures['fixture_overhead_ms']:g} ms (goal < {goals['fixture_overhead_ms_below']:g}); "
-            f"met: {'yes' if goals['met'] else 'NO'}")
+    return (
+        f"fixture overhead: session start {figures['session_start_ms']:g} ms (goal < {goals['session_start_ms_below']:g}), "
+        f"warm start {figures['warm_start_ms']:g} ms; per test (median) {per_test}; "
+        f"the fixture adds {figures['fixture_overhead_ms']:g} ms (goal < {goals['fixture_overhead_ms_below']:g}); "
+        f"met: {'yes' if goals['met'] else 'NO'}"
+    )
 
 
 # ---------------------------------------------------------------- main
@@ -449,19 +577,38 @@ def fixture_summary(overhead: dict) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: a few clients, one round")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"comma-separated (default: all, {','.join(PROTOCOLS)})")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})")
+    parser.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help=f"comma-separated (default: all, {','.join(PROTOCOLS)})"
+    )
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})"
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_RESULTS, metavar="PATH", help="where to write the results")
     parser.add_argument("--no-fixture-overhead", action="store_true", help="skip bench/fixture_overhead.py")
-    parser.add_argument("--no-pinning", action="store_true",
-                        help="let the scheduler place the processes (default, with 2 CPUs or more: the servers on the first, the client on the rest)")
-    parser.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.py (instructions per request, under valgrind)")
-    parser.add_argument("--console", action="store_true",
-                        help="with one console watching fakehop's push throughout (and its instructions per request counted both ways)")
+    parser.add_argument(
+        "--no-pinning",
+        action="store_true",
+        help="let the scheduler place the processes (default, with 2 CPUs or more: the servers on the first, the client on the rest)",
+    )
+    parser.add_argument(
+        "--no-instructions",
+        action="store_true",
+        help="skip bench/instructions.py (instructions per request, under valgrind)",
+    )
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="with one console watching fakehop's push throughout (and its instructions per request counted both ways)",
+    )
     for field in fields(Sizes):
         flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=type(field.default), default=None, metavar="N",
-                            help=f"default {field.default} (or $BENCH_{field.name.upper()})")
+        parser.add_argument(
+            flag,
+            type=type(field.default),
+            default=None,
+            metavar="N",
+            help=f"default {field.default} (or $BENCH_{field.name.upper()})",
+        )
     args = parser.parse_args(argv)
     for option, known in (("protocols", PROTOCOLS), ("sections", SECTIONS)):
         chosen = [name for name in getattr(args, option).split(",") if name]
@@ -487,8 +634,12 @@ def sizes_from(args: argparse.Namespace) -> Sizes:
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg": list(os.getloadavg())}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg": list(os.getloadavg()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -497,8 +648,14 @@ def main(argv: list[str] | None = None) -> int:
     raise_open_file_limit()
     started = time.monotonic()
     placement = Placement.choose(apart=not args.no_pinning)
-    results = {"machine_before": machine(), "sizes": asdict(sizes), "protocols": args.protocols, "cpus": asdict(placement), "console": args.console,
-               "sections": {name: {} for name in args.sections}}
+    results = {
+        "machine_before": machine(),
+        "sizes": asdict(sizes),
+        "protocols": args.protocols,
+        "cpus": asdict(placement),
+        "console": args.console,
+        "sections": {name: {} for name in args.sections},
+    }
     with tempfile.TemporaryDirectory(prefix="fakehop-bench-") as scratch:
         plan = bench_plan.build(args.protocols)
         plan_path = Path(scratch) / "plan.json"
@@ -506,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
         client = Client(placement.client)
         try:
             for protocol in args.protocols:
-                outcomes = Bench(sizes, plan, plan_path, client, protocol, placement.servers, args.console).sections(args.sections)
+                outcomes = Bench(sizes, plan, plan_path, client, protocol, placement.servers, args.console).sections(
+                    args.sections
+                )
                 for name, result in outcomes.items():
                     results["sections"][name][protocol] = result
         finally:
@@ -525,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
     if "instructions" in results:
         print("\n" + instructions_summary(results["instructions"]))
-    print(f"\n{results['seconds']:g} s; {placement.described()}; load average before {results['machine_before']['loadavg']}, "
-          f"after {results['machine_after']['loadavg']}; results in {args.json}")
+    print(
+        f"\n{results['seconds']:g} s; {placement.described()}; load average before {results['machine_before']['loadavg']}, "
+        f"after {results['machine_after']['loadavg']}; results in {args.json}"
+    )
     return 0

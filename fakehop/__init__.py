@@ -32,16 +32,33 @@ _PUBLIC = {
     "Finding": "fakehop.verdicts",
 }
 
-__all__ = ["CONTROL_PREFIX", "__version__", *_PUBLIC]
+__all__ = [
+    "CONTROL_PREFIX",
+    "ControlClient",
+    "ControlFailed",
+    "Fakehop",
+    "Finding",
+    "Gateway",
+    "Library",
+    "RecordedRequest",
+    "Scenario",
+    "ScenarioError",
+    "ThreadServer",
+    "__version__",
+    "create_app",
+    "load_file",
+    "make_app",
+    "parse_text",
+]
 
 if TYPE_CHECKING:
     from fakehop.scenario.library import Library
-    from fakehop.testing.remote import ControlClient, ControlFailed
     from fakehop.scenario.model import Scenario
     from fakehop.scenario.reader import ScenarioError, load_file, parse_text
-    from fakehop.server.gateway import Gateway
     from fakehop.server.app import create_app
+    from fakehop.server.gateway import Gateway
     from fakehop.testing.fixture import Fakehop, RecordedRequest, make_app
+    from fakehop.testing.remote import ControlClient, ControlFailed
     from fakehop.testing.thread_server import ThreadServer
     from fakehop.verdicts import Finding
 

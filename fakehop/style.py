@@ -8,7 +8,8 @@ or `plain`, which leaves text as it is."""
 from __future__ import annotations
 
 import os
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 Tint = Callable[[str, str], str]
 

@@ -13,16 +13,17 @@ import email.utils
 import heapq
 import json
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
-from .state import journal as jr
 from .play import player
-from .state.journal import Record
 from .protocols import PROTOCOLS
 from .protocols.common import BadRequest, content_text
 from .scenario.model import Script
+from .state import journal as jr
+from .state.journal import Record
 from .style import Tint, plain
 
 ScriptOf = Callable[[Record], Script | None]  # the script a record's answer played, when still known
@@ -48,18 +49,27 @@ def setting(default: float, meaning: str):
 class Settings:
     """The rules' thresholds, in real seconds (never time-scaled: they judge the client's clock)."""
 
-    retry_after_slack: float = setting(0.05, "retry_after_ignored: how much sooner than Retry-After said a retry may come")
-    backoff_floor: float = setting(0.25, "no_backoff: a retry sooner than this after a failure is hasty (the SDKs wait 0.375 s or more)")
+    retry_after_slack: float = setting(
+        0.05, "retry_after_ignored: how much sooner than Retry-After said a retry may come"
+    )
+    backoff_floor: float = setting(
+        0.25, "no_backoff: a retry sooner than this after a failure is hasty (the SDKs wait 0.375 s or more)"
+    )
     backoff_retries: int = setting(3, "no_backoff: from this many retries of one request on, their waits must grow")
     backoff_growth: float = setting(1.25, "no_backoff: a wait grows when it is at least this many times the one before")
     max_attempts: int = setting(5, "retry_storm: more attempts of one request than this is a storm (the SDKs make 3)")
-    read_patience: float = setting(630.0, "no_read_timeout: a request still open with no output for this long (the SDKs time out at 600)")
+    read_patience: float = setting(
+        630.0, "no_read_timeout: a request still open with no output for this long (the SDKs time out at 600)"
+    )
     write_patience: float = setting(10.0, "abandoned_stream: a write to a client that does not read, blocked this long")
-    together_within: float = setting(0.25, "retries: an SDK's first attempt this soon after the same request failed is a copy sent "
-                                           "with it, not a retry (unless that one's SDK had its retries turned down)")
+    together_within: float = setting(
+        0.25,
+        "retries: an SDK's first attempt this soon after the same request failed is a copy sent "
+        "with it, not a retry (unless that one's SDK had its retries turned down)",
+    )
 
     @classmethod
-    def from_strings(cls, values: Mapping[str, str]) -> "Settings":
+    def from_strings(cls, values: Mapping[str, str]) -> Settings:
         """Settings from text (a query string, the command line); ValueError naming a bad one."""
         known = {f.name for f in fields(cls)}
         chosen: dict[str, Any] = {}
@@ -98,7 +108,7 @@ class Finding:
         return {"rule": self.rule, "severity": self.severity, "seqs": list(self.seqs), "message": self.message}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Finding":
+    def from_json(cls, data: dict) -> Finding:
         return cls(data["rule"], data["severity"], tuple(data["seqs"]), data["message"])
 
     def __str__(self) -> str:
@@ -140,8 +150,14 @@ class Attempts:
 
     def as_json(self) -> dict:
         first = self.records[0]
-        return {"seqs": list(self.seqs), "path": first.path, "scenario": first.scenario, "attempts": len(self.records),
-                "waits": [round(wait, 3) for _, _, wait in self.retries()], "ends": [record.end for record in self.records]}
+        return {
+            "seqs": list(self.seqs),
+            "path": first.path,
+            "scenario": first.scenario,
+            "attempts": len(self.records),
+            "waits": [round(wait, 3) for _, _, wait in self.retries()],
+            "ends": [record.end for record in self.records],
+        }
 
 
 def same_request_key(record: Record) -> tuple[str, str]:
@@ -235,8 +251,11 @@ def retried_request(failed: Ended | None, turned: Ended | None, call: Attempts, 
 def turned_down(call: Attempts, script_of: ScriptOf) -> bool:
     """Whether an SDK's call gave up on a failure in fewer attempts than the SDKs make at
     their defaults, when they retry that failure: its client turned the retries down."""
-    return (retry_count(call.records[0]) == 0 and len(call.records) < SDK_ATTEMPTS
-            and sdk_retries(call.records[-1], script_of))
+    return (
+        retry_count(call.records[0]) == 0
+        and len(call.records) < SDK_ATTEMPTS
+        and sdk_retries(call.records[-1], script_of)
+    )
 
 
 def sdk_retries(record: Record, script_of: ScriptOf) -> bool:
@@ -381,7 +400,11 @@ def responses_text(event: dict) -> str:
 
 def messages_text(event: dict) -> str:
     delta = event.get("delta") or {}
-    return delta.get("text", "") if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta" else ""
+    return (
+        delta.get("text", "")
+        if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta"
+        else ""
+    )
 
 
 TEXT_OF_EVENT = {"chat": chat_text, "responses": responses_text, "messages": messages_text}
@@ -454,8 +477,11 @@ class Conversations:
         followed by an assistant turn of `partial` (or beginning with it, when `cut`)."""
         replies = self.replies.get(self.ends[number], {})
         nodes = [node for text, node in replies.items() if text.startswith(partial)] if cut else [replies.get(partial)]
-        later = [passing[bisect.bisect_right(passing, number)] for node in nodes
-                 if node is not None and (passing := self.passing[node])[-1] > number]
+        later = [
+            passing[bisect.bisect_right(passing, number)]
+            for node in nodes
+            if node is not None and (passing := self.passing[node])[-1] > number
+        ]
         return min(later, default=None)
 
 
@@ -484,15 +510,23 @@ def more(count: int, what: str) -> str:
 def retry_after_ignored(evidence: Evidence):
     slack = evidence.settings.retry_after_slack
     for request in evidence.requests:
-        early = [(before, after, wait, asked) for before, after, wait in request.retries()
-                 if (asked := retry_after_seconds(before)) is not None and wait < asked - slack]
+        early = [
+            (before, after, wait, asked)
+            for before, after, wait in request.retries()
+            if (asked := retry_after_seconds(before)) is not None and wait < asked - slack
+        ]
         if early:
             before, after, wait, asked = early[0]
-            yield ERROR, concerned([(b, a) for b, a, _, _ in early]), (
-                f"retried #{after.seq} {wait:.2f} s after a {before.status} whose "
-                f"{'retry-after-ms' if retry_after_ms(before) is not None else 'Retry-After'} asked for {asked:g} s"
-                f"{more(len(early) - 1, 'retries as early')}; HopBase sends Retry-After with its 429s and 503s: "
-                "wait at least that long before the next attempt")
+            yield (
+                ERROR,
+                concerned([(b, a) for b, a, _, _ in early]),
+                (
+                    f"retried #{after.seq} {wait:.2f} s after a {before.status} whose "
+                    f"{'retry-after-ms' if retry_after_ms(before) is not None else 'Retry-After'} asked for {asked:g} s"
+                    f"{more(len(early) - 1, 'retries as early')}; HopBase sends Retry-After with its 429s and 503s: "
+                    "wait at least that long before the next attempt"
+                ),
+            )
 
 
 @rule
@@ -500,18 +534,33 @@ def no_backoff(evidence: Evidence):
     settings = evidence.settings
     for request in evidence.requests:
         waits = [(after, wait) for before, after, wait in request.retries() if not retry_after_seconds(before)]
-        steady = len(waits) >= settings.backoff_retries and not any(  # a wait under the floor is no backoff, however it compares
-            later >= max(earlier * settings.backoff_growth, settings.backoff_floor) for (_, earlier), (_, later) in zip(waits, waits[1:]))
+        steady = (
+            len(waits) >= settings.backoff_retries
+            and not any(  # a wait under the floor is no backoff, however it compares
+                later >= max(earlier * settings.backoff_growth, settings.backoff_floor)
+                for (_, earlier), (_, later) in zip(waits, waits[1:])
+            )
+        )
         hasty = [after.seq for after, wait in waits if wait < settings.backoff_floor]
         shown = ", ".join(f"{wait:.2f}" for _, wait in waits)
         if steady:
-            yield ERROR, request.seqs, (
-                f"retried one request {len(waits)} times with waits of {shown} s that never grew; back off "
-                "exponentially between attempts (the SDKs wait about 0.5 s, then 1 s, 2 s, up to 8 s)")
+            yield (
+                ERROR,
+                request.seqs,
+                (
+                    f"retried one request {len(waits)} times with waits of {shown} s that never grew; back off "
+                    "exponentially between attempts (the SDKs wait about 0.5 s, then 1 s, 2 s, up to 8 s)"
+                ),
+            )
         elif hasty:
-            yield WARNING, request.seqs, (
-                f"retried {seq_list(hasty)} less than {settings.backoff_floor:g} s after the attempt before failed "
-                f"(waits {shown} s); wait before reissuing the request, longer each time")
+            yield (
+                WARNING,
+                request.seqs,
+                (
+                    f"retried {seq_list(hasty)} less than {settings.backoff_floor:g} s after the attempt before failed "
+                    f"(waits {shown} s); wait before reissuing the request, longer each time"
+                ),
+            )
 
 
 @rule
@@ -519,9 +568,14 @@ def retry_storm(evidence: Evidence):
     limit = evidence.settings.max_attempts
     for request in evidence.requests:
         if len(request.records) > limit:
-            yield ERROR, request.seqs, (
-                f"sent one request {len(request.records)} times, more than {limit}; give up after a few attempts "
-                "(the SDKs make 3) and report the failure instead of adding load to a gateway that is failing")
+            yield (
+                ERROR,
+                request.seqs,
+                (
+                    f"sent one request {len(request.records)} times, more than {limit}; give up after a few attempts "
+                    "(the SDKs make 3) and report the failure instead of adding load to a gateway that is failing"
+                ),
+            )
 
 
 def non_retryable(record: Record) -> str | None:
@@ -536,32 +590,50 @@ def non_retryable(record: Record) -> str | None:
 @rule
 def retried_non_retryable(evidence: Evidence):
     for request in evidence.requests:
-        resent = [(before, after, reason) for before, after, _ in request.retries()
-                  if (reason := non_retryable(before)) is not None and not should_retry_header(before, evidence.script_of)]
+        resent = [
+            (before, after, reason)
+            for before, after, _ in request.retries()
+            if (reason := non_retryable(before)) is not None and not should_retry_header(before, evidence.script_of)
+        ]
         if resent:
-            before, after, reason = resent[0]
-            yield ERROR, concerned([(b, a) for b, a, _ in resent]), (
-                f"resent the same request as #{after.seq} after {reason}{more(len(resent) - 1, 'times')}, which it "
-                "will only get again; change the request (or its key, or what it asks for) instead of retrying it")
+            _, after, reason = resent[0]
+            yield (
+                ERROR,
+                concerned([(b, a) for b, a, _ in resent]),
+                (
+                    f"resent the same request as #{after.seq} after {reason}{more(len(resent) - 1, 'times')}, which it "
+                    "will only get again; change the request (or its key, or what it asks for) instead of retrying it"
+                ),
+            )
 
 
 @rule
 def resumed_partial_output(evidence: Evidence):
     for cut, later, went_on in evidence.carried_forward:
         if not went_on:
-            yield ERROR, (cut.seq, later.seq), (
-                f"continued the answer cut short at #{cut.seq} ({cut.end}) by sending its partial text back as the "
-                "assistant's turn; HopBase cannot resume partial output: reissue the whole request")
+            yield (
+                ERROR,
+                (cut.seq, later.seq),
+                (
+                    f"continued the answer cut short at #{cut.seq} ({cut.end}) by sending its partial text back as the "
+                    "assistant's turn; HopBase cannot resume partial output: reissue the whole request"
+                ),
+            )
 
 
 @rule
 def truncated_stream_accepted(evidence: Evidence):
     for cut, later, went_on in evidence.carried_forward:
         if went_on:
-            yield ERROR, (cut.seq, later.seq), (
-                f"took the answer of #{cut.seq}, cut short with no terminator ({cut.end}), as complete and carried it "
-                "into the next turn; an answer is whole only when its stream ends with the protocol's terminal event "
-                "([DONE], response.completed, message_stop): reissue the request instead")
+            yield (
+                ERROR,
+                (cut.seq, later.seq),
+                (
+                    f"took the answer of #{cut.seq}, cut short with no terminator ({cut.end}), as complete and carried it "
+                    "into the next turn; an answer is whole only when its stream ends with the protocol's terminal event "
+                    "([DONE], response.completed, message_stop): reissue the request instead"
+                ),
+            )
 
 
 def silence_at_hang_up(evidence: Evidence, record: Record) -> tuple[float, float] | None:
@@ -589,27 +661,43 @@ def silence_at_hang_up(evidence: Evidence, record: Record) -> tuple[float, float
 
 @rule
 def gave_up_during_keepalive(evidence: Evidence):
-    hung_up = [record for record in evidence.records
-               if record.end == jr.CLIENT_DISCONNECTED and record.stream and record.write_began is None]
+    hung_up = [
+        record
+        for record in evidence.records
+        if record.end == jr.CLIENT_DISCONNECTED and record.stream and record.write_began is None
+    ]
     for record, silence in ((record, silence_at_hang_up(evidence, record)) for record in hung_up):
         if silence is not None:
-            yield ERROR, (record.seq,), (
-                f"hung up {silence[0]:.2f} s into a silence kept alive by ': hopbase-keepalive' comments, which was to "
-                f"last {silence[1]:.2f} s; HopBase keeps a stream of a model that is thinking alive for up to its stall "
-                "timeout (about 2 minutes): make the read timeout longer than the keepalive interval and let the "
-                "gateway end a stalled stream")
+            yield (
+                ERROR,
+                (record.seq,),
+                (
+                    f"hung up {silence[0]:.2f} s into a silence kept alive by ': hopbase-keepalive' comments, which was to "
+                    f"last {silence[1]:.2f} s; HopBase keeps a stream of a model that is thinking alive for up to its stall "
+                    "timeout (about 2 minutes): make the read timeout longer than the keepalive interval and let the "
+                    "gateway end a stalled stream"
+                ),
+            )
 
 
 @rule
 def no_read_timeout(evidence: Evidence):
-    waiting = {record.seq: evidence.age(record, last_output_at(record)) for record in evidence.records
-               if record.end == jr.IN_PROGRESS and record.write_began is None}  # a blocked write is abandoned_stream's
+    waiting = {
+        record.seq: evidence.age(record, last_output_at(record))
+        for record in evidence.records
+        if record.end == jr.IN_PROGRESS and record.write_began is None
+    }  # a blocked write is abandoned_stream's
     for seq, silent in waiting.items():
         if silent > evidence.settings.read_patience:
-            yield ERROR, (seq,), (
-                f"is still waiting after {silent:.0f} s in which the gateway wrote no output; HopBase ends a stalled "
-                "stream after about 2 minutes, so give every request a read timeout (and a stream an overall "
-                "deadline) and hang up when it passes")
+            yield (
+                ERROR,
+                (seq,),
+                (
+                    f"is still waiting after {silent:.0f} s in which the gateway wrote no output; HopBase ends a stalled "
+                    "stream after about 2 minutes, so give every request a read timeout (and a stream an overall "
+                    "deadline) and hang up when it passes"
+                ),
+            )
 
 
 @rule
@@ -622,9 +710,14 @@ def abandoned_stream(evidence: Evidence):
         blocked = until - record.since_arrival(record.write_began)
         if blocked > patience:
             left = "is still open" if record.end == jr.IN_PROGRESS else "was only then closed"
-            yield ERROR, (record.seq,), (
-                f"stopped reading the stream for {blocked:.1f} s while the gateway waited to write, and {left}; "
-                "read a stream to its end, or close it (a `with` block, stream.close()) as soon as it is no longer wanted")
+            yield (
+                ERROR,
+                (record.seq,),
+                (
+                    f"stopped reading the stream for {blocked:.1f} s while the gateway waited to write, and {left}; "
+                    "read a stream to its end, or close it (a `with` block, stream.close()) as soon as it is no longer wanted"
+                ),
+            )
 
 
 # ---------------------------------------------------------------- judging
@@ -642,9 +735,15 @@ class Verdict:
 
     def as_json(self) -> dict:
         retried = [request.as_json() for request in self.requests if len(request.records) > 1]
-        return {"session": self.session, "findings": [finding.as_json() for finding in self.findings],
-                "errors": self.count(ERROR), "warnings": self.count(WARNING),
-                "requests": len(self.requests), "retried": retried, "settings": asdict(self.settings)}
+        return {
+            "session": self.session,
+            "findings": [finding.as_json() for finding in self.findings],
+            "errors": self.count(ERROR),
+            "warnings": self.count(WARNING),
+            "requests": len(self.requests),
+            "retried": retried,
+            "settings": asdict(self.settings),
+        }
 
 
 @dataclass(frozen=True)
@@ -670,8 +769,11 @@ def judge(taken: Taken, settings: Settings = Settings()) -> Verdict:
     """Every rule over what was taken; findings in the order of their first seq. Off the
     server's loop if wanted: it reads only the copies."""
     evidence = Evidence(taken.records, settings, taken.script_of, taken.time_scale, taken.now)
-    findings = [Finding(name, severity, seqs, message)
-                for name, check in RULES.items() for severity, seqs, message in check(evidence)]
+    findings = [
+        Finding(name, severity, seqs, message)
+        for name, check in RULES.items()
+        for severity, seqs, message in check(evidence)
+    ]
     findings.sort(key=lambda finding: (finding.seqs, finding.rule))
     return Verdict(findings, evidence.requests, settings, taken.session)
 

@@ -25,10 +25,10 @@ import sys
 import threading
 from collections import Counter
 
-from fakehop.state import journal as jr
 from fakehop.scenario.library import Library
-from fakehop.server.gateway import Gateway
 from fakehop.server.app import start
+from fakehop.server.gateway import Gateway
+from fakehop.state import journal as jr
 
 UNFINISHED = "fakehop could not finish this answer"  # the journal's note when an answer ended in an exception
 

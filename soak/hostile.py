@@ -16,8 +16,9 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, NamedTuple
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -44,13 +45,17 @@ LARGE_SCENARIOS = {
 
 
 def chat_body(prompt: str = "hi", model: str = "gpt-5.6-sol", stream: bool = True, **extra) -> bytes:
-    return json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream, **extra}).encode()
+    return json.dumps(
+        {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": stream, **extra}
+    ).encode()
 
 
 def conversation(messages: int) -> bytes:
     """A chat body of `messages` short turns, user and assistant by turns, then "hi": some 33 bytes a turn."""
     turns = [{"role": "user" if number % 2 == 0 else "assistant", "content": "t"} for number in range(messages)]
-    return json.dumps({"model": "gpt-5.6-sol", "messages": turns + [{"role": "user", "content": "hi"}]}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"model": "gpt-5.6-sol", "messages": turns + [{"role": "user", "content": "hi"}]}, separators=(",", ":")
+    ).encode()
 
 
 def of_values(values: list[str]) -> bytes:
@@ -87,7 +92,7 @@ class HealthProber:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.probe, daemon=True)
 
-    def __enter__(self) -> "HealthProber":
+    def __enter__(self) -> HealthProber:
         self.thread.start()
         return self
 
@@ -113,9 +118,13 @@ class HealthProber:
         connection.close()
 
 
-async def post(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict | None = None, path: str = CHAT) -> str:
+async def post(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict | None = None, path: str = CHAT
+) -> str:
     """Send one request and read all of its answer; returns its status and size."""
-    async with session.post(url + path, data=body, headers={"Content-Type": "application/json", **(headers or {})}) as response:
+    async with session.post(
+        url + path, data=body, headers={"Content-Type": "application/json", **(headers or {})}
+    ) as response:
         size = len(await response.read())
         return f"{response.status}, {size:,} bytes"
 
@@ -134,7 +143,9 @@ async def read_for(session: aiohttp.ClientSession, url: str, seconds: float, bod
     return f"{response.status}, {received:,} bytes in {seconds:g}s"
 
 
-Send = Callable[[aiohttp.ClientSession, str], Awaitable[str]]  # one case's request(s) to the server at a URL; returns what came back
+Send = Callable[
+    [aiohttp.ClientSession, str], Awaitable[str]
+]  # one case's request(s) to the server at a URL; returns what came back
 
 
 def sending(body: bytes, headers: dict | None = None, path: str = CHAT) -> Send:
@@ -147,34 +158,78 @@ def cases(scale: float) -> list[Case]:
     takes this process's time too."""
     words = {"X-Fakehop-Scenario": "three-hundred-words"}
     bomb_bytes = int(MAX_BODY_BYTES * max(8 * scale, 1.1))
-    steps, empty_objects, messages, escapes = int(71_000 * scale), int(3_000_000 * scale), int(900_000 * scale), int(15_000_000 * scale)
+    steps, empty_objects, messages, escapes = (
+        int(71_000 * scale),
+        int(3_000_000 * scale),
+        int(900_000 * scale),
+        int(15_000_000 * scale),
+    )
     big_headers = {f"X-Big-{number}": "h" * 60_000 for number in range(120)}
-    return [Case(*case) for case in [
-        ("a 2 MiB model on a 300-word scenario", lambda: sending(chat_body(model="m" * 2**21), words)),
-        ("20 models of 10 MiB", lambda: bursting(int(20 * scale) or 1, chat_body(model="m" * 10 * 2**20), words)),
-        ("the largest body with the longest model on a 300-word scenario",
-         lambda: sending(chat_body("word " * ((MAX_BODY_BYTES - 400) // 5), model="m" * MAX_MODEL_CHARS), words)),
-        (f"a gzip bomb of {bomb_bytes / 2**20:.0f} MiB inflated",
-         lambda: sending(gzip.compress(b'{"model": "m", "x": "' + b"a" * bomb_bytes + b'"}'), {"Content-Encoding": "gzip"})),
-        ("/^(a+)+$/ on a 27-character prompt", lambda: sending(chat_body("a" * 27 + "b"))),
-        ("/weather.*Paris/ on a 200 KB prompt", lambda: sending(chat_body("weather " * 25_000))),
-        ("keepalives every 1ms during an hour's delay", lambda: reading(2 * scale, chat_body(), "tiny-keepalives")),
-        ("a million deltas with no pause, streamed", lambda: reading(30, chat_body(), "million-deltas"), ("million-deltas",)),
-        ("a million deltas with no pause, whole", lambda: sending(chat_body(stream=False), {"X-Fakehop-Scenario": "million-deltas"}),
-         ("million-deltas",)),
-        (f"an upload of {steps:,} steps",
-         lambda: sending(("steps:\n" + "  - keepalive\n" * steps).encode(), YAML, path="/_fakehop/scenarios?name=many-steps")),
-        ("bodies of 20 MiB in the journal, then read", lambda: journaling(chat_body("x" * 20 * 2**20, stream=False), int(40 * scale) or 1)),
-        (f"{empty_objects:,} empty objects in one body", lambda: sending(of_values(["{}"] * empty_objects))),
-        (f"a conversation of {messages:,} messages", lambda: sending(conversation(messages))),
-        ("a conversation of 80,000 messages, about the most a body may hold", lambda: sending(conversation(80_000))),
-        (f"{MAX_JSON_VALUES - 100:,} numbers in one body, about the most it may hold", lambda: sending(of_values(["1"] * (MAX_JSON_VALUES - 100)))),
-        (f"a prompt of {escapes:,} escapes", lambda: sending(chat_body("\n" * escapes, stream=False))),
-        (f"a prompt of {MAX_BACKSLASHES:,} escapes, the most a body may hold", lambda: sending(chat_body("\n" * MAX_BACKSLASHES, stream=False))),
-        ("bodies of 149,000 numbers in the journal, then read",  # 1.0 MB each: kept parsed
-         lambda: journaling(of_values([str(number) for number in range(10**5, 10**5 + 149_000)]), int(64 * scale) or 1)),
-        ("headers of 120 lines of 60 KB in the journal, then read", lambda: journaling(chat_body(), int(40 * scale) or 1, big_headers)),
-    ]]
+    return [
+        Case(*case)
+        for case in [
+            ("a 2 MiB model on a 300-word scenario", lambda: sending(chat_body(model="m" * 2**21), words)),
+            ("20 models of 10 MiB", lambda: bursting(int(20 * scale) or 1, chat_body(model="m" * 10 * 2**20), words)),
+            (
+                "the largest body with the longest model on a 300-word scenario",
+                lambda: sending(chat_body("word " * ((MAX_BODY_BYTES - 400) // 5), model="m" * MAX_MODEL_CHARS), words),
+            ),
+            (
+                f"a gzip bomb of {bomb_bytes / 2**20:.0f} MiB inflated",
+                lambda: sending(
+                    gzip.compress(b'{"model": "m", "x": "' + b"a" * bomb_bytes + b'"}'), {"Content-Encoding": "gzip"}
+                ),
+            ),
+            ("/^(a+)+$/ on a 27-character prompt", lambda: sending(chat_body("a" * 27 + "b"))),
+            ("/weather.*Paris/ on a 200 KB prompt", lambda: sending(chat_body("weather " * 25_000))),
+            ("keepalives every 1ms during an hour's delay", lambda: reading(2 * scale, chat_body(), "tiny-keepalives")),
+            (
+                "a million deltas with no pause, streamed",
+                lambda: reading(30, chat_body(), "million-deltas"),
+                ("million-deltas",),
+            ),
+            (
+                "a million deltas with no pause, whole",
+                lambda: sending(chat_body(stream=False), {"X-Fakehop-Scenario": "million-deltas"}),
+                ("million-deltas",),
+            ),
+            (
+                f"an upload of {steps:,} steps",
+                lambda: sending(
+                    ("steps:\n" + "  - keepalive\n" * steps).encode(), YAML, path="/_fakehop/scenarios?name=many-steps"
+                ),
+            ),
+            (
+                "bodies of 20 MiB in the journal, then read",
+                lambda: journaling(chat_body("x" * 20 * 2**20, stream=False), int(40 * scale) or 1),
+            ),
+            (f"{empty_objects:,} empty objects in one body", lambda: sending(of_values(["{}"] * empty_objects))),
+            (f"a conversation of {messages:,} messages", lambda: sending(conversation(messages))),
+            (
+                "a conversation of 80,000 messages, about the most a body may hold",
+                lambda: sending(conversation(80_000)),
+            ),
+            (
+                f"{MAX_JSON_VALUES - 100:,} numbers in one body, about the most it may hold",
+                lambda: sending(of_values(["1"] * (MAX_JSON_VALUES - 100))),
+            ),
+            (f"a prompt of {escapes:,} escapes", lambda: sending(chat_body("\n" * escapes, stream=False))),
+            (
+                f"a prompt of {MAX_BACKSLASHES:,} escapes, the most a body may hold",
+                lambda: sending(chat_body("\n" * MAX_BACKSLASHES, stream=False)),
+            ),
+            (
+                "bodies of 149,000 numbers in the journal, then read",  # 1.0 MB each: kept parsed
+                lambda: journaling(
+                    of_values([str(number) for number in range(10**5, 10**5 + 149_000)]), int(64 * scale) or 1
+                ),
+            ),
+            (
+                "headers of 120 lines of 60 KB in the journal, then read",
+                lambda: journaling(chat_body(), int(40 * scale) or 1, big_headers),
+            ),
+        ]
+    ]
 
 
 def bursting(count: int, body: bytes, headers: dict) -> Send:
@@ -193,7 +248,9 @@ async def burst(count: int, send: Callable[[], Awaitable[str]]) -> str:
     return "; ".join(sorted(set(await asyncio.gather(*(send() for _ in range(count))))))
 
 
-async def journal_of(session: aiohttp.ClientSession, url: str, body: bytes, count: int, headers: dict | None = None) -> str:
+async def journal_of(
+    session: aiohttp.ClientSession, url: str, body: bytes, count: int, headers: dict | None = None
+) -> str:
     """`count` requests of `body` (with `headers`) one after another, then the journal's first page read."""
     for _ in range(count):
         await post(session, url, body, headers)
@@ -207,7 +264,9 @@ async def add_scenarios(session: aiohttp.ClientSession, url: str, large: tuple[s
     """SCENARIOS, which every case gets (a request that names no scenario meets their `match`es),
     and the `large` ones of LARGE_SCENARIOS."""
     for name, text in [*SCENARIOS.items(), *((name, LARGE_SCENARIOS[name]) for name in large)]:
-        async with session.post(url + "/_fakehop/scenarios", params={"name": name}, data=text, headers=YAML) as response:
+        async with session.post(
+            url + "/_fakehop/scenarios", params={"name": name}, data=text, headers=YAML
+        ) as response:
             response.raise_for_status()
 
 

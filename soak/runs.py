@@ -24,7 +24,17 @@ import aiohttp
 from fakehop.scenario.library import Library
 
 from .server import Figures, ServerProcess
-from .streams import EVERY_STEP, EVERY_STEP_NAME, Cut, Result, Target, client_session, fetch, library_with_every_step, targets
+from .streams import (
+    EVERY_STEP,
+    EVERY_STEP_NAME,
+    Cut,
+    Result,
+    Target,
+    client_session,
+    fetch,
+    library_with_every_step,
+    targets,
+)
 
 SOAK_TIME_SCALE = 0.005  # a 120 s stall lasts 0.6 s: long enough to be cut in the middle
 LOAD_TIME_SCALE = 0.01
@@ -88,21 +98,29 @@ async def warm_up(server: ServerProcess, session: aiohttp.ClientSession, all_tar
     return await server.idle_figures(rest.tasks)
 
 
-async def aborts(server: ServerProcess, streams: int, cut_share: float = 0.2, seed: int = 1, checkpoints: int = 2) -> Run:
+async def aborts(
+    server: ServerProcess, streams: int, cut_share: float = 0.2, seed: int = 1, checkpoints: int = 2
+) -> Run:
     """`streams` requests over every bundled target and EVERY_STEP's, `cut_share` of them cut
     short at random points."""
     rng = random.Random(seed)
     run = Run("aborts")
     all_targets = await targets(library_with_every_step())
     async with client_session(SOAK_CONCURRENCY) as session:
-        async with session.post(server.url + "/_fakehop/scenarios", params={"name": EVERY_STEP_NAME}, data=EVERY_STEP, headers=YAML) as response:
+        async with session.post(
+            server.url + "/_fakehop/scenarios", params={"name": EVERY_STEP_NAME}, data=EVERY_STEP, headers=YAML
+        ) as response:
             response.raise_for_status()
         run.baseline = await warm_up(server, session, all_targets)
         started = time.monotonic()
         for _ in range(checkpoints):
-            plan = [(target, Cut.at_random(rng, target, server.time_scale) if rng.random() < cut_share else None)
-                    for target in rng.choices(all_targets, k=streams // checkpoints)]
-            results = await bounded_gather([fetch(session, server.url, target, cut) for target, cut in plan], SOAK_CONCURRENCY)
+            plan = [
+                (target, Cut.at_random(rng, target, server.time_scale) if rng.random() < cut_share else None)
+                for target in rng.choices(all_targets, k=streams // checkpoints)
+            ]
+            results = await bounded_gather(
+                [fetch(session, server.url, target, cut) for target, cut in plan], SOAK_CONCURRENCY
+            )
             tally(run, results, [cut for _, cut in plan])
             run.checkpoints.append((f"after {run.requests:,} streams", await server.idle_figures(run.baseline.tasks)))
         run.seconds = time.monotonic() - started
@@ -171,9 +189,15 @@ def sequence_surprises(results: list[Result]) -> list[str]:
     for result in results:
         if result.received in result.target.expected[:-1]:
             handed_out[(result.target.scenario, result.target.expected.index(result.received))] += 1
-    sequences = {result.target.scenario: len(result.target.expected) for result in results if len(result.target.expected) > 1}
-    return [f"{name} entry {entry + 1} went to {handed_out[(name, entry)]} requests"
-            for name, entries in sorted(sequences.items()) for entry in range(entries - 1) if handed_out[(name, entry)] != 1]
+    sequences = {
+        result.target.scenario: len(result.target.expected) for result in results if len(result.target.expected) > 1
+    }
+    return [
+        f"{name} entry {entry + 1} went to {handed_out[(name, entry)]} requests"
+        for name, entries in sorted(sequences.items())
+        for entry in range(entries - 1)
+        if handed_out[(name, entry)] != 1
+    ]
 
 
 class PeakWatch:
@@ -186,7 +210,7 @@ class PeakWatch:
         self.rss = 0
         self.task: asyncio.Task | None = None
 
-    async def __aenter__(self) -> "PeakWatch":
+    async def __aenter__(self) -> PeakWatch:
         self.task = asyncio.create_task(self.watch())
         return self
 
@@ -229,7 +253,9 @@ async def slow_readers(server: ServerProcess, readers: int, stall_seconds: float
     """`readers` clients ask for FIREHOSE and read nothing for `stall_seconds`, then hang up."""
     run = SlowRun("slow readers", readers=readers)
     async with client_session() as session:
-        async with session.post(server.url + "/_fakehop/scenarios", params={"name": "firehose"}, data=FIREHOSE, headers=YAML) as response:
+        async with session.post(
+            server.url + "/_fakehop/scenarios", params={"name": "firehose"}, data=FIREHOSE, headers=YAML
+        ) as response:
             response.raise_for_status()
         whole = await firehose(session, server.url)
         run.stream_bytes = len(whole)
@@ -253,7 +279,9 @@ async def slow_readers(server: ServerProcess, readers: int, stall_seconds: float
 
 async def firehose(session: aiohttp.ClientSession, url: str) -> bytes:
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    async with session.post(url + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "firehose"}) as response:
+    async with session.post(
+        url + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "firehose"}
+    ) as response:
         return await response.read()
 
 
@@ -264,8 +292,10 @@ def stalled_reader(url: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect((address.hostname, address.port))
     body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}'
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
-            f"X-Fakehop-Scenario: firehose\r\nContent-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+        f"X-Fakehop-Scenario: firehose\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     sock.sendall(head.encode() + body)
     return sock
 

@@ -35,8 +35,10 @@ class Figures:
         return self.rss / 2**20
 
     def line(self) -> str:
-        return (f"tasks {self.tasks}, timers {self.timers}, open fds {self.fds}, connections {self.connections}, "
-                f"RSS {self.rss_mib:.1f} MiB")
+        return (
+            f"tasks {self.tasks}, timers {self.timers}, open fds {self.fds}, connections {self.connections}, "
+            f"RSS {self.rss_mib:.1f} MiB"
+        )
 
 
 class ServerProcess:
@@ -49,10 +51,22 @@ class ServerProcess:
         self.process: subprocess.Popen | None = None
         self.url = ""
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "soak.child", "--time-scale", str(self.time_scale), "--journal-size", str(self.journal_size)],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            [
+                sys.executable,
+                "-m",
+                "soak.child",
+                "--time-scale",
+                str(self.time_scale),
+                "--journal-size",
+                str(self.journal_size),
+            ],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
         )
         self.url = self.process.stdout.readline().strip()
         if not self.url.startswith("http://"):

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from fakehop.play import player
+from fakehop.protocols import PROTOCOLS
 from fakehop.scenario import reader as sc
 from fakehop.scenario.library import Library
-from fakehop.protocols import PROTOCOLS
 from fakehop.scenario.reader import parse_text
 from tests.golden_files import Case, played_bytes
 
@@ -79,7 +79,10 @@ class Target:
 
 
 def ends_with(library: Library, name: str, step_kind: type) -> bool:
-    return any(entry.script and entry.script.steps and isinstance(entry.script.steps[-1], step_kind) for entry in library[name].entries)
+    return any(
+        entry.script and entry.script.steps and isinstance(entry.script.steps[-1], step_kind)
+        for entry in library[name].entries
+    )
 
 
 def longest_seconds(library: Library, name: str) -> float:
@@ -100,14 +103,23 @@ async def targets(library: Library, streams_only: bool = False) -> list[Target]:
             scenario = library[name]
             entries = len(scenario.entries) if scenario.is_sequence or scenario.is_conversation else 0
             for stream in (True,) if streams_only else (True, False):
-                cases = [Case(protocol, name, stream, number) for number in range(1, entries + 1)] or [Case(protocol, name, stream, 0)]
+                cases = [Case(protocol, name, stream, number) for number in range(1, entries + 1)] or [
+                    Case(protocol, name, stream, 0)
+                ]
                 if name == EVERY_STEP_NAME:
                     answers = tuple([await played_bytes(library, case) for case in cases])
                 else:
                     answers = tuple(case.path.read_bytes() for case in cases)
-                facts = (ends_with(library, name, sc.Hang), ends_with(library, name, sc.Disconnect), longest_seconds(library, name))
+                facts = (
+                    ends_with(library, name, sc.Hang),
+                    ends_with(library, name, sc.Disconnect),
+                    longest_seconds(library, name),
+                )
                 if scenario.is_conversation:
-                    found += [Target(protocol, name, stream, (answer,), *facts, turn=turn) for turn, answer in enumerate(answers, 1)]
+                    found += [
+                        Target(protocol, name, stream, (answer,), *facts, turn=turn)
+                        for turn, answer in enumerate(answers, 1)
+                    ]
                 else:
                     found.append(Target(protocol, name, stream, answers, *facts))
     return found
@@ -123,7 +135,7 @@ class Cut:
     mid_request: bool = False
 
     @classmethod
-    def at_random(cls, rng: random.Random, target: Target, time_scale: float) -> "Cut":
+    def at_random(cls, rng: random.Random, target: Target, time_scale: float) -> Cut:
         """Anywhere in the request or its answer: a byte of it, a moment of it, or before it."""
         kind = rng.choice(("bytes", "seconds", "request"))
         if kind == "bytes":
@@ -161,7 +173,9 @@ async def fetch(session: aiohttp.ClientSession, url: str, target: Target, cut: C
     return await read(session, url, target, bytearray(), None if cut is None else cut.after_bytes)
 
 
-async def read(session: aiohttp.ClientSession, url: str, target: Target, received: bytearray, stop_after: int | None) -> Result:
+async def read(
+    session: aiohttp.ClientSession, url: str, target: Target, received: bytearray, stop_after: int | None
+) -> Result:
     """Read the answer into `received` until it ends, or `stop_after` bytes, or (for a `hang`) all it will send."""
     hang_point = len(target.expected[0]) if target.hangs else None
     limits = [limit for limit in (stop_after, hang_point) if limit is not None]
@@ -208,5 +222,7 @@ async def send_half_a_request(url: str, target: Target) -> None:
 
 def client_session(connections: int = 0) -> aiohttp.ClientSession:
     """A session that opens a fresh connection for every request (none kept alive between them)."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections, force_close=True),
-                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections, force_close=True),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+    )

@@ -14,11 +14,25 @@ from . import clients
 
 QUESTION = "What is the weather in Paris, and the time?"
 CHAT_TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}},
+        },
+    },
 ]
 RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in CHAT_TOOLS]
-MESSAGES_TOOLS = [{"name": tool["function"]["name"], "input_schema": tool["function"]["parameters"]} for tool in CHAT_TOOLS]
+MESSAGES_TOOLS = [
+    {"name": tool["function"]["name"], "input_schema": tool["function"]["parameters"]} for tool in CHAT_TOOLS
+]
 
 
 class Call(NamedTuple):
@@ -61,17 +75,27 @@ class ChatAgent(Agent):
         else:
             completion = await self.client.chat.completions.create(**request)
         message = completion.choices[0].message
-        calls = [Call(call.id, call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls or []]
+        calls = [
+            Call(call.id, call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls or []
+        ]
         assistant: dict[str, Any] = {"role": "assistant", "content": message.content}
         if calls:
-            assistant["tool_calls"] = [{"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}
-                                       for call in message.tool_calls]
+            assistant["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+                for call in message.tool_calls
+            ]
         self.messages.append(assistant)
         self.last = Turn(message.content or "", calls)
         return self.last
 
     def answer(self, results: dict[str, str]) -> None:
-        self.messages += [{"role": "tool", "tool_call_id": call.call_id, "content": results[call.name]} for call in self.last.calls]
+        self.messages += [
+            {"role": "tool", "tool_call_id": call.call_id, "content": results[call.name]} for call in self.last.calls
+        ]
 
 
 class ResponsesAgent(Agent):
@@ -90,7 +114,9 @@ class ResponsesAgent(Agent):
         self.response = None
 
     async def ask(self) -> Turn:
-        request = dict(model=self.model, input=self.new_items if self.chain else self.items, tools=RESPONSES_TOOLS, **self.options)
+        request = dict(
+            model=self.model, input=self.new_items if self.chain else self.items, tools=RESPONSES_TOOLS, **self.options
+        )
         if self.chain and self.previous_id is not None:
             request["previous_response_id"] = self.previous_id
         if self.stream:
@@ -99,14 +125,21 @@ class ResponsesAgent(Agent):
         else:
             response = await self.client.responses.create(**request)
         output = [item.model_dump(exclude_none=True) for item in response.output]
-        calls = [Call(item["call_id"], item["name"], json.loads(item["arguments"])) for item in output if item["type"] == "function_call"]
+        calls = [
+            Call(item["call_id"], item["name"], json.loads(item["arguments"]))
+            for item in output
+            if item["type"] == "function_call"
+        ]
         self.items += output
         self.new_items, self.previous_id, self.response = [], response.id, response
         self.last = Turn(response.output_text, calls)
         return self.last
 
     def answer(self, results: dict[str, str]) -> None:
-        outputs = [{"type": "function_call_output", "call_id": call.call_id, "output": results[call.name]} for call in self.last.calls]
+        outputs = [
+            {"type": "function_call_output", "call_id": call.call_id, "output": results[call.name]}
+            for call in self.last.calls
+        ]
         self.items += outputs
         self.new_items += outputs
 
@@ -125,13 +158,20 @@ class MessagesAgent(Agent):
                 message = await stream.get_final_message()
         else:
             message = await self.client.messages.create(**request)
-        self.messages.append({"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in message.content]})
+        self.messages.append(
+            {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in message.content]}
+        )
         text = "".join(block.text for block in message.content if block.type == "text")
-        self.last = Turn(text, [Call(block.id, block.name, block.input) for block in message.content if block.type == "tool_use"])
+        self.last = Turn(
+            text, [Call(block.id, block.name, block.input) for block in message.content if block.type == "tool_use"]
+        )
         return self.last
 
     def answer(self, results: dict[str, str]) -> None:
-        blocks = [{"type": "tool_result", "tool_use_id": call.call_id, "content": results[call.name]} for call in self.last.calls]
+        blocks = [
+            {"type": "tool_result", "tool_use_id": call.call_id, "content": results[call.name]}
+            for call in self.last.calls
+        ]
         self.messages.append({"role": "user", "content": blocks})
 
 
@@ -152,8 +192,10 @@ async def loop(agent, results: dict[str, str]) -> tuple[Turn, Turn]:
 
 async def sdk_loop(url: str, protocol: str, results: dict[str, str], **options: Any) -> tuple[Turn, Turn]:
     """A whole loop of the `protocol` agent (with `options`), its official SDK client pointed at the fakehop at `url`."""
-    async with (clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as openai_client,
-                clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as anthropic_client):
+    async with (
+        clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as openai_client,
+        clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as anthropic_client,
+    ):
         return await loop(agent_for(protocol, openai_client, anthropic_client, **options), results)
 
 
@@ -161,6 +203,8 @@ async def agent_weather_loop(agent, journal) -> None:
     """The whole loop of the bundled `agent-weather`, checked: a call of get_weather, then an
     answer that quotes its result, the journal showing turns 1 and 2."""
     first, second = await loop(agent, {"get_weather": "Rain, 12 °C"})
-    assert first == Turn("Let me check the weather in Paris.", [Call(first.calls[0].call_id, "get_weather", {"city": "Paris"})])
+    assert first == Turn(
+        "Let me check the weather in Paris.", [Call(first.calls[0].call_id, "get_weather", {"city": "Paris"})]
+    )
     assert second == Turn("The weather in Paris: Rain, 12 °C.", [])
     assert [(r.turn, r.scenario) for r in journal.records] == [(1, "agent-weather[1]"), (2, "agent-weather[2]")]

@@ -20,7 +20,14 @@ import pytest
 def fill(config: pytest.Config, modules: list[Path]) -> None:
     """Write the rewritten code of each module whose cached copy is missing or stale."""
     try:
-        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, assertstate_key, get_cache_dir
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
     except ImportError:
         return
     if sys.dont_write_bytecode or assertstate_key not in config.stash:

@@ -16,9 +16,9 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Iterator, Mapping
 
 from fakehop.cli.main import main
 
@@ -34,16 +34,30 @@ def fakehop_here(*args: str, env: Environment | None = None, text: bool = True) 
         return pool.submit(run_main, args, env or {}, text).result()
 
 
-async def fakehop_here_async(*args: str, env: Environment | None = None, text: bool = True) -> subprocess.CompletedProcess:
+async def fakehop_here_async(
+    *args: str, env: Environment | None = None, text: bool = True
+) -> subprocess.CompletedProcess:
     """fakehop_here() for an async test: its loop goes on (serving what the command may talk to) while the command runs."""
     return await asyncio.to_thread(run_main, args, env or {}, text)
 
 
-def fakehop_process(*args: str, env: Environment | None = None, text: bool = True, timeout: float = 60,
-                    cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+def fakehop_process(
+    *args: str,
+    env: Environment | None = None,
+    text: bool = True,
+    timeout: float = 60,
+    cwd: str | os.PathLike | None = None,
+) -> subprocess.CompletedProcess:
     """`python -m fakehop ARGS` as a process of its own, its output through pipes."""
     environment = {name: value for name, value in {**os.environ, **(env or {})}.items() if value is not None}
-    return subprocess.run([sys.executable, "-m", "fakehop", *args], capture_output=True, text=text, timeout=timeout, env=environment, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "fakehop", *args],
+        capture_output=True,
+        text=text,
+        timeout=timeout,
+        env=environment,
+        cwd=cwd,
+    )
 
 
 def run_main(args: tuple[str, ...], env: Environment, text: bool) -> subprocess.CompletedProcess:

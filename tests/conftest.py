@@ -10,8 +10,8 @@ import httpcore2  # noqa: F401 - see below
 import pytest
 
 from fakehop.scenario.library import Library
-from fakehop.server.gateway import Gateway
 from fakehop.server.app import create_app
+from fakehop.server.gateway import Gateway
 
 from . import assert_cache
 
@@ -64,7 +64,9 @@ async def base_url(serve, gateway) -> str:
 async def openai_client(base_url):
     """Closed after the test, on its own loop: a client left to the garbage collector closes
     itself on whichever loop runs then, or logs that its loop is gone."""
-    from . import clients  # here, not above: the xdist controller loads this file too, and the SDKs take seconds to import
+    from . import (
+        clients,  # here, not above: the xdist controller loads this file too, and the SDKs take seconds to import
+    )
 
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         yield client
@@ -80,7 +82,10 @@ async def anthropic_client(base_url):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "long: one of the slowest tests (seconds to tens of seconds); run first, so that under xdist it ends with the others, not after them")
+    config.addinivalue_line(
+        "markers",
+        "long: one of the slowest tests (seconds to tens of seconds); run first, so that under xdist it ends with the others, not after them",
+    )
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # the xdist controller
         assert_cache.fill(config, sorted(Path(__file__).parent.glob("test_*.py")))
     else:  # a process that collects: see pytest_collection_finish
@@ -90,7 +95,9 @@ def pytest_configure(config):
 def pytest_report_header(config) -> str:
     """The SDK versions the run tests against: `make test`'s are the lock's, `make test-latest`'s
     the newest of the day, `make test-oldest`'s the oldest supported."""
-    return "official SDKs: " + ", ".join(f"{name} {metadata.version(name)}" for name in ("openai", "anthropic", "httpx2"))
+    return "official SDKs: " + ", ".join(
+        f"{name} {metadata.version(name)}" for name in ("openai", "anthropic", "httpx2")
+    )
 
 
 def pytest_collection_finish(session):

@@ -7,7 +7,7 @@ from fakehop.scenario.library import Library
 from fakehop.scenario.reader import parse_text
 
 FIDELITY = {
-    "refusal": "steps: [{refusal: \"I can't help with that.\", chunk: word}]",
+    "refusal": 'steps: [{refusal: "I can\'t help with that.", chunk: word}]',
     "text-then-refusal": "steps: [{text: 'Let me see.'}, {refusal: 'No, I will not.'}]",
     "refusal-after-a-call": "steps: [{tool_call: {name: get_weather, arguments: {city: Paris}, id: call_w}}, {refusal: 'I stop here.'}]",
     "redacted-thinking": "steps: [{reasoning: 'Thinking it over.'}, {redacted_thinking: 'RURBVEFEQVRB'}, redacted_thinking, {text: Done.}]",
@@ -19,7 +19,7 @@ FIDELITY = {
     ),
     "fail-context-length": (
         "steps: [{text: Part}, {fail: {kind: invalid_prompt, code: context_length_exceeded, param: messages,"
-        " message: \"This model's maximum context length is 8192 tokens.\"}}]"
+        ' message: "This model\'s maximum context length is 8192 tokens."}}]'
     ),
     "fail-quota": "steps: [{text: Part}, {fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, message: Pay up.}}]",
     "http-error-quota": "http_error: {status: 429, type: insufficient_quota, code: insufficient_quota, message: 'You exceeded your current quota.'}",
@@ -28,8 +28,10 @@ FIDELITY = {
         "force_reasoning: true\n"
         "steps: [{reasoning: {parts: ['**Plan** Look it up.', '**Answer** Say it.']}, chunk: word}, {text: Done.}]"
     ),
-    "phases": ("steps: [{text: Checking., phase: commentary}, {tool_call: {name: get_weather, arguments: {}, id: call_p}},"
-               " {text: 'It is sunny.', phase: final_answer}]"),
+    "phases": (
+        "steps: [{text: Checking., phase: commentary}, {tool_call: {name: get_weather, arguments: {}, id: call_p}},"
+        " {text: 'It is sunny.', phase: final_answer}]"
+    ),
 }
 
 

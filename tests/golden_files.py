@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fakehop.play import player
-from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
-from fakehop.server.render import render
+from fakehop.scenario.library import Library
 from fakehop.scenario.model import Raw
+from fakehop.server.render import render
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -64,8 +64,11 @@ def raw_frames(library: Library) -> set[str]:
     """The frames the bundled scenarios write with `raw:`, as they appear between blank lines."""
     return {
         step.data.removesuffix("\n\n")
-        for name in library.names() for entry in library[name].entries if entry.script
-        for step in entry.script.steps if isinstance(step, Raw)
+        for name in library.names()
+        for entry in library[name].entries
+        if entry.script
+        for step in entry.script.steps
+        if isinstance(step, Raw)
     }
 
 
@@ -80,8 +83,15 @@ async def played_bytes(library: Library, case: Case) -> bytes:
     turn = case.request if library[case.scenario].is_conversation else 1
     body = dict(module.example_request(turn), stream=case.stream)
     out = bytearray()
-    await render(library, case.scenario, case.protocol, body, request_number=case.request or 1,
-                 clock=player.InstantClock(), write=out.extend)
+    await render(
+        library,
+        case.scenario,
+        case.protocol,
+        body,
+        request_number=case.request or 1,
+        clock=player.InstantClock(),
+        write=out.extend,
+    )
     return bytes(out)
 
 

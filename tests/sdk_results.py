@@ -35,10 +35,12 @@ def request_body(protocol: str, stream: bool) -> dict:
     return body
 
 
-async def final_result(url: str, protocol: str, stream: bool, headers: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict:
+async def final_result(
+    url: str, protocol: str, stream: bool, headers: dict[str, str] | None = None, timeout: float = TIMEOUT
+) -> dict:
     try:
         return await RESULTS[protocol](url, stream, headers or {}, timeout)
-    except Exception as error:  # noqa: BLE001 - the exception is the result to compare
+    except Exception as error:
         return error_result(error)
 
 
@@ -97,7 +99,11 @@ def counts(values: dict, path: str = ""):
 
 async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
     async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
-        request = {"model": MODELS["chat"], "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers}
+        request = {
+            "model": MODELS["chat"],
+            "messages": [{"role": "user", "content": QUESTION}],
+            "extra_headers": headers,
+        }
         if stream:
             async with client.chat.completions.stream(**request, stream_options={"include_usage": True}) as events:
                 async for _ in events:
@@ -107,13 +113,24 @@ async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
             completion = await client.chat.completions.create(**request)
     choice = completion.choices[0]
     calls = [(call.id, call.function.name, call.function.arguments) for call in choice.message.tool_calls or []]
-    return {"model": completion.model, "text": choice.message.content, "refusal": choice.message.refusal, "tool_calls": calls,
-            "finish": choice.finish_reason, "usage": usage_of(completion.usage)}
+    return {
+        "model": completion.model,
+        "text": choice.message.content,
+        "refusal": choice.message.refusal,
+        "tool_calls": calls,
+        "finish": choice.finish_reason,
+        "usage": usage_of(completion.usage),
+    }
 
 
 def responses_item(item: Any) -> tuple:
     if item.type == "message":
-        return ("message", item.status, getattr(item, "phase", None), [(part.type, getattr(part, part.type.removeprefix("output_"))) for part in item.content])
+        return (
+            "message",
+            item.status,
+            getattr(item, "phase", None),
+            [(part.type, getattr(part, part.type.removeprefix("output_"))) for part in item.content],
+        )
     if item.type == "reasoning":
         return ("reasoning", [part.text for part in item.summary])
     return ("function_call", item.status, item.call_id, item.name, item.arguments)
@@ -132,8 +149,11 @@ async def responses(url: str, stream: bool, headers: dict, timeout: float) -> di
     if response is None:
         return {"ended": "without a terminal event"}
     return {
-        "model": response.model, "status": response.status, "output": [responses_item(item) for item in response.output],
-        "usage": usage_of(response.usage), "error": response.error and response.error.model_dump(),
+        "model": response.model,
+        "status": response.status,
+        "output": [responses_item(item) for item in response.output],
+        "usage": usage_of(response.usage),
+        "error": response.error and response.error.model_dump(),
         "incomplete": response.incomplete_details and response.incomplete_details.reason,
     }
 
@@ -150,8 +170,13 @@ def messages_block(block: Any) -> tuple:
 
 async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dict:
     async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
-        request = {"model": MODELS["messages"], "max_tokens": 1024, "messages": [{"role": "user", "content": QUESTION}], "extra_headers": headers,
-                   "thinking": PROTOCOLS["messages"].EXAMPLE_REQUEST["thinking"]}  # as request_body asks, so that thinking shows
+        request = {
+            "model": MODELS["messages"],
+            "max_tokens": 1024,
+            "messages": [{"role": "user", "content": QUESTION}],
+            "extra_headers": headers,
+            "thinking": PROTOCOLS["messages"].EXAMPLE_REQUEST["thinking"],
+        }  # as request_body asks, so that thinking shows
         if stream:
             async with client.messages.stream(**request) as events:
                 async for _ in events:
@@ -159,8 +184,13 @@ async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dic
                 message = await events.get_final_message()
         else:
             message = await client.messages.create(**request)
-    return {"model": message.model, "content": [messages_block(block) for block in message.content], "stop": message.stop_reason,
-            "stop_sequence": message.stop_sequence, "usage": usage_of(message.usage)}
+    return {
+        "model": message.model,
+        "content": [messages_block(block) for block in message.content],
+        "stop": message.stop_reason,
+        "stop_sequence": message.stop_sequence,
+        "usage": usage_of(message.usage),
+    }
 
 
 RESULTS = {"chat": chat, "responses": responses, "messages": messages}

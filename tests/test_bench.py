@@ -16,8 +16,8 @@ import pytest
 from bench import client, instructions
 from bench import plan as bench_plan
 from bench.run import FIXTURE_OVERHEAD, SECTIONS, TARGETS, Placement
-from fakehop.scenario.library import Library, bundled_directory
 from fakehop.protocols import PROTOCOLS
+from fakehop.scenario.library import Library, bundled_directory
 from fakehop.server.gateway import Gateway
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,8 +28,12 @@ TINY = ["--long-clients", "2", "--short-clients", "3", "--idle-streams", "8", "-
 def test_quick_bench_writes_every_section(tmp_path):
     """With a console watching fakehop all along, as `--console` keeps one."""
     results_path = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", *TINY, "--console", "--json", str(results_path)],
-                          cwd=REPO, capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", *TINY, "--console", "--json", str(results_path)],
+        cwd=REPO,
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     results = json.loads(results_path.read_text())
     assert set(results["sections"]) == {*SECTIONS, "fixture_overhead"}
@@ -66,14 +70,27 @@ def test_servers_and_client_are_placed_apart():
     assert Placement.choose(apart=False) == Placement(None, None)
 
 
-@pytest.mark.parametrize("scenario,whole", [("bench-paced", True), ("rate-limited", False), ("disconnect", False), ("hello", False)])
+@pytest.mark.parametrize(
+    "scenario,whole", [("bench-paced", True), ("rate-limited", False), ("disconnect", False), ("hello", False)]
+)
 async def test_timing_client_counts_only_whole_paced_streams(serve, scenario, whole):
     library = Library.load([bench_plan.SCENARIO_DIR, bundled_directory()])
     url = await serve(Gateway(library, time_scale=0.2))
-    timed = await asyncio.to_thread(bench_plan.timed_groups, library, "chat", "bench-paced")  # it runs a loop of its own
+    timed = await asyncio.to_thread(
+        bench_plan.timed_groups, library, "chat", "bench-paced"
+    )  # it runs a loop of its own
     groups = [[offset, [frame.decode() for frame in frames]] for offset, frames in timed]
-    spec = {"url": url, "path": "/v1/chat/completions", "body": PROTOCOLS["chat"].EXAMPLE_REQUEST, "scenario": scenario,
-            "groups": groups, "concurrency": 3, "streams_each": 2, "spread": 0.1, "server_pid": os.getpid()}
+    spec = {
+        "url": url,
+        "path": "/v1/chat/completions",
+        "body": PROTOCOLS["chat"].EXAMPLE_REQUEST,
+        "scenario": scenario,
+        "groups": groups,
+        "concurrency": 3,
+        "streams_each": 2,
+        "spread": 0.1,
+        "server_pid": os.getpid(),
+    }
     result = await asyncio.wait_for(client.timing(spec), 30)
     assert result["errors"] == (0 if whole else 6)
     assert result["deltas"] == (6 * len(groups) if whole else 0)
@@ -82,12 +99,28 @@ async def test_timing_client_counts_only_whole_paced_streams(serve, scenario, wh
 @pytest.mark.long
 @pytest.mark.skipif(not instructions.available(), reason="valgrind is not installed")
 def test_instructions_per_request_are_counted_for_both_servers():
-    done = subprocess.run([sys.executable, "-m", "bench.instructions", "--protocols", "chat", "--scenarios", "bench-short",
-                           "--requests", "16"], cwd=REPO, capture_output=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.instructions",
+            "--protocols",
+            "chat",
+            "--scenarios",
+            "bench-short",
+            "--requests",
+            "16",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     for protocol, by_scenario in json.loads(done.stdout).items():
         figures = by_scenario["bench-short"]
-        assert figures["ceiling"] > 100_000 and figures["fakehop"] > figures["ceiling"] / 2, protocol  # hundreds of thousands each
+        assert figures["ceiling"] > 100_000 and figures["fakehop"] > figures["ceiling"] / 2, (
+            protocol
+        )  # hundreds of thousands each
         assert figures["ratio"] == round(figures["fakehop"] / figures["ceiling"], 3)
 
 

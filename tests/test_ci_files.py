@@ -13,12 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tomllib
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 
+import tomllib
 import yaml
 
 from fakehop.cli.main import build_parser
@@ -61,7 +61,7 @@ def argument(keyword: str) -> str:
 def exec_form(keyword: str) -> list[str]:
     """ENTRYPOINT, CMD or HEALTHCHECK's command in the exec (JSON) form, which a signal reaches."""
     value = argument(keyword)
-    return json.loads(value[value.index("CMD ") + 4:] if keyword == "HEALTHCHECK" else value)
+    return json.loads(value[value.index("CMD ") + 4 :] if keyword == "HEALTHCHECK" else value)
 
 
 def serve_options(argv: list[str]):
@@ -75,7 +75,9 @@ def test_hadolint_finds_nothing_in_the_dockerfile():
 
 
 def test_shellcheck_finds_nothing_in_the_recipe():
-    checked = subprocess.run([BIN / "shellcheck", CI / "run-with-fakehop.sh"], capture_output=True, text=True, timeout=WAIT)
+    checked = subprocess.run(
+        [BIN / "shellcheck", CI / "run-with-fakehop.sh"], capture_output=True, text=True, timeout=WAIT
+    )
     assert (checked.returncode, checked.stdout) == (0, ""), checked.stderr
 
 
@@ -88,7 +90,12 @@ def test_the_image_is_a_slim_python_run_by_a_user_that_is_not_root_serving_on_al
     assert argument("EXPOSE") == IMAGE_PORT
     assert exec_form("ENTRYPOINT") == ["fakehop"]
     options = serve_options(exec_form("CMD"))
-    assert (options.command, options.host, options.port, options.allow_host) == ("serve", "0.0.0.0", int(IMAGE_PORT), ["fakehop"])
+    assert (options.command, options.host, options.port, options.allow_host) == (
+        "serve",
+        "0.0.0.0",
+        int(IMAGE_PORT),
+        ["fakehop"],
+    )
     assert f"http://127.0.0.1:{IMAGE_PORT}/_fakehop/health" in " ".join(exec_form("HEALTHCHECK"))
     assert [keyword for keyword, _ in final_stage()][-3:] == ["HEALTHCHECK", "ENTRYPOINT", "CMD"]
 
@@ -105,7 +112,9 @@ def copied_sources() -> list[str]:
 def test_dockerignore_lets_through_exactly_what_the_dockerfile_copies():
     patterns = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert patterns[0] == "*"
-    assert sorted(pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")) == sorted(copied_sources())
+    assert sorted(pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")) == sorted(
+        copied_sources()
+    )
 
 
 def test_the_files_the_image_gets_build_the_wheel_with_the_bundled_scenarios_and_the_license(tmp_path: Path):
@@ -117,19 +126,44 @@ def test_the_files_the_image_gets_build_the_wheel_with_the_bundled_scenarios_and
     [build] = [arguments for keyword, arguments in instructions() if keyword == "RUN" and "pip wheel" in arguments]
     assert shlex.split(build) == ["pip", "wheel", "--no-cache-dir", "--no-deps", "--wheel-dir", "/dist", "."]
     # The same step, with no download (hatchling from the test extra) and another output directory.
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-cache-dir", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", tmp_path / "dist", "."], cwd=context, check=True, timeout=WAIT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-cache-dir",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            tmp_path / "dist",
+            ".",
+        ],
+        cwd=context,
+        check=True,
+        timeout=WAIT,
+    )
     [wheel] = (tmp_path / "dist").iterdir()
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert len([name for name in names if name.startswith("fakehop/scenarios/")]) == len(list((ROOT / "scenarios").glob("*.yaml")))
-    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)  # hatchling leaves out a missing one silently
+    assert len([name for name in names if name.startswith("fakehop/scenarios/")]) == len(
+        list((ROOT / "scenarios").glob("*.yaml"))
+    )
+    assert any(
+        name.endswith(".dist-info/licenses/LICENSE") for name in names
+    )  # hatchling leaves out a missing one silently
 
 
 def health_check(port: int, token: str | None) -> int:
     """The image's HEALTHCHECK command, asking the given port, with FAKEHOP_ADMIN_TOKEN as given."""
-    command = [sys.executable if part == "python" else part.replace(f":{IMAGE_PORT}/", f":{port}/") for part in exec_form("HEALTHCHECK")]
-    environment = {k: v for k, v in os.environ.items() if k != "FAKEHOP_ADMIN_TOKEN"} | ({"FAKEHOP_ADMIN_TOKEN": token} if token else {})
+    command = [
+        sys.executable if part == "python" else part.replace(f":{IMAGE_PORT}/", f":{port}/")
+        for part in exec_form("HEALTHCHECK")
+    ]
+    environment = {k: v for k, v in os.environ.items() if k != "FAKEHOP_ADMIN_TOKEN"} | (
+        {"FAKEHOP_ADMIN_TOKEN": token} if token else {}
+    )
     return subprocess.run(command, capture_output=True, env=environment, timeout=WAIT).returncode
 
 
@@ -147,13 +181,19 @@ def test_the_image_command_serves_its_service_name_and_the_health_check_passes_o
     command = exec_form("ENTRYPOINT") + exec_form("CMD")
     command[command.index("--host") + 1], command[command.index("--port") + 1] = "127.0.0.1", "0"
     environment = {**os.environ, "FAKEHOP_ADMIN_TOKEN": "s3cret"}
-    server = subprocess.Popen([BIN / command[0], *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    server = subprocess.Popen(
+        [BIN / command[0], *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
     try:
         banner = server.stdout.readline()
         assert " listening on " in banner, banner + server.stderr.read()
         url = banner.split()[-1]
         port = int(url.rsplit(":", 1)[1])
-        assert (health_check(port, "s3cret"), health_check(port, "wrong") != 0, health_check(port, None) != 0) == (0, True, True)
+        assert (health_check(port, "s3cret"), health_check(port, "wrong") != 0, health_check(port, None) != 0) == (
+            0,
+            True,
+            True,
+        )
         assert status_for_host(url, f"fakehop:{port}") == 200
         assert status_for_host(url, f"elsewhere:{port}") == 403
     finally:
@@ -173,7 +213,11 @@ def test_the_compose_example_puts_the_app_beside_a_healthy_fakehop_it_reaches_by
     environment = app["environment"]
     assert environment["FAKEHOP_URL"] == f"http://fakehop:{options.port}"
     assert environment["OPENAI_BASE_URL"] == f"http://fakehop:{options.port}/v1"
-    assert environment["FAKEHOP_ADMIN_TOKEN"] == fakehop["environment"]["FAKEHOP_ADMIN_TOKEN"] == "${FAKEHOP_ADMIN_TOKEN:-}"
+    assert (
+        environment["FAKEHOP_ADMIN_TOKEN"]
+        == fakehop["environment"]["FAKEHOP_ADMIN_TOKEN"]
+        == "${FAKEHOP_ADMIN_TOKEN:-}"
+    )
     [volume] = app["volumes"]
     assert (CI / volume.split(":")[0]).resolve() == CI / "example-app" and volume.split(":")[1] == app["working_dir"]
     assert "pip install --quiet -r requirements.txt && python -m pytest" in app["command"][-1]
@@ -188,10 +232,17 @@ def test_the_workflow_example_runs_the_recipe_and_keeps_its_results_whatever_hap
     uses = [step.get("uses", "").split("@")[0] for step in steps]
     assert uses[:2] == ["actions/checkout", "actions/setup-python"] and uses[-1] == "actions/upload-artifact"
     [recipe] = [shlex.split(step["run"]) for step in steps if "run-with-fakehop.sh" in step.get("run", "")]
-    assert recipe[:2] == ["bash", "ci/run-with-fakehop.sh"] and recipe[recipe.index("--") + 1:] == ["python", "-m", "pytest", "-q"]
-    serve_options(["serve", *recipe[2:recipe.index("--")]])
+    assert recipe[:2] == ["bash", "ci/run-with-fakehop.sh"] and recipe[recipe.index("--") + 1 :] == [
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+    ]
+    serve_options(["serve", *recipe[2 : recipe.index("--")]])
     assert steps[-1]["if"] == "always()" and steps[-1]["with"]["path"] == "fakehop-results/"
-    assert "$FAKEHOP_PACKAGE" in " ".join(step.get("run", "") for step in steps) and workflow["env"]["FAKEHOP_PACKAGE"].endswith(".whl")
+    assert "$FAKEHOP_PACKAGE" in " ".join(step.get("run", "") for step in steps) and workflow["env"][
+        "FAKEHOP_PACKAGE"
+    ].endswith(".whl")
 
 
 def make_variable(name: str) -> str:
@@ -222,9 +273,15 @@ def test_the_lock_pins_every_package_pyproject_names_and_make_test_installs_from
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     named = [*project["dependencies"], *project["optional-dependencies"]["test"]]
     lock = ROOT / make_variable("LOCK")
-    pinned = {line.split("==")[0].lower() for line in lock.read_text().splitlines() if "==" in line and not line.startswith("#")}
+    pinned = {
+        line.split("==")[0].lower()
+        for line in lock.read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
     for requirement in named:
         name = re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
         assert name in pinned, requirement
-    planned = subprocess.run(["make", "-n", "-B", ".venv/.installed-stamp"], cwd=ROOT, capture_output=True, text=True, timeout=WAIT)
+    planned = subprocess.run(
+        ["make", "-n", "-B", ".venv/.installed-stamp"], cwd=ROOT, capture_output=True, text=True, timeout=WAIT
+    )
     assert f"-r {make_variable('LOCK')}" in planned.stdout and "--no-deps --no-build-isolation -e ." in planned.stdout

@@ -37,9 +37,13 @@ def recipe(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Complet
     """The recipe with fakehop and this Python first on PATH, and none of the variables it sets or reads."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("FAKEHOP_", "OPENAI_", "ANTHROPIC_"))}
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
-    environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the app's own pytest run, with none of this environment's plugins
+    environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = (
+        "1"  # the app's own pytest run, with none of this environment's plugins
+    )
     environment.update(env or {})
-    return subprocess.run(["bash", str(RECIPE), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=WAIT)
+    return subprocess.run(
+        ["bash", str(RECIPE), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=WAIT
+    )
 
 
 @pytest.fixture
@@ -87,10 +91,17 @@ def test_passing_tests_and_a_clean_verdict_exit_0_with_the_journal_and_verdict_s
     assert "3 passed" in run.stdout
     journal, verdict, text, url = results_of(app)
     assert [(r["scenario"], r["status"], r["end"]) for r in journal] == [
-        ("hello", 200, "completed"), ("server-error", 500, "http_error"), ("hello", 200, "completed"), ("fail-server-error", 200, "failed")]
+        ("hello", 200, "completed"),
+        ("server-error", 500, "http_error"),
+        ("hello", 200, "completed"),
+        ("fail-server-error", 200, "failed"),
+    ]
     assert (verdict["errors"], verdict["requests"], len(verdict["retried"])) == (0, 3, 1)
     assert text.strip() == "no findings over 3 requests (1 retried): the client kept HopBase's rules"
-    assert run.stderr.splitlines()[-1] == "run-with-fakehop.sh: the tests passed; the journal and the verdict are in fakehop-results/"
+    assert (
+        run.stderr.splitlines()[-1]
+        == "run-with-fakehop.sh: the tests passed; the journal and the verdict are in fakehop-results/"
+    )
     assert_stopped(url)
 
 
@@ -99,9 +110,17 @@ def test_failing_tests_exit_with_their_status_and_the_results_are_still_saved(ap
     assert run.returncode == 1, run.stdout + run.stderr
     assert "2 failed, 1 passed" in run.stdout
     journal, verdict, _, url = results_of(app)
-    assert [r["scenario"] for r in journal] == ["fail-server-error", "server-error", "fail-server-error", "fail-server-error"]
+    assert [r["scenario"] for r in journal] == [
+        "fail-server-error",
+        "server-error",
+        "fail-server-error",
+        "fail-server-error",
+    ]
     assert verdict["errors"] == 0
-    assert run.stderr.splitlines()[-1] == "run-with-fakehop.sh: the tests failed (exit 1); the journal and the verdict are in fakehop-results/"
+    assert (
+        run.stderr.splitlines()[-1]
+        == "run-with-fakehop.sh: the tests failed (exit 1); the journal and the verdict are in fakehop-results/"
+    )
     assert_stopped(url)
 
 
@@ -112,17 +131,25 @@ def test_the_command_status_is_passed_on(tmp_path: Path):
 
 
 @pytest.mark.parametrize("gate,status", [("error", 1), ("off", 0)])
-def test_an_error_finding_fails_a_run_whose_tests_passed_unless_the_verdict_is_off(tmp_path: Path, gate: str, status: int):
+def test_an_error_finding_fails_a_run_whose_tests_passed_unless_the_verdict_is_off(
+    tmp_path: Path, gate: str, status: int
+):
     (tmp_path / "hasty.py").write_text(HASTY_CLIENT)
-    run = recipe("--default", "rate-limited", "--", sys.executable, "hasty.py", cwd=tmp_path, env={"FAKEHOP_VERDICT": gate})
+    run = recipe(
+        "--default", "rate-limited", "--", sys.executable, "hasty.py", cwd=tmp_path, env={"FAKEHOP_VERDICT": gate}
+    )
     assert run.returncode == status, run.stdout + run.stderr
     journal, verdict, text, url = results_of(tmp_path)
     assert [(r["status"], r["end"]) for r in journal] == [(429, "http_error"), (429, "http_error")]
     assert [finding["rule"] for finding in verdict["findings"]] == ["retry_after_ignored"]
-    assert text.startswith("error   retry_after_ignored       #1,#2 ") and text.endswith("1 error, 0 warnings over 1 request (1 retried)\n")
+    assert text.startswith("error   retry_after_ignored       #1,#2 ") and text.endswith(
+        "1 error, 0 warnings over 1 request (1 retried)\n"
+    )
     assert text in run.stdout  # shown in the job's log too
-    says = {"error": "the tests passed, but fakehop verdict failed (exit 1): see fakehop-results/verdict.txt",
-            "off": "the tests passed; the journal and the verdict are in fakehop-results/"}[gate]
+    says = {
+        "error": "the tests passed, but fakehop verdict failed (exit 1): see fakehop-results/verdict.txt",
+        "off": "the tests passed; the journal and the verdict are in fakehop-results/",
+    }[gate]
     assert run.stderr.splitlines()[-1] == f"run-with-fakehop.sh: {says}"
     assert_stopped(url)
 
@@ -137,21 +164,39 @@ def test_a_server_that_does_not_start_is_exit_2_with_its_output_and_the_command_
 
 def test_a_server_whose_health_check_does_not_pass_is_exit_2_and_the_command_never_runs(tmp_path: Path):
     """Here the server was given another admin token than the one the recipe's commands send."""
-    run = recipe("--admin-token", "other", "--", sys.executable, "-c", "open('ran', 'w')", cwd=tmp_path, env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
+    run = recipe(
+        "--admin-token",
+        "other",
+        "--",
+        sys.executable,
+        "-c",
+        "open('ran', 'w')",
+        cwd=tmp_path,
+        env={"FAKEHOP_ADMIN_TOKEN": "s3cret"},
+    )
     assert run.returncode == 2
     url = (tmp_path / "fakehop-results" / "server.log").read_text().splitlines()[0].split(" listening on ")[1]
-    assert run.stderr.splitlines()[-2:] == ["fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>",
-                                            f"run-with-fakehop.sh: fakehop serves at {url}, but its health check did not pass (see above)"]
+    assert run.stderr.splitlines()[-2:] == [
+        "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>",
+        f"run-with-fakehop.sh: fakehop serves at {url}, but its health check did not pass (see above)",
+    ]
     assert not (tmp_path / "ran").exists()
     assert_stopped(url)
 
 
-@pytest.mark.parametrize("args,env,says", [
-    ([], {}, "usage: run-with-fakehop.sh [SERVE OPTION...] -- COMMAND [ARG...]"),
-    (["--time-scale", "0.1", "--"], {}, "usage: run-with-fakehop.sh"),
-    (["true"], {"FAKEHOP_VERDICT": "warning"}, "FAKEHOP_VERDICT must be error or off, got 'warning'"),
-    (["true"], {"FAKEHOP_READY_TIMEOUT": "1.5"}, "FAKEHOP_READY_TIMEOUT must be a whole number of seconds, got '1.5'"),
-])
+@pytest.mark.parametrize(
+    "args,env,says",
+    [
+        ([], {}, "usage: run-with-fakehop.sh [SERVE OPTION...] -- COMMAND [ARG...]"),
+        (["--time-scale", "0.1", "--"], {}, "usage: run-with-fakehop.sh"),
+        (["true"], {"FAKEHOP_VERDICT": "warning"}, "FAKEHOP_VERDICT must be error or off, got 'warning'"),
+        (
+            ["true"],
+            {"FAKEHOP_READY_TIMEOUT": "1.5"},
+            "FAKEHOP_READY_TIMEOUT must be a whole number of seconds, got '1.5'",
+        ),
+    ],
+)
 def test_a_wrong_setting_is_one_line_and_exit_2(tmp_path: Path, args: list[str], env: dict, says: str):
     run = recipe(*args, cwd=tmp_path, env=env)
     assert (run.returncode, run.stdout) == (2, "")

@@ -64,13 +64,16 @@ def test_serve_prints_its_url_and_answers(tmp_path: Path):
     (tmp_path / "mine.yaml").write_text("steps: [{text: from my dir}]\n")
     server = subprocess.Popen(
         [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--scenarios", str(tmp_path), "--default", "mine"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         first = server.stdout.readline()
         url = first.split("listening on ")[1].strip()
         request = urllib.request.Request(
-            url + "/v1/chat/completions", method="POST",
+            url + "/v1/chat/completions",
+            method="POST",
             data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
             headers={"Content-Type": "application/json"},
         )
@@ -120,8 +123,10 @@ def test_play_a_bad_file_lists_its_problems_and_plays_nothing(tmp_path: Path):
     missing = fakehop_here("play", str(tmp_path / "missing.yaml"), "--no-wait")
 
     assert (typo.returncode, typo.stdout) == (1, "")
-    assert typo.stderr.splitlines() == [f"{tmp_path / 'typo.yaml'}:2: unknown key 'txt' in a step; did you mean 'text'?",
-                                        f"fakehop: 1 problem in {tmp_path / 'typo.yaml'}; nothing was played"]
+    assert typo.stderr.splitlines() == [
+        f"{tmp_path / 'typo.yaml'}:2: unknown key 'txt' in a step; did you mean 'text'?",
+        f"fakehop: 1 problem in {tmp_path / 'typo.yaml'}; nothing was played",
+    ]
     assert (lost.returncode, lost.stdout) == (1, "")
     assert lost.stderr.startswith(f"{tmp_path / 'lost.yaml'}:2: use: no scenario named 'nowhere'")
     assert lost.stderr.splitlines()[-1] == f"fakehop: 1 problem in {tmp_path / 'lost.yaml'}; nothing was played"
@@ -134,16 +139,30 @@ def test_a_bare_fakehop_lists_the_commands_and_exits_2():
 
     assert (bare.returncode, helped.returncode) == (2, 0)
     assert bare.stdout == helped.stdout
-    assert all(f"\n    {command} " in bare.stdout for command in ("serve", "play", "queue", "requests", "list", "record"))
+    assert all(
+        f"\n    {command} " in bare.stdout for command in ("serve", "play", "queue", "requests", "list", "record")
+    )
     assert bare.stderr == ""
 
 
-@pytest.mark.parametrize("args,says", [
-    (["queue"], "fakehop: queue: give a scenario NAME or FILE to queue, or --clear to empty the queue"),
-    (["queue", "--clear", "--times", "2"], "fakehop: --times: says how often to queue a scenario; give its NAME or FILE"),
-    (["list", "--session", "ci-1"], "fakehop: --session: a session belongs to a running server; give its --url too"),
-    (["list", "--url", "http://127.0.0.1:1", "--scenarios", "."], "fakehop: --scenarios: with --url the server's own scenarios are listed"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["queue"], "fakehop: queue: give a scenario NAME or FILE to queue, or --clear to empty the queue"),
+        (
+            ["queue", "--clear", "--times", "2"],
+            "fakehop: --times: says how often to queue a scenario; give its NAME or FILE",
+        ),
+        (
+            ["list", "--session", "ci-1"],
+            "fakehop: --session: a session belongs to a running server; give its --url too",
+        ),
+        (
+            ["list", "--url", "http://127.0.0.1:1", "--scenarios", "."],
+            "fakehop: --scenarios: with --url the server's own scenarios are listed",
+        ),
+    ],
+)
 def test_options_that_do_not_go_together_are_one_line_and_exit_2(args, says):
     result = fakehop_here(*args)
     assert result.returncode == 2
@@ -158,20 +177,36 @@ def test_play_no_stream_prints_one_json_body():
 
 
 def test_play_a_conversation_answers_the_turn_of_its_request():
-    example_turn_2 = json.loads(fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--request", "2").stdout)
+    example_turn_2 = json.loads(
+        fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--request", "2").stdout
+    )
     assert example_turn_2["choices"][0]["message"]["content"] == "The weather in Paris: Sunny, 21 °C."
-    body = {"model": "m", "messages": [
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "Hail"},
-    ]}
-    given = json.loads(fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--body", json.dumps(body)).stdout)
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "Hail"},
+        ],
+    }
+    given = json.loads(
+        fakehop_here("play", "agent-weather", "--no-stream", "--no-wait", "--body", json.dumps(body)).stdout
+    )
     assert given["choices"][0]["message"]["content"] == "The weather in Paris: Hail."
     both = fakehop_here("play", "agent-weather", "--body", json.dumps(body), "--request", "2")
     assert both.returncode == 2 and "give --body or --request, not both" in both.stderr
     body["messages"][2]["tool_call_id"] = "c2"
     refused = fakehop_here("play", "agent-weather", "--body", json.dumps(body))
-    assert refused.returncode == 2 and "'tool_call_id' of 'c2' not found in 'tool_calls' of previous message" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "'tool_call_id' of 'c2' not found in 'tool_calls' of previous message" in refused.stderr
+    )
 
 
 def test_play_http_error_reports_status_on_stderr():
@@ -208,11 +243,13 @@ def test_schema_is_valid_and_accepts_every_bundled_scenario():
 def test_schema_accepts_explicit_pieces_and_signatures():
     from fakehop.scenario.schema import scenario_schema
 
-    document = {"steps": [
-        {"reasoning": ["Thin", "king"], "signature": "c2ln", "interval": "5ms"},
-        {"text": ["Hel", "lo"]},
-        {"tool_call": {"name": "f", "arguments": ['{"a":', "1}"], "id": "call_1"}, "interval": 0.01},
-    ]}
+    document = {
+        "steps": [
+            {"reasoning": ["Thin", "king"], "signature": "c2ln", "interval": "5ms"},
+            {"text": ["Hel", "lo"]},
+            {"tool_call": {"name": "f", "arguments": ['{"a":', "1}"], "id": "call_1"}, "interval": 0.01},
+        ]
+    }
     assert not list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
 
 
@@ -221,7 +258,13 @@ def test_schema_accepts_the_conversation_keys():
     from fakehop.scenario.schema import scenario_schema
 
     document = {
-        "match": {"turn": [1, ">=3"], "tool_result": "get_weather", "tools": "get_weather", "system": "/brief/", "header": {"X-Tenant": "acme-*"}},
+        "match": {
+            "turn": [1, ">=3"],
+            "tool_result": "get_weather",
+            "tools": "get_weather",
+            "system": "/brief/",
+            "header": {"X-Tenant": "acme-*"},
+        },
         "conversation": [
             {"steps": [{"text": {"from": "prompt"}}, {"reasoning": {"from": "tool_result", "tool": "get_time"}}]},
             {"steps": [{"text": {"template": "{tool_result} {{literally}}"}, "chunk": "word"}]},
@@ -232,28 +275,31 @@ def test_schema_accepts_the_conversation_keys():
     assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document)) == []
 
 
-@pytest.mark.parametrize("document", [
-    {"match": {"turn": 0}, "steps": [{"text": "a"}]},
-    {"match": {"tool_result": 3}, "steps": [{"text": "a"}]},
-    {"match": {"header": "X-Tenant"}, "steps": [{"text": "a"}]},
-    {"match": {"header": {"X Tenant": "acme"}}, "steps": [{"text": "a"}]},
-    {"steps": [{"reasoning": {"parts": ["a", {"from": "prompt"}]}}]},
-    {"steps": [{"text": {"from": "nowhere"}}]},
-    {"steps": [{"text": {"template": "{tool_result}", "from": "prompt"}}]},
-    {"conversation": []},
-    {"stepz": [{"text": "a"}]},
-    {"steps": [{"txt": "a"}]},
-    {"steps": [{"text": "a", "chunk": "sentence"}]},
-    {"steps": [{"fail": "meltdown"}]},
-    {"http_error": {"status": 200}},
-    {"steps": []},
-    {"steps": [{"text": ["Hel", "lo"], "chunk": "word"}]},
-    {"steps": [{"reasoning": []}]},
-    {"steps": [{"tool_call": {"name": "f", "arguments": ["{}", 1]}}]},
-    {"steps": [{"text": ["a"], "signature": "s"}]},
-    {"stop_details": {"category": "malware"}, "steps": [{"refusal": "No."}]},
-    {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"match": {"turn": 0}, "steps": [{"text": "a"}]},
+        {"match": {"tool_result": 3}, "steps": [{"text": "a"}]},
+        {"match": {"header": "X-Tenant"}, "steps": [{"text": "a"}]},
+        {"match": {"header": {"X Tenant": "acme"}}, "steps": [{"text": "a"}]},
+        {"steps": [{"reasoning": {"parts": ["a", {"from": "prompt"}]}}]},
+        {"steps": [{"text": {"from": "nowhere"}}]},
+        {"steps": [{"text": {"template": "{tool_result}", "from": "prompt"}}]},
+        {"conversation": []},
+        {"stepz": [{"text": "a"}]},
+        {"steps": [{"txt": "a"}]},
+        {"steps": [{"text": "a", "chunk": "sentence"}]},
+        {"steps": [{"fail": "meltdown"}]},
+        {"http_error": {"status": 200}},
+        {"steps": []},
+        {"steps": [{"text": ["Hel", "lo"], "chunk": "word"}]},
+        {"steps": [{"reasoning": []}]},
+        {"steps": [{"tool_call": {"name": "f", "arguments": ["{}", 1]}}]},
+        {"steps": [{"text": ["a"], "signature": "s"}]},
+        {"stop_details": {"category": "malware"}, "steps": [{"refusal": "No."}]},
+        {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
+    ],
+)
 def test_schema_rejects_what_the_loader_rejects(document):
     from fakehop.scenario.reader import ScenarioError, parse_text
     from fakehop.scenario.schema import scenario_schema
@@ -263,23 +309,51 @@ def test_schema_rejects_what_the_loader_rejects(document):
     assert list(jsonschema.Draft202012Validator(scenario_schema()).iter_errors(document))
 
 
-@pytest.mark.parametrize("args,env,says", [
-    (["serve", "--port", "70000"], {}, "--port: expected a port from 0 to 65535"),
-    (["serve", "--port", "-1"], {}, "--port: expected a port from 0 to 65535"),
-    (["serve", "--time-scale", "inf"], {}, "--time-scale: expected a number more than 0, got 'inf'"),
-    (["serve", "--time-scale", "nan"], {}, "--time-scale: expected a number more than 0, got 'nan'"),
-    (["serve", "--journal-bytes", "lots"], {}, "--journal-bytes: expected a number of bytes"),
-    (["requests", "--url", "http://[not-an-address"], {}, "--url: expected a server URL such as http://127.0.0.1:8080"),
-    (["reset", "--url", "http://127.0.0.1:99999"], {}, "--url: expected a server URL"),
-    (["queue", "hello", "--url", "localhost:8080"], {}, "--url: expected a server URL"),
-    (["reset"], {"FAKEHOP_URL": "ftp://example"}, "$FAKEHOP_URL"),
-    (["play", "flaky-then-ok", "--request", "-5"], {}, "--request: must be a whole number from 1, got -5"),
-    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "abc"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'"),
-    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "-1"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got '-1'"),
-    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "0"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got '0'"),
-    (["play", "hello", "--no-wait"], {"FAKEHOP_TIME_SCALE": "nan"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'nan'"),
-    (["serve", "--port", "0"], {"FAKEHOP_TIME_SCALE": "abc"}, "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'"),
-], ids=lambda value: str(value)[:40])
+@pytest.mark.parametrize(
+    "args,env,says",
+    [
+        (["serve", "--port", "70000"], {}, "--port: expected a port from 0 to 65535"),
+        (["serve", "--port", "-1"], {}, "--port: expected a port from 0 to 65535"),
+        (["serve", "--time-scale", "inf"], {}, "--time-scale: expected a number more than 0, got 'inf'"),
+        (["serve", "--time-scale", "nan"], {}, "--time-scale: expected a number more than 0, got 'nan'"),
+        (["serve", "--journal-bytes", "lots"], {}, "--journal-bytes: expected a number of bytes"),
+        (
+            ["requests", "--url", "http://[not-an-address"],
+            {},
+            "--url: expected a server URL such as http://127.0.0.1:8080",
+        ),
+        (["reset", "--url", "http://127.0.0.1:99999"], {}, "--url: expected a server URL"),
+        (["queue", "hello", "--url", "localhost:8080"], {}, "--url: expected a server URL"),
+        (["reset"], {"FAKEHOP_URL": "ftp://example"}, "$FAKEHOP_URL"),
+        (["play", "flaky-then-ok", "--request", "-5"], {}, "--request: must be a whole number from 1, got -5"),
+        (
+            ["play", "hello", "--no-wait"],
+            {"FAKEHOP_TIME_SCALE": "abc"},
+            "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'",
+        ),
+        (
+            ["play", "hello", "--no-wait"],
+            {"FAKEHOP_TIME_SCALE": "-1"},
+            "FAKEHOP_TIME_SCALE: expected a number more than 0, got '-1'",
+        ),
+        (
+            ["play", "hello", "--no-wait"],
+            {"FAKEHOP_TIME_SCALE": "0"},
+            "FAKEHOP_TIME_SCALE: expected a number more than 0, got '0'",
+        ),
+        (
+            ["play", "hello", "--no-wait"],
+            {"FAKEHOP_TIME_SCALE": "nan"},
+            "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'nan'",
+        ),
+        (
+            ["serve", "--port", "0"],
+            {"FAKEHOP_TIME_SCALE": "abc"},
+            "FAKEHOP_TIME_SCALE: expected a number more than 0, got 'abc'",
+        ),
+    ],
+    ids=lambda value: str(value)[:40],
+)
 def test_bad_options_and_variables_are_one_line_and_exit_2(args, env, says):
     result = fakehop_here(*args, env=env)
     assert result.returncode == 2, result.stderr
@@ -289,7 +363,9 @@ def test_bad_options_and_variables_are_one_line_and_exit_2(args, env, says):
 
 def started(*args: str) -> tuple[subprocess.Popen, str]:
     """A fakehop command that serves, and the URL its first line names."""
-    process = subprocess.Popen([sys.executable, "-m", "fakehop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     first = process.stdout.readline()
     return process, re.search(r" on (http://[^ ]+?:\d+)", first).group(1)
 
@@ -304,11 +380,20 @@ def stopped(process: subprocess.Popen) -> tuple[str, str]:
 def test_record_writes_each_answer_through_it_as_a_scenario_that_validates(tmp_path: Path):
     upstream, upstream_url = started("serve", "--port", "0", "--time-scale", "0.01", "--quiet")
     try:
-        recorder, url = started("record", "--upstream", upstream_url + "/v1", "--out", str(tmp_path / "out"), "--port", "0")
+        recorder, url = started(
+            "record", "--upstream", upstream_url + "/v1", "--out", str(tmp_path / "out"), "--port", "0"
+        )
         try:
             request = urllib.request.Request(
-                url + "/v1/messages", method="POST", data=json.dumps({"model": "claude-sonnet-5", "max_tokens": 100,
-                                                                     "messages": [{"role": "user", "content": "Weather in Paris?"}]}).encode(),
+                url + "/v1/messages",
+                method="POST",
+                data=json.dumps(
+                    {
+                        "model": "claude-sonnet-5",
+                        "max_tokens": 100,
+                        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+                    }
+                ).encode(),
                 headers={"X-Fakehop-Scenario": "weather-tool", "x-api-key": "sk-cli-0123456789"},
             )
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -323,10 +408,19 @@ def test_record_writes_each_answer_through_it_as_a_scenario_that_validates(tmp_p
     assert fakehop_here("validate", str(tmp_path / "out")).stdout == "ok: 1 scenario\n"
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--upstream", "localhost:8080"], "fakehop: --upstream must be an http:// or https:// URL, got 'localhost:8080'"),
-    (["--upstream", "http://127.0.0.1:9", "--min-gap", "soon"], "argument --min-gap: expected a duration such as 2s, 250ms or 1.5m, got 'soon'"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--upstream", "localhost:8080"],
+            "fakehop: --upstream must be an http:// or https:// URL, got 'localhost:8080'",
+        ),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--min-gap", "soon"],
+            "argument --min-gap: expected a duration such as 2s, 250ms or 1.5m, got 'soon'",
+        ),
+    ],
+)
 def test_record_refuses_bad_options_in_one_line(tmp_path: Path, args, says):
     result = fakehop_here("record", "--out", str(tmp_path), "--port", "0", *args)
     assert result.returncode == 2 and says in result.stderr
@@ -338,35 +432,106 @@ def test_record_refuses_an_out_that_is_a_file_and_a_port_in_use(tmp_path: Path):
     assert (result.returncode, result.stderr) == (2, f"fakehop: --out {tmp_path / 'file'} is not a directory\n")
     holder, url = started("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", "0")
     try:
-        result = fakehop_process("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", url.rsplit(":", 1)[1])
+        result = fakehop_process(
+            "record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--port", url.rsplit(":", 1)[1]
+        )
         assert result.returncode == 2 and result.stderr.startswith("fakehop: ") and result.stderr.count("\n") == 1
     finally:
         stopped(holder)
 
 
 def test_record_warns_when_others_can_reach_it(tmp_path: Path):
-    recorder, _ = started("record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path), "--host", "0.0.0.0", "--port", "0",
-                          "--upstream-key", "sk-mine-0123456789")
+    recorder, _ = started(
+        "record",
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--out",
+        str(tmp_path),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        "--upstream-key",
+        "sk-mine-0123456789",
+    )
     _, stderr = stopped(recorder)
-    assert stderr == ("fakehop: warning: recording on 0.0.0.0: anyone who can reach it can send requests upstream, "
-                      "with --upstream-key, on your key\n")
+    assert stderr == (
+        "fakehop: warning: recording on 0.0.0.0: anyone who can reach it can send requests upstream, "
+        "with --upstream-key, on your key\n"
+    )
 
 
-@pytest.mark.parametrize("document", [
-    {"steps": [{"fail": {"kind": "rate_limit", "error_event": False, "type": "insufficient_quota", "code": "insufficient_quota", "param": "input"}}]},
-    {"http_error": {"status": 400, "type": "invalid_request_error", "code": "context_length_exceeded", "param": "messages"}},
-    {"usage": {"reasoning_tokens": 1, "cached_tokens": 2, "cache_write_tokens": 3, "input_audio_tokens": 4, "output_audio_tokens": 5,
-               "accepted_prediction_tokens": 6, "rejected_prediction_tokens": 7}, "steps": [{"text": "a"}]},
-    {"finish": "stop_sequence", "stop_sequence": "###", "steps": [{"text": "a"}]},
-    {"rate_limit": {"requests": 60, "tokens": 100000, "input_tokens": 80000, "output_tokens": 20000, "window": "1m"}, "steps": [{"text": "a"}]},
-    {"rate_limit": {}, "sequence": [{"steps": [{"text": "a"}], "rate_limit": {"requests": 2}}]},
-    {"steps": [{"text": "a", "phase": "commentary", "chunk": "word"}, {"refusal": "Sorry", "chunk": 3, "interval": "10ms"}]},
-    {"force_reasoning": True, "steps": [{"reasoning": {"parts": ["a", {"faker": "sentence"}]}, "chunk": "word"},
-                                       "redacted_thinking", {"redacted_thinking": "EmwK"}, {"redacted_thinking": None}]},
-    {"usage": {"thinking_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3}, "steps": [{"text": "a"}]},
-    {"stop_details": {"category": "cyber", "explanation": "Why."}, "steps": [{"refusal": "No."}]},
-    {"finish": "content_filter", "stop_details": {"category": None}, "steps": [{"text": "a"}]},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {
+            "steps": [
+                {
+                    "fail": {
+                        "kind": "rate_limit",
+                        "error_event": False,
+                        "type": "insufficient_quota",
+                        "code": "insufficient_quota",
+                        "param": "input",
+                    }
+                }
+            ]
+        },
+        {
+            "http_error": {
+                "status": 400,
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+                "param": "messages",
+            }
+        },
+        {
+            "usage": {
+                "reasoning_tokens": 1,
+                "cached_tokens": 2,
+                "cache_write_tokens": 3,
+                "input_audio_tokens": 4,
+                "output_audio_tokens": 5,
+                "accepted_prediction_tokens": 6,
+                "rejected_prediction_tokens": 7,
+            },
+            "steps": [{"text": "a"}],
+        },
+        {"finish": "stop_sequence", "stop_sequence": "###", "steps": [{"text": "a"}]},
+        {
+            "rate_limit": {
+                "requests": 60,
+                "tokens": 100000,
+                "input_tokens": 80000,
+                "output_tokens": 20000,
+                "window": "1m",
+            },
+            "steps": [{"text": "a"}],
+        },
+        {"rate_limit": {}, "sequence": [{"steps": [{"text": "a"}], "rate_limit": {"requests": 2}}]},
+        {
+            "steps": [
+                {"text": "a", "phase": "commentary", "chunk": "word"},
+                {"refusal": "Sorry", "chunk": 3, "interval": "10ms"},
+            ]
+        },
+        {
+            "force_reasoning": True,
+            "steps": [
+                {"reasoning": {"parts": ["a", {"faker": "sentence"}]}, "chunk": "word"},
+                "redacted_thinking",
+                {"redacted_thinking": "EmwK"},
+                {"redacted_thinking": None},
+            ],
+        },
+        {
+            "usage": {"thinking_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 3},
+            "steps": [{"text": "a"}],
+        },
+        {"stop_details": {"category": "cyber", "explanation": "Why."}, "steps": [{"refusal": "No."}]},
+        {"finish": "content_filter", "stop_details": {"category": None}, "steps": [{"text": "a"}]},
+    ],
+)
 def test_schema_accepts_what_the_loader_accepts(document):
     from fakehop.scenario.reader import parse_text
     from fakehop.scenario.schema import scenario_schema
@@ -378,7 +543,15 @@ def test_schema_accepts_what_the_loader_accepts(document):
 def test_the_commands_for_a_running_server_start_without_the_server_stack():
     """`fakehop queue`, `requests`, `wait` and the rest only talk HTTP to a server: importing the
     CLI leaves aiohttp out, which halves their start-up."""
-    done = subprocess.run([sys.executable, "-c", "import sys, fakehop.cli.main; print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, fakehop.cli.main; print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

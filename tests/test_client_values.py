@@ -12,9 +12,19 @@ import pytest
 from fakehop.play import player
 from fakehop.scenario.reader import parse_text
 
-SLOT_LIKE = ["\u0000slot\u0000", 'x"\u0000slot\u0000', "\u0000number\u0000", "\u0000fakehop:m\u0000", "\u0000fakehop:abc\u0000",
-             "\u0000fakehop:99\u0000", "7391062845173"]
-LONG = {"name": "long-live", "steps": [{"text": "x" * (player.KEPT_HAPPENINGS + 10), "chunk": "char"}]}  # encoded as it plays
+SLOT_LIKE = [
+    "\u0000slot\u0000",
+    'x"\u0000slot\u0000',
+    "\u0000number\u0000",
+    "\u0000fakehop:m\u0000",
+    "\u0000fakehop:abc\u0000",
+    "\u0000fakehop:99\u0000",
+    "7391062845173",
+]
+LONG = {
+    "name": "long-live",
+    "steps": [{"text": "x" * (player.KEPT_HAPPENINGS + 10), "chunk": "char"}],
+}  # encoded as it plays
 
 
 async def stream(session: aiohttp.ClientSession, url: str, path: str, body: dict) -> bytes:
@@ -32,10 +42,21 @@ async def test_a_model_or_echoed_field_that_looks_like_a_marker_is_written_as_it
             assert response.status == 201
         for hello in (False, True):  # the kept rendering of hello, and the long one encoded live
             headers = {"X-Fakehop-Scenario": "hello"} if hello else {}
-            chat = await stream(session, url, "/v1/chat/completions",
-                                {"model": value, "messages": [{"role": "user", "content": "hi"}], "stream": True}) if not hello else None
-            async with session.post(url + "/v1/responses", json={"model": value, "input": "hi", "stream": True, "instructions": value,
-                                                                 "metadata": {"k": value}}, headers=headers) as response:
+            chat = (
+                await stream(
+                    session,
+                    url,
+                    "/v1/chat/completions",
+                    {"model": value, "messages": [{"role": "user", "content": "hi"}], "stream": True},
+                )
+                if not hello
+                else None
+            )
+            async with session.post(
+                url + "/v1/responses",
+                json={"model": value, "input": "hi", "stream": True, "instructions": value, "metadata": {"k": value}},
+                headers=headers,
+            ) as response:
                 assert response.status == 200
                 responses = await response.read()
             frames = [json.loads(line[6:]) for line in responses.split(b"\n") if line.startswith(b"data: ")]
@@ -44,7 +65,10 @@ async def test_a_model_or_echoed_field_that_looks_like_a_marker_is_written_as_it
             if chat is not None:
                 chunks = [json.loads(line[6:]) for line in chat.split(b"\n") if line.startswith(b"data: {")]
                 assert {chunk["model"] for chunk in chunks} == {value}
-                assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == LONG["steps"][0]["text"]
+                assert (
+                    "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+                    == LONG["steps"][0]["text"]
+                )
 
 
 def test_keepalives_are_played_at_least_a_millisecond_apart_whatever_the_scale():

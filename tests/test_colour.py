@@ -29,8 +29,13 @@ class Terminal:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKEHOP_") and k != "NO_COLOR"}
         environment.update({"TERM": "xterm", **env})
         self.reader, writer = pty.openpty()
-        self.process = subprocess.Popen([sys.executable, "-m", "fakehop", *args], stdin=subprocess.DEVNULL, stdout=writer, stderr=writer,
-                                        env=environment)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fakehop", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=writer,
+            stderr=writer,
+            env=environment,
+        )
         os.close(writer)
         self.output = ""
 

@@ -11,14 +11,17 @@ import time
 import aiohttp
 
 from fakehop.server import console
-from fakehop.state import journal as jr
 from fakehop.server.console import Push
+from fakehop.state import journal as jr
 
 from .test_journal_frames import add
 
 CHAT = "/v1/chat/completions"
 STREAM = {"model": "gpt-5.6-sol", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
-TICKING = {"name": "ticking", "steps": [{"text": "abcdefghij", "chunk": "char", "interval": "10s"}]}  # 0.1 s a char at FAST
+TICKING = {
+    "name": "ticking",
+    "steps": [{"text": "abcdefghij", "chunk": "char", "interval": "10s"}],
+}  # 0.1 s a char at FAST
 
 
 class Pushes:
@@ -83,7 +86,10 @@ async def test_the_page_and_its_files_load_without_the_token_and_the_push_needs_
         async with client.get(url + "/_fakehop/ui") as page:
             html = await page.text()
             assert page.status == 200 and page.content_type == "text/html"
-            assert page.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            assert (
+                page.headers["X-Frame-Options"] == "DENY"
+                and "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            )
         assert 'src="ui/console.js"' in html and 'href="ui/console.css"' in html
         for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css")):
             async with client.get(f"{url}/_fakehop/ui/{name}") as asset:
@@ -101,16 +107,20 @@ async def test_the_page_learns_without_the_token_whether_it_needs_one_and_whethe
     guarded = await serve(make_gateway(admin_token="t0ken"))
     unguarded = await serve(make_gateway())
     async with aiohttp.ClientSession() as client:
-        for url, authorization, state in ((guarded, None, {"admin_token": True, "accepted": False}),
-                                          (guarded, "Bearer n0t-it", {"admin_token": True, "accepted": False}),
-                                          (guarded, "Bearer t0ken", {"admin_token": True, "accepted": True}),
-                                          (unguarded, None, {"admin_token": False, "accepted": True})):
+        for url, authorization, state in (
+            (guarded, None, {"admin_token": True, "accepted": False}),
+            (guarded, "Bearer n0t-it", {"admin_token": True, "accepted": False}),
+            (guarded, "Bearer t0ken", {"admin_token": True, "accepted": True}),
+            (unguarded, None, {"admin_token": False, "accepted": True}),
+        ):
             headers = {"Authorization": authorization} if authorization else {}
             async with client.get(url + "/_fakehop/ui/token", headers=headers) as answer:
                 assert (answer.status, await answer.json(), answer.headers["Cache-Control"]) == (200, state, "no-store")
         async with client.get(guarded + "/_fakehop/ui/token", headers={"Host": "rebound.example"}) as refused:
             assert refused.status == 403
-        async with client.get(guarded + "/_fakehop/ui/token", headers={"Origin": "https://elsewhere.example"}) as refused:
+        async with client.get(
+            guarded + "/_fakehop/ui/token", headers={"Origin": "https://elsewhere.example"}
+        ) as refused:
             assert refused.status == 403
 
 
@@ -121,7 +131,9 @@ async def test_the_root_leads_to_the_page_and_a_foreign_host_gets_neither(base_u
         async with client.get(base_url + "/") as followed:
             assert followed.status == 200 and "<title>fakehop console</title>" in await followed.text()
         for path in ("/", "/_fakehop/ui", "/_fakehop/ui/console.js"):
-            async with client.get(base_url + path, headers={"Host": "rebound.example"}, allow_redirects=False) as refused:
+            async with client.get(
+                base_url + path, headers={"Host": "rebound.example"}, allow_redirects=False
+            ) as refused:
                 assert refused.status == 403, path
         async with client.post(base_url + "/", json=STREAM) as posted:  # no protocol there: its own error shape
             assert posted.status == 405 and "error" in await posted.json()
@@ -138,7 +150,9 @@ async def test_the_push_starts_with_the_newest_records_then_each_request_as_it_s
         pushes = await open_console(client, base_url)
         snapshot = await pushes.rows()
         assert snapshot["reset"] and [(r["seq"], r["scenario"], r["status"], r["end"]) for r in snapshot["rows"]] == [
-            (1, "hello", 200, "completed"), (2, "rate-limited", 429, "http_error")]
+            (1, "hello", 200, "completed"),
+            (2, "rate-limited", 429, "http_error"),
+        ]
         assert snapshot["rows"][1]["retry_after"] == "2" and snapshot["rows"][0]["model"] == "gpt-5.6-sol"
         streaming = asyncio.create_task(post(client, base_url, "ticking"))
         rows = await pushes.until(lambda row: row["seq"] == 3 and row["end"] != "in_progress")
@@ -184,7 +198,9 @@ async def test_a_row_carries_its_session_and_a_global_reset_empties_the_log(base
     async with aiohttp.ClientSession() as client:
         pushes = await open_console(client, base_url)
         await pushes.rows()
-        async with client.post(base_url + CHAT, json=STREAM, headers={"X-Fakehop-Session": "checkout-tests"}) as response:
+        async with client.post(
+            base_url + CHAT, json=STREAM, headers={"X-Fakehop-Session": "checkout-tests"}
+        ) as response:
             await response.read()
         await post(client, base_url, "hello")
         rows = await pushes.until(lambda row: row["seq"] == 2 and row["end"] == "completed")
@@ -293,7 +309,11 @@ async def test_a_second_console_opening_takes_nothing_from_the_first():
         pushed(push.next_push())
         closed(journal, [first, *opened(journal, 2)])
         with push.watching():
-            assert [row["seq"] for row in pushed(push.snapshot())["rows"]] == [1, 2, 3]  # what the second one is sent first
+            assert [row["seq"] for row in pushed(push.snapshot())["rows"]] == [
+                1,
+                2,
+                3,
+            ]  # what the second one is sent first
             batch = pushed(push.next_push())
     assert [(row["seq"], row["end"]) for row in batch["rows"]] == [(1, "completed"), (2, "completed"), (3, "completed")]
 

@@ -31,8 +31,16 @@ pytestmark = pytest.mark.xdist_group("console")  # one xdist worker runs them al
 CHROMIUM = Path(os.environ.get("FAKEHOP_CHROMIUM", "/usr/bin/chromium"))
 REQUIRED = os.environ.get("FAKEHOP_BROWSER_TESTS") == "required"
 # As root, with no network and a fresh profile (playwright's user_data_dir): nothing but the page.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 900}
 MESSAGES = [{"role": "user", "content": "Hi"}]
 SCREENSHOT_VARIABLE = "FAKEHOP_CONSOLE_SCREENSHOT"
@@ -60,8 +68,12 @@ def browser(tmp_path_factory):
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport=VIEWPORT)
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport=VIEWPORT,
+        )
         yield context
         context.close()
 
@@ -106,17 +118,22 @@ class Console:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if yaml is not None:
             headers["Content-Type"] = "application/yaml"
-        call = urllib.request.Request(f"{self.url}/_fakehop/{path}", data=None if yaml is None else yaml.encode(), method=method,
-                                      headers=headers)
+        call = urllib.request.Request(
+            f"{self.url}/_fakehop/{path}", data=None if yaml is None else yaml.encode(), method=method, headers=headers
+        )
         with urllib.request.urlopen(call, timeout=10) as response:  # raises for an error status
             return json.load(response)
 
     def frames(self) -> list[tuple[str, str, str]]:
         """The detail's frames as shown: (offset, text, kind) each."""
         rows = self.page.locator("#detail-frames tbody tr")
-        return [(cells[0], cells[1], kind.removeprefix("frame-"))
-                for cells, kind in zip((row.locator("td").all_inner_texts() for row in rows.all()),
-                                       (row.get_attribute("class") for row in rows.all()))]
+        return [
+            (cells[0], cells[1], kind.removeprefix("frame-"))
+            for cells, kind in zip(
+                (row.locator("td").all_inner_texts() for row in rows.all()),
+                (row.get_attribute("class") for row in rows.all()),
+            )
+        ]
 
     def close(self) -> None:
         self.page.close()
@@ -174,8 +191,9 @@ def test_a_request_from_the_sdk_shows_while_it_streams_and_its_row_updates_when_
     console = open_console()
     client = console.client()
     asked = time.monotonic()
-    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
-                                            extra_headers={"X-Fakehop-Scenario": "slow-typing"})  # a character every 50 ms
+    stream = client.chat.completions.create(
+        model="gpt-5.6-sol", messages=MESSAGES, stream=True, extra_headers={"X-Fakehop-Scenario": "slow-typing"}
+    )  # a character every 50 ms
     expect(console.row(1)).to_contain_text("slow-typing", timeout=SHOWN_WITHIN * 1000)
     shown = time.monotonic() - asked
     assert console.cells(1)["end"] == "in_progress" and console.cells(1)["duration"] == "…"
@@ -184,8 +202,16 @@ def test_a_request_from_the_sdk_shows_while_it_streams_and_its_row_updates_when_
     expect(console.row(1).locator("td").nth(6)).to_have_text("completed", timeout=SHOWN_WITHIN * 1000)
     record = console.server.call(lambda: console.server.gateway.journal.records[0])
     cells = console.cells(1)
-    assert (cells["protocol"], cells["model"], cells["status"], cells["events"]) == ("chat", "gpt-5.6-sol", "200", str(record.events))
-    assert cells["duration"] == f"{to_fixed(record.duration, 3)} s" and text and shown < SHOWN_WITHIN, (shown, time.monotonic() - ended)
+    assert (cells["protocol"], cells["model"], cells["status"], cells["events"]) == (
+        "chat",
+        "gpt-5.6-sol",
+        "200",
+        str(record.events),
+    )
+    assert cells["duration"] == f"{to_fixed(record.duration, 3)} s" and text and shown < SHOWN_WITHIN, (
+        shown,
+        time.monotonic() - ended,
+    )
 
 
 def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
@@ -199,7 +225,9 @@ def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
     expect(console.row(1).locator("td").nth(5)).to_have_text("429")
     assert console.cells(1)["end"] == "http_error" and console.cells(1)["scenario"] == "rate-limited"
     expect(page.locator("#queue")).to_have_text("empty")
-    expect(page.locator("#message")).to_have_text("queued rate-limited for the next request")  # no queue length gone stale
+    expect(page.locator("#message")).to_have_text(
+        "queued rate-limited for the next request"
+    )  # no queue length gone stale
     console.row(1).click()
     expect(page.locator("#detail-summary")).to_contain_text("Retry-After 2")
     expect(page.locator("#detail-scenario")).to_contain_text("status: 429")
@@ -245,20 +273,26 @@ def kept_frames(request: dict) -> list[tuple[str, str, str]]:
 def test_a_requests_detail_shows_each_sse_event_as_a_frame_of_its_own_at_its_writes_offset(open_console):
     console = open_console()
     client = console.client()
-    stream = client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
-                                            extra_headers={"X-Fakehop-Scenario": "weather-tool"})
-    calls = [call.function.name for chunk in stream if chunk.choices for call in chunk.choices[0].delta.tool_calls or ()]
+    stream = client.chat.completions.create(
+        model="gpt-5.6-sol", messages=MESSAGES, stream=True, extra_headers={"X-Fakehop-Scenario": "weather-tool"}
+    )
+    calls = [
+        call.function.name for chunk in stream if chunk.choices for call in chunk.choices[0].delta.tool_calls or ()
+    ]
     assert [name for name in calls if name] == ["get_weather"]
     console.row(1).click()
     request = console.control("GET", "requests/1")["request"]
     expect(console.page.locator("#detail-frames tbody tr")).to_have_count(request["events"])
     shown = console.frames()
     assert shown == kept_frames(request)
-    assert [text for _, text, _ in shown][-1] == "data: [DONE]" and all(text.startswith("data: {") for _, text, _ in shown[:-1])
+    assert [text for _, text, _ in shown][-1] == "data: [DONE]" and all(
+        text.startswith("data: {") for _, text, _ in shown[:-1]
+    )
     writes = len(request["frames"])
     assert len({offset for offset, _, _ in shown}) == writes  # every frame at its write's offset
     expect(console.page.locator("#detail-frames-note")).to_have_text(
-        f"({request['events']} frames in {writes} write{'s' if writes > 1 else ''}, {request['frame_bytes']} bytes)")
+        f"({request['events']} frames in {writes} write{'s' if writes > 1 else ''}, {request['frame_bytes']} bytes)"
+    )
     assert console.errors == []
 
 
@@ -277,14 +311,23 @@ def test_keepalives_are_frames_of_their_own_and_the_detail_shows_where_the_journ
     assert ask(console.client(), "long-wait") == "word " * 600
     console.row(1).click()
     request = console.control("GET", "requests/1")["request"]
-    assert request["frames_cut"] and request["keepalives"] >= 2 and request["sent_bytes"] > request["frame_bytes"] == 32 * 1024
+    assert (
+        request["frames_cut"]
+        and request["keepalives"] >= 2
+        and request["sent_bytes"] > request["frame_bytes"] == 32 * 1024
+    )
     expect(console.page.locator("#detail-frames tbody tr.frame-cut")).to_have_count(1)
     *frames, (_, cut, kind) = console.frames()
     assert frames == kept_frames(request)
-    assert [kind for _, _, kind in frames[:request["keepalives"]]] == ["comment"] * request["keepalives"]
-    assert frames[-1][2] == "unended" and {kind for _, _, kind in frames[request["keepalives"]:-1]} == {"event"}
-    assert kind == "cut" and cut == f"cut here: the journal keeps a stream's first 32768 bytes, and {request['sent_bytes']} were sent"
-    expect(console.page.locator("#detail-frames-note")).to_contain_text(f"{len(frames)} frames in {len(request['frames'])} writes")
+    assert [kind for _, _, kind in frames[: request["keepalives"]]] == ["comment"] * request["keepalives"]
+    assert frames[-1][2] == "unended" and {kind for _, _, kind in frames[request["keepalives"] : -1]} == {"event"}
+    assert (
+        kind == "cut"
+        and cut == f"cut here: the journal keeps a stream's first 32768 bytes, and {request['sent_bytes']} were sent"
+    )
+    expect(console.page.locator("#detail-frames-note")).to_contain_text(
+        f"{len(frames)} frames in {len(request['frames'])} writes"
+    )
     expect(console.page.locator("#detail-frames-note")).to_contain_text("; cut)")
     assert console.errors == []
 
@@ -319,7 +362,9 @@ def test_the_time_scale_set_on_the_page_paces_the_next_answers(open_console):
     assert console.control("GET", "health")["time_scale"] == 0.02
     began = time.monotonic()
     assert ask(console.client(), "slow-typing") == "The quick brown fox jumps over the lazy dog."
-    assert time.monotonic() - began < 1.0  # 44 characters 50 ms apart: 2.2 s at the time scale of 1 the server started with
+    assert (
+        time.monotonic() - began < 1.0
+    )  # 44 characters 50 ms apart: 2.2 s at the time scale of 1 the server started with
     page.reload()
     expect(page.locator("#time-scale")).to_have_value("0.02")
     assert console.errors == []
@@ -500,7 +545,9 @@ def test_the_page_stays_usable_at_50_requests_a_second_its_rows_batched_and_its_
     expect(page.locator("#log-count")).to_contain_text("of 300 requests", timeout=3000)
     expect(console.rows()).to_have_count(100)
     expect(console.rows().first).to_have_attribute("data-seq", "300")
-    failed = console.server.call(lambda: [r.started_at for r in console.server.gateway.journal.records if r.scenario == "server-error"])
+    failed = console.server.call(
+        lambda: [r.started_at for r in console.server.gateway.journal.records if r.scenario == "server-error"]
+    )
     assert len(failed) == 2 and failed[0] - clicked < 1.0
     load_figures = page.evaluate("() => window.consoleLoad")
     assert max(latencies) < 1.0, latencies
@@ -525,11 +572,17 @@ def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
         ask(client)
     with pytest.raises(openai.APIError):
         ask(client, "fail-rate-limit")
-    with client.responses.stream(model="gpt-5.6-sol", input="Hi", extra_headers={"X-Fakehop-Scenario": "think-then-tool"}) as answer:
+    with client.responses.stream(
+        model="gpt-5.6-sol", input="Hi", extra_headers={"X-Fakehop-Scenario": "think-then-tool"}
+    ) as answer:
         answer.get_final_response()
     anthropic_client = clients.anthropic_sync(base_url=console.url, api_key="sk-test", max_retries=0)
-    with anthropic_client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
-                                          extra_headers={"X-Fakehop-Scenario": "reasoning-pause"}) as stalled:
+    with anthropic_client.messages.stream(
+        model="claude-sonnet-5",
+        max_tokens=100,
+        messages=MESSAGES,
+        extra_headers={"X-Fakehop-Scenario": "reasoning-pause"},
+    ) as stalled:
         next(iter(stalled))
         page.fill("#editor", "name: cut-short\nsteps:\n  - txt: Half an answer\n  - disconnect\n")
         expect(page.locator("#problems li")).to_have_count(1)

@@ -6,9 +6,9 @@ import aiohttp
 import openai
 import pytest
 
-from fakehop.state.journal import Journal
 from fakehop.scenario.library import Library
 from fakehop.server.gateway import Gateway
+from fakehop.state.journal import Journal
 
 from . import clients
 from .conftest import FAST
@@ -30,7 +30,9 @@ class Control:
         """`data=` text goes as YAML unless `headers` say otherwise (a YAML scenario file's text)."""
         yaml_type = {"Content-Type": "application/yaml"} if isinstance(kwargs.get("data"), str) else {}
         headers = {**self.headers, **yaml_type, **kwargs.pop("headers", {})}
-        async with self.session.request(method, f"{self.base_url}/_fakehop{path}", headers=headers, **kwargs) as response:
+        async with self.session.request(
+            method, f"{self.base_url}/_fakehop{path}", headers=headers, **kwargs
+        ) as response:
             assert response.content_type == "application/json"
             return response.status, await response.json()
 
@@ -88,7 +90,13 @@ async def test_scenarios_say_kind_and_origin(serve, session, tmp_path):
     assert {k: listed["hello"][k] for k in ("kind", "origin")} == {"kind": "steps", "origin": "bundled"}
     assert listed["server-error"]["kind"] == "http_error"
     assert listed["flaky-then-ok"]["kind"] == "sequence"
-    assert listed["mine"] == {"name": "mine", "description": "Mine.", "kind": "steps", "origin": str(tmp_path), "source": str(tmp_path / "mine.yaml")}
+    assert listed["mine"] == {
+        "name": "mine",
+        "description": "Mine.",
+        "kind": "steps",
+        "origin": str(tmp_path),
+        "source": str(tmp_path / "mine.yaml"),
+    }
     assert listed["posted"]["origin"] == "api"
     assert listed["posted"]["source"] == "<POST /_fakehop/scenarios>"
 
@@ -115,9 +123,11 @@ async def test_a_scenario_that_uses_a_replaced_one_plays_the_new_version(control
 
 
 async def test_posted_json_scenario_with_escapes(control, openai_client):
-    await control.ok("POST", "/scenarios", json={"name": "emoji", "steps": [{"text": "caf\u00e9 \U0001F600", "chunk": "char"}]})
+    await control.ok(
+        "POST", "/scenarios", json={"name": "emoji", "steps": [{"text": "caf\u00e9 \U0001f600", "chunk": "char"}]}
+    )
 
-    assert await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "emoji"}) == "caf\u00e9 \U0001F600"
+    assert await ask(openai_client, extra_headers={"X-Fakehop-Scenario": "emoji"}) == "caf\u00e9 \U0001f600"
 
 
 async def test_posted_scenario_takes_its_name_from_the_query(control):
@@ -197,7 +207,13 @@ async def test_inline_scenarios_are_added_under_their_name_or_inline_n(control, 
     assert (await control.ok("GET", "/queue"))["queue"] == ["inline-1", "inline-2", "named-inline"]
     assert [await ask(openai_client) for _ in range(3)] == ["first inline", "HTTP 503", "named"]
     listed = await scenarios_by_name(control)
-    assert listed["inline-2"] == {"name": "inline-2", "description": "", "kind": "http_error", "origin": "api", "source": "<POST /_fakehop/queue>"}
+    assert listed["inline-2"] == {
+        "name": "inline-2",
+        "description": "",
+        "kind": "http_error",
+        "origin": "api",
+        "source": "<POST /_fakehop/queue>",
+    }
 
 
 async def test_bad_inline_scenario_changes_nothing(control):
@@ -269,9 +285,13 @@ async def test_queue_comes_before_the_default(control, openai_client):
 async def test_requests_page_with_since_and_limit(serve, make_gateway, session):
     """With --journal-secrets, the headers as they came, the key included."""
     control = Control(session, await serve(make_gateway(journal=Journal(secrets=True))))
-    async with clients.openai_async(base_url=control.base_url + "/v1", api_key="sk-test", max_retries=0) as openai_client:
+    async with clients.openai_async(
+        base_url=control.base_url + "/v1", api_key="sk-test", max_retries=0
+    ) as openai_client:
         for number in range(5):
-            await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": f"question {number}"}])
+            await openai_client.chat.completions.create(
+                model="gpt-5.6-sol", messages=[{"role": "user", "content": f"question {number}"}]
+            )
 
     first = await control.ok("GET", "/requests", params={"limit": "2"})
     second = await control.ok("GET", "/requests", params={"since": first["next_since"], "limit": "2"})
@@ -284,15 +304,23 @@ async def test_requests_page_with_since_and_limit(serve, make_gateway, session):
     assert after == {"requests": [], "next_since": 5, "more": False}
     record = third["requests"][0]
     assert record["body"]["messages"] == [{"role": "user", "content": "question 4"}]
-    assert (record["method"], record["path"], record["protocol"], record["scenario"]) == ("POST", "/v1/chat/completions", "chat", "hello")
+    assert (record["method"], record["path"], record["protocol"], record["scenario"]) == (
+        "POST",
+        "/v1/chat/completions",
+        "chat",
+        "hello",
+    )
     assert (record["status"], record["end"], record["stream"]) == (200, "completed", False)
     assert record["headers"]["Authorization"] == "Bearer sk-test"
 
 
 async def test_a_header_sent_twice_shows_both_values_in_the_journal(control, session):
     headers = [("Content-Type", "application/json"), ("X-Tag", "a"), ("X-Tag", "b")]
-    async with session.post(control.base_url + "/v1/chat/completions", data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
-                            headers=headers) as response:
+    async with session.post(
+        control.base_url + "/v1/chat/completions",
+        data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+        headers=headers,
+    ) as response:
         assert response.status == 200
 
     [record] = (await control.ok("GET", "/requests"))["requests"]
@@ -328,7 +356,9 @@ async def test_journal_keeps_only_the_last_n(serve, make_gateway, session, opena
         await ask(client)
 
     assert [r["seq"] for r in (await control.ok("GET", "/requests"))["requests"]] == [3, 4, 5]
-    assert [r["seq"] for r in (await control.ok("GET", "/requests", params={"since": "1", "limit": "1"}))["requests"]] == [3]
+    assert [
+        r["seq"] for r in (await control.ok("GET", "/requests", params={"since": "1", "limit": "1"}))["requests"]
+    ] == [3]
 
 
 @pytest.mark.parametrize(
@@ -366,9 +396,14 @@ async def test_reset_puts_everything_back(control, openai_client, library):
 async def test_a_replaced_sequence_starts_from_its_first_entry(control, openai_client):
     header = {"X-Fakehop-Scenario": "flaky-then-ok"}
     assert await ask(openai_client, extra_headers=header) == "HTTP 429"
-    await control.ok("POST", "/scenarios", data="name: flaky-then-ok\nsequence:\n  - http_error: {status: 503}\n  - use: hello\n")
+    await control.ok(
+        "POST", "/scenarios", data="name: flaky-then-ok\nsequence:\n  - http_error: {status: 503}\n  - use: hello\n"
+    )
 
-    assert [await ask(openai_client, extra_headers=header) for _ in range(2)] == ["HTTP 503", "Hello! How can I help you today?"]
+    assert [await ask(openai_client, extra_headers=header) for _ in range(2)] == [
+        "HTTP 503",
+        "Hello! How can I help you today?",
+    ]
 
 
 async def test_unknown_calls_and_methods_are_json_errors(control):

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import openai
@@ -106,7 +106,9 @@ def app(url: str) -> openai.OpenAI:
 
 def ask(client: openai.OpenAI) -> str:
     try:
-        completion = client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hello"}])
+        completion = client.chat.completions.create(
+            model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hello"}]
+        )
     except openai.APIStatusError as exc:
         return f"HTTP {exc.status_code}"
     return completion.choices[0].message.content
@@ -122,7 +124,10 @@ def test_queue_name_with_times(url):
     result = fakehop_process("queue", "rate-limited", "--times", "2", url=url)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n"
+    assert (
+        result.stdout
+        == "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n"
+    )
     client = app(url)
     assert [ask(client) for _ in range(3)] == ["HTTP 429", "HTTP 429", HELLO]
 
@@ -131,17 +136,28 @@ def test_queue_a_sequence_queues_its_whole_run(url):
     result = fakehop_here("queue", "flaky-then-ok", url=url)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == ("queued flaky-then-ok for the next 3 requests that name no scenario; "
-                             "queue now: flaky-then-ok[1], flaky-then-ok[2], flaky-then-ok[3]\n")
+    assert result.stdout == (
+        "queued flaky-then-ok for the next 3 requests that name no scenario; "
+        "queue now: flaky-then-ok[1], flaky-then-ok[2], flaky-then-ok[3]\n"
+    )
     client = app(url)
     assert [ask(client) for _ in range(4)] == ["HTTP 429", "HTTP 500", HELLO, HELLO]
     recorded = ControlClient(url).call("GET", "/requests")["requests"]
-    assert [record["scenario"] for record in recorded] == ["flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello", "hello"]
+    assert [record["scenario"] for record in recorded] == [
+        "flaky-then-ok[1]",
+        "flaky-then-ok[2]",
+        "flaky-then-ok[3]->hello",
+        "hello",
+    ]
 
 
 def test_lenient_conversations_lets_an_unanswered_tool_call_through():
     call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "user", "content": "and?"}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "user", "content": "and?"},
+    ]
     server = ServerProcess("--lenient-conversations", "--quiet")
     try:
         answer = app(server.url).chat.completions.create(model="m", messages=messages)
@@ -190,12 +206,23 @@ def test_queue_an_unknown_name_is_one_clear_line(url):
 
     assert result.returncode == 2  # as for every command given an unknown scenario
     assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith("fakehop: HTTP 400: Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ")
+    assert result.stderr.startswith(
+        "fakehop: HTTP 400: Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: "
+    )
     assert " stall," in result.stderr
 
 
-@pytest.mark.parametrize("args", [["play", "nope"], ["serve", "--port", "0", "--default", "nope"], ["queue", "nope"],
-                                  ["queue", "--clear", "nope"], ["default", "nope"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["play", "nope"],
+        ["serve", "--port", "0", "--default", "nope"],
+        ["queue", "nope"],
+        ["queue", "--clear", "nope"],
+        ["default", "nope"],
+    ],
+    ids=" ".join,
+)
 def test_an_unknown_scenario_is_one_line_and_exit_2_in_every_command(url, args):
     control = ControlClient(url)
     control.call("POST", "/queue", {"scenario": "stall"})
@@ -218,14 +245,18 @@ def test_queue_clear_empties_the_queue_and_may_queue_afresh(url):
     in_session = fakehop_here("queue", "--clear", "--session", "ci-clear", url=url)
 
     assert (cleared.returncode, cleared.stdout, left) == (0, "queue cleared: 3 entries removed\n", [])
-    assert afresh.stdout == ("queue cleared: 0 entries removed\n"
-                             "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n")
+    assert afresh.stdout == (
+        "queue cleared: 0 entries removed\n"
+        "queued rate-limited for the next 2 requests that name no scenario; queue now: rate-limited x2\n"
+    )
     assert in_session.stdout == "session ci-clear's queue cleared: 1 entry removed\n"
     assert control.call("GET", "/queue")["queue"] == ["rate-limited", "rate-limited"]
 
 
 def test_list_url_lists_a_running_servers_scenarios_with_the_added_ones(url):
-    ControlClient(url).call("POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n")
+    ControlClient(url).call(
+        "POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n"
+    )
     ControlClient(url, session="ci-list").call("POST", "/scenarios", text="name: only-here\nsteps: [{text: hi}]\n")
 
     listed = fakehop_here("list", url=url)
@@ -246,13 +277,20 @@ def test_requests_marks_the_requests_that_streamed(url):
     list(client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True))
     ask(client)
     with pytest.raises(openai.RateLimitError):
-        client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True,
-                                       extra_headers={"X-Fakehop-Scenario": "rate-limited"})
+        client.chat.completions.create(
+            model="gpt-5.6-sol",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            extra_headers={"X-Fakehop-Scenario": "rate-limited"},
+        )
 
     printed = fakehop_here("requests", url=url).stdout.splitlines()
 
-    assert [line.split()[5:8] for line in printed] == [["hello", "200", "completed"], ["hello", "200", "completed"],
-                                                       ["rate-limited", "429", "http_error"]]
+    assert [line.split()[5:8] for line in printed] == [
+        ["hello", "200", "completed"],
+        ["hello", "200", "completed"],
+        ["rate-limited", "429", "http_error"],
+    ]
     assert [line.split()[11:12] for line in printed] == [["streamed"], [], ["Rate"]]  # a 429 comes before any stream
 
 
@@ -271,7 +309,10 @@ def test_reset_puts_the_default_back_and_empties_queue_and_journal(url):
 
     result = fakehop_here("reset", url=url)
 
-    assert (result.returncode, result.stdout) == (0, "reset: queue, journal, sequence counters and added scenarios cleared; default scenario: hello\n")
+    assert (result.returncode, result.stdout) == (
+        0,
+        "reset: queue, journal, sequence counters and added scenarios cleared; default scenario: hello\n",
+    )
     assert control.call("GET", "/requests")["requests"] == []
     assert ask(app(url)) == HELLO
 
@@ -333,8 +374,12 @@ def following(url: str, *options: str, notes: queue.Queue[str] | None = None) ->
 def test_requests_follow_prints_each_request_as_it_finishes(url):
     with following(url) as lines:
         client = app(url)
-        stream = client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], stream=True,
-                                                extra_headers={"X-Fakehop-Scenario": "stall"})
+        stream = client.chat.completions.create(
+            model="gpt-5.6-sol",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            extra_headers={"X-Fakehop-Scenario": "stall"},
+        )
         with pytest.raises(openai.APIError, match="Stream stalled"):
             list(stream)
         ask(client)
@@ -367,7 +412,10 @@ def test_requests_follow_carries_on_when_the_server_comes_back_restarted():
     assert before[1:8] == ["#1", "POST", "/v1/chat/completions", "chat", "hello", "200", "completed"]
     assert after[1:8] == ["#1", "POST", "/v1/chat/completions", "chat", "server-error", "500", "http_error"]
     assert lost == f"fakehop: lost the connection to {url}; reconnecting"
-    assert back == [f"fakehop: reconnected to {url}", f"fakehop: the server at {url} restarted: its requests are numbered from #1 again"]
+    assert back == [
+        f"fakehop: reconnected to {url}",
+        f"fakehop: the server at {url} restarted: its requests are numbered from #1 again",
+    ]
 
 
 class Relay:
@@ -434,7 +482,10 @@ def test_requests_follow_carries_on_where_it_was_when_the_connection_comes_back(
         relay.cut()
     seqs = [int(line.split()[1].lstrip("#")) for line in seen]
     assert seqs == [seqs[0], seqs[0] + 1, seqs[0] + 2]  # none missed, none repeated
-    assert (lost, back) == (f"fakehop: lost the connection to {relayed}; reconnecting", f"fakehop: reconnected to {relayed}")
+    assert (lost, back) == (
+        f"fakehop: lost the connection to {relayed}; reconnecting",
+        f"fakehop: reconnected to {relayed}",
+    )
     assert more_notes == []  # no word of a restart
 
 
@@ -444,7 +495,10 @@ def test_unreachable_server_is_one_clear_line():
     result = fakehop_here("reset", url=url)
 
     assert result.returncode == 1
-    assert result.stderr == f"fakehop: cannot reach a fakehop server at {url} (Connection refused); start one with `fakehop serve` or pass --url\n"
+    assert (
+        result.stderr
+        == f"fakehop: cannot reach a fakehop server at {url} (Connection refused); start one with `fakehop serve` or pass --url\n"
+    )
 
 
 def test_admin_token_from_option_or_environment():
@@ -458,7 +512,10 @@ def test_admin_token_from_option_or_environment():
         listed = fakehop_here("list", "--admin-token", "s3cret", url=server.url)
     finally:
         server.stop()
-    assert (refused.returncode, refused.stderr) == (1, "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n")
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n",
+    )
     assert by_option.returncode == 0 and by_environment.returncode == 0
     assert queued == ["server-error", "server-error"]
     assert list_refused.returncode == 1 and list_refused.stderr.startswith("fakehop: HTTP 401: ")

@@ -17,7 +17,7 @@ STREAM = {"model": "gpt-5.6-sol", "messages": [{"role": "user", "content": "Hi"}
 
 
 @pytest.fixture
-def control(session, base_url) -> Control:  # noqa: F811 - `session` is the fixture above
+def control(session, base_url) -> Control:
     return Control(session, base_url)
 
 
@@ -30,7 +30,10 @@ async def check(control: Control, text: str, **kwargs) -> dict:
 
 async def test_a_typo_is_found_with_its_line_and_the_nearest_key_and_nothing_is_added(control):
     answer = await check(control, TYPO)
-    assert answer == {"valid": False, "problems": [{"line": 3, "message": "unknown key 'txt' in a step; did you mean 'text'?"}]}
+    assert answer == {
+        "valid": False,
+        "problems": [{"line": 3, "message": "unknown key 'txt' in a step; did you mean 'text'?"}],
+    }
     names = [s["name"] for s in (await control.ok("GET", "/scenarios"))["scenarios"]]
     assert "typo-demo" not in names
 
@@ -63,13 +66,15 @@ async def test_a_good_scenario_is_valid_and_still_not_added(control):
 async def test_checking_json_and_a_bad_check_value(control):
     answer = await control.ok("POST", "/scenarios?check=true", json={"name": "as-json", "http_error": {"status": 429}})
     assert answer["valid"] and answer["scenario"]["kind"] == "http_error"
-    status, body = await control.call("POST", "/scenarios?check=true", data="{not json", headers={"Content-Type": "application/json"})
+    status, body = await control.call(
+        "POST", "/scenarios?check=true", data="{not json", headers={"Content-Type": "application/json"}
+    )
     assert status == 400 and body["error"].startswith("the body is not valid JSON")
     status, body = await control.call("POST", "/scenarios?check=yes", data=TYPO)
     assert (status, body["error"]) == (400, "check: expected true or false, got 'yes'")
 
 
-async def test_checking_needs_the_admin_token(serve, make_gateway, session):  # noqa: F811
+async def test_checking_needs_the_admin_token(serve, make_gateway, session):
     url = await serve(make_gateway(admin_token="t0ken"))
     status, _ = await Control(session, url).call("POST", "/scenarios?check=true", data=TYPO)
     assert status == 401
@@ -89,7 +94,9 @@ async def test_a_bundled_scenario_comes_with_its_file_and_what_it_plays(control)
 
 
 async def test_an_added_scenario_has_no_file_but_its_definition(control):
-    await control.ok("POST", "/scenarios", data="name: added\nsequence:\n  - http_error: {status: 500}\n  - use: hello\n")
+    await control.ok(
+        "POST", "/scenarios", data="name: added\nsequence:\n  - http_error: {status: 500}\n  - use: hello\n"
+    )
     scenario = (await control.ok("GET", "/scenarios/added"))["scenario"]
     assert (scenario["origin"], scenario["text"], scenario["kind"]) == ("api", None, "sequence")
     first, second = scenario["definition"]["entries"]
@@ -122,7 +129,9 @@ async def test_the_time_scale_applies_to_the_next_answers_until_reset(control, b
     assert (await control.ok("GET", "/health"))["time_scale"] == FAST
 
 
-@pytest.mark.parametrize("body", [{"time_scale": 0}, {"time_scale": -1}, {"time_scale": "fast"}, {"time_scale": True}, {}, {"scale": 1}])
+@pytest.mark.parametrize(
+    "body", [{"time_scale": 0}, {"time_scale": -1}, {"time_scale": "fast"}, {"time_scale": True}, {}, {"scale": 1}]
+)
 async def test_a_time_scale_that_is_not_a_number_above_zero_is_refused(control, body):
     status, answer = await control.call("PUT", "/time_scale", json=body)
     assert status == 400 and ("time_scale" in answer["error"] or "unknown key" in answer["error"])
@@ -133,10 +142,10 @@ USER_FORMS = {
     "regex-prompt": 'match: {prompt: "/hel+o/"}\nsteps: [{text: hi}]\n',
     "globs": 'match: {protocol: chat, model: "gpt-*", header: {x-team: "blue-*"}}\nsteps: [{text: hi}]\n',
     "turns": 'match: {turn: [1, 3], system: "/be (brief|short)/", tool_result: get_weather, tools: get_weather}\n'
-             'steps: [{text: hi}]\n',
+    "steps: [{text: hi}]\n",
     "turns-on": 'match: {turn: ">=2"}\nsteps: [{text: hi}]\n',
     "a-conversation": "conversation:\n  - steps: [{tool_call: {name: get_weather, arguments: {city: Paris}}}]\n"
-                      "  - steps: [{text: Sunny.}]\n",
+    "  - steps: [{text: Sunny.}]\n",
     "a-sequence": "sequence:\n  - http_error: {status: 429, retry_after: 0.5}\n  - use: hello\n  - steps: [{text: hi}, stall]\n",
 }
 

@@ -20,7 +20,10 @@ WAIT = 60  # seconds: generous, for a loaded machine
 DEFAULT_URL = "http://127.0.0.1:8080"  # where the examples that talk to `fakehop serve` expect it
 # the test files a reader copies into a project that has the pyproject settings of the fixture's page
 FIXTURE_EXAMPLES = {
-    "test_fixture_quickstart.py": 6, "test_aiohttp_app.py": 1, "test_first.py": 2, "test_retry_loop_verdict.py": 1,
+    "test_fixture_quickstart.py": 6,
+    "test_aiohttp_app.py": 1,
+    "test_first.py": 2,
+    "test_retry_loop_verdict.py": 1,
 }
 
 
@@ -43,15 +46,18 @@ def reader_env(server_url: str) -> dict[str, str]:
 def run_against(server_url: str, script: str, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
     """Runs an example written for `fakehop serve` on its default port, pointed at `server_url`."""
     (cwd / script).write_text(example(script).replace(DEFAULT_URL, server_url))
-    return subprocess.run([*argv, script], cwd=cwd, capture_output=True, text=True, timeout=WAIT,
-                          env=reader_env(server_url))
+    return subprocess.run(
+        [*argv, script], cwd=cwd, capture_output=True, text=True, timeout=WAIT, env=reader_env(server_url)
+    )
 
 
 def test_the_fixture_examples_pass_in_a_new_project(pytester):
     """A new user's project: the fixture page's pyproject settings, its example tests, asyncio in strict mode."""
     unused_plugins = "-p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio"
-    pytester.makepyprojecttoml(example("pytest-settings.toml") + f'addopts = "{unused_plugins}"\n'
-                               'asyncio_default_fixture_loop_scope = "function"\n')
+    pytester.makepyprojecttoml(
+        example("pytest-settings.toml") + f'addopts = "{unused_plugins}"\n'
+        'asyncio_default_fixture_loop_scope = "function"\n'
+    )
     pytester.mkdir("tests").joinpath("scenarios").mkdir()
     for name in FIXTURE_EXAMPLES:
         pytester.path.joinpath(name).write_text(example(name))
@@ -62,17 +68,21 @@ def test_the_fixture_examples_pass_in_a_new_project(pytester):
 def test_the_example_without_pytest_prints_what_its_page_shows(tmp_path):
     (tmp_path / "tests" / "scenarios").mkdir(parents=True)
     (tmp_path / "without_pytest.py").write_text(example("without_pytest.py"))
-    done = subprocess.run([sys.executable, "without_pytest.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=WAIT)
+    done = subprocess.run(
+        [sys.executable, "without_pytest.py"], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == example("without_pytest.txt")
 
 
 def test_the_walkthroughs_fault_file_plays_as_it_says(tmp_path):
     (tmp_path / "my-fault.yaml").write_text(example("my-fault.yaml"))
-    played = subprocess.run([sys.executable, "-m", "fakehop", "play", "my-fault", "--scenarios", str(tmp_path),
-                             "--no-wait"],
-                            capture_output=True, text=True, timeout=WAIT)
+    played = subprocess.run(
+        [sys.executable, "-m", "fakehop", "play", "my-fault", "--scenarios", str(tmp_path), "--no-wait"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
     assert played.returncode == 0, played.stderr
     deltas = re.findall(r'"content":"([^"]+)"', played.stdout)
     assert "".join(deltas) == "Let me look that up" and "[DONE]" not in played.stdout
@@ -92,8 +102,9 @@ def test_the_app_gets_the_default_answer_then_the_queued_stall(served, tmp_path)
     answered = run_against(served, "app.py", tmp_path, sys.executable)
     assert (answered.returncode, answered.stdout) == (0, "Hello! How can I help you today?\n"), answered.stderr
     (tmp_path / "queue-a-fault.sh").write_text(example("queue-a-fault.sh"))
-    done = subprocess.run(["bash", "queue-a-fault.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT,
-                          env=reader_env(served))
+    done = subprocess.run(
+        ["bash", "queue-a-fault.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=WAIT, env=reader_env(served)
+    )
     queued, _, rest = done.stdout.partition("\n")
     assert queued.startswith("queued stall for the next request that names no scenario")
     assert rest.startswith("Let me think about")  # and no newline: the stall's error cut the line

@@ -14,11 +14,27 @@ import pytest
 from .sdk_results import HANG_TIMEOUT, final_result
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "sdk-exceptions.md"
-FAULTS = ("fail-rate-limit", "fail-server-error", "fail-invalid-prompt", "fail-overloaded", "interrupted", "stall",
-          "disconnect", "hang", "malformed", "rate-limited", "server-error")
-COLUMNS = [("chat", False, "Chat Completions"), ("chat", True, "Chat Completions, streamed"),
-           ("responses", False, "Responses"), ("responses", True, "Responses, streamed"),
-           ("messages", False, "Messages"), ("messages", True, "Messages, streamed")]
+FAULTS = (
+    "fail-rate-limit",
+    "fail-server-error",
+    "fail-invalid-prompt",
+    "fail-overloaded",
+    "interrupted",
+    "stall",
+    "disconnect",
+    "hang",
+    "malformed",
+    "rate-limited",
+    "server-error",
+)
+COLUMNS = [
+    ("chat", False, "Chat Completions"),
+    ("chat", True, "Chat Completions, streamed"),
+    ("responses", False, "Responses"),
+    ("responses", True, "Responses, streamed"),
+    ("messages", False, "Messages"),
+    ("messages", True, "Messages, streamed"),
+]
 SDKS = ("openai", "anthropic")
 
 INTRO = """# What the SDKs raise
@@ -44,8 +60,12 @@ def cell(result: dict) -> str:
 async def table(url: str) -> str:
     async def row(name: str) -> str:
         timeout = HANG_TIMEOUT if name == "hang" else 30.0
-        results = await asyncio.gather(*(final_result(url, protocol, stream, {"X-Fakehop-Scenario": name}, timeout)
-                                         for protocol, stream, _ in COLUMNS))
+        results = await asyncio.gather(
+            *(
+                final_result(url, protocol, stream, {"X-Fakehop-Scenario": name}, timeout)
+                for protocol, stream, _ in COLUMNS
+            )
+        )
         return f"| `{name}` | " + " | ".join(cell(result) for result in results) + " |"
 
     header = "| scenario | " + " | ".join(title for _, _, title in COLUMNS) + " |\n|" + " --- |" * (len(COLUMNS) + 1)
@@ -69,6 +89,7 @@ async def test_the_pages_table_is_what_the_sdks_raise(base_url):
         PAGE.write_text(expected)
         return
     if f"Computed with {sdk_versions()}." not in written:  # make test-latest, test-oldest
-        pytest.skip(f"the page is of other SDK versions than these ({sdk_versions()}): "
-                    "`make docs-tables` under the lock")
+        pytest.skip(
+            f"the page is of other SDK versions than these ({sdk_versions()}): `make docs-tables` under the lock"
+        )
     assert written == expected, "`make docs-tables` rewrites the page: review the diff"

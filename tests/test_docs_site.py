@@ -24,8 +24,14 @@ README_LINES = 250
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
-    built = subprocess.run([Path(sys.executable).parent / "mkdocs", "build", "--strict", "--site-dir", out], cwd=ROOT,
-                           capture_output=True, text=True, timeout=WAIT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    built = subprocess.run(
+        [Path(sys.executable).parent / "mkdocs", "build", "--strict", "--site-dir", out],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert built.returncode == 0, built.stderr
     return out
 

@@ -13,7 +13,13 @@ from .test_pytest_plugin import INI
 
 pytest_plugins = ["pytester"]
 
-FRAMES_OF_FAKEHOP = ("thread_server.py", "concurrent/futures", "fakehop/testing/fixture.py", "fakehop/state/sessions.py", "fakehop/scenario/reader.py")
+FRAMES_OF_FAKEHOP = (
+    "thread_server.py",
+    "concurrent/futures",
+    "fakehop/testing/fixture.py",
+    "fakehop/state/sessions.py",
+    "fakehop/scenario/reader.py",
+)
 
 
 @pytest.fixture
@@ -29,7 +35,7 @@ def assert_said_once(output: str, *messages: str) -> None:
     assert not [frame for frame in FRAMES_OF_FAKEHOP if frame in output], output
 
 
-MISTAKES_IN_TESTS = '''
+MISTAKES_IN_TESTS = """
 import pytest
 
 
@@ -45,7 +51,7 @@ def test_queue_is_given_a_scenario_with_a_mistake(fakehop):
 class TestTheMarker:
     def test_names_a_scenario_near_one(self, fakehop):
         pass
-'''
+"""
 
 
 def test_a_mistake_in_the_marker_use_or_queue_is_said_once_at_the_tests_own_line(project):
@@ -53,11 +59,19 @@ def test_a_mistake_in_the_marker_use_or_queue_is_said_once_at_the_tests_own_line
     result = project.runpytest("-rN")
     result.assert_outcomes(failed=2, errors=1)
     output = result.stdout.str()
-    assert_said_once(output, "@pytest.mark.fakehop(scenario=...): Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ",
-                     "UnknownScenario: Unknown scenario 'helo'; did you mean 'hello'? Known scenarios: ",
-                     "ScenarioError: inline scenario 'inline-1': unknown key 'txt' in a step; did you mean 'text'?")
-    result.stdout.fnmatch_lines([">       fakehop.use(\"helo\")", "E       fakehop.scenario.library.UnknownScenario: *",
-                                 "test_mistakes.py:5: UnknownScenario"])
+    assert_said_once(
+        output,
+        "@pytest.mark.fakehop(scenario=...): Unknown scenario 'stal'; did you mean 'stall'? Known scenarios: ",
+        "UnknownScenario: Unknown scenario 'helo'; did you mean 'hello'? Known scenarios: ",
+        "ScenarioError: inline scenario 'inline-1': unknown key 'txt' in a step; did you mean 'text'?",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            '>       fakehop.use("helo")',
+            "E       fakehop.scenario.library.UnknownScenario: *",
+            "test_mistakes.py:5: UnknownScenario",
+        ]
+    )
 
 
 def test_a_broken_scenario_file_is_said_once_with_its_line_column_and_tab(project):
@@ -66,8 +80,11 @@ def test_a_broken_scenario_file_is_said_once_with_its_line_column_and_tab(projec
     project.makepyfile(test_broken="def test_uses_fakehop(fakehop):\n    pass\n")
     result = project.runpytest("-rN")
     result.assert_outcomes(errors=1)
-    assert_said_once(result.stdout.str(), "fakehop could not load its scenarios:",
-                     "tabbed.yaml:2: not valid YAML at column 1: a tab, which YAML does not take for indentation: indent with spaces")
+    assert_said_once(
+        result.stdout.str(),
+        "fakehop could not load its scenarios:",
+        "tabbed.yaml:2: not valid YAML at column 1: a tab, which YAML does not take for indentation: indent with spaces",
+    )
 
 
 def test_a_running_server_that_does_not_answer_is_said_once(project):
@@ -85,7 +102,9 @@ def test_a_bad_ini_option_is_said_once(project):
     project.makepyfile(test_option="def test_uses_fakehop(fakehop):\n    pass\n")
     result = project.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert_said_once(result.stderr.str() + result.stdout.str(), "fakehop_verdicts: expected one of error, warning, off, got 'loud'")
+    assert_said_once(
+        result.stderr.str() + result.stdout.str(), "fakehop_verdicts: expected one of error, warning, off, got 'loud'"
+    )
 
 
 NO_DESCRIPTORS_TO_SPARE = '''
@@ -118,4 +137,7 @@ def test_a_server_that_cannot_start_is_said_once(project):
     project.makepyfile(test_no_files=NO_DESCRIPTORS_TO_SPARE)
     result = project.runpytest_subprocess("-rN")
     result.assert_outcomes(errors=1)
-    assert_said_once(result.stdout.str(), "fakehop: its server could not start: no socket could be opened to listen on 127.0.0.1 port 0")
+    assert_said_once(
+        result.stdout.str(),
+        "fakehop: its server could not start: no socket could be opened to listen on 127.0.0.1 port 0",
+    )

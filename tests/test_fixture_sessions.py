@@ -42,7 +42,9 @@ def test_the_sdk_tests_pass_against_a_running_server(project, server):
     assert control.call("GET", "/sessions")["sessions"] == []  # each test dropped its own
     journal = control.call("GET", "/requests")["requests"]
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # the inner run's, as it is this one's
-    assert len(journal) == 14 and all(record["session"].startswith(worker + "-") for record in journal)  # none in the global session
+    assert len(journal) == 14 and all(
+        record["session"].startswith(worker + "-") for record in journal
+    )  # none in the global session
 
 
 def test_mistakes_read_the_same_against_a_running_server(project, server, monkeypatch):
@@ -50,14 +52,25 @@ def test_mistakes_read_the_same_against_a_running_server(project, server, monkey
     monkeypatch.setenv("FAKEHOP_URL", server.url)
     result = project.runpytest()
     result.assert_outcomes(passed=1, failed=4, errors=3)
-    result.stdout.fnmatch_lines([
-        "*- fakehop requests -*",
-        "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- fakehop requests -*",
+            "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
+        ]
+    )
     output = result.stdout.str()
     assert "@pytest.mark.fakehop(scenario=...): Unknown scenario 'nope'" in output
     assert "unknown key 'stepz' in the scenario; did you mean 'steps'?" in output
-    assert len([line for line in result.outlines if "Unknown scenario 'nope'. Known scenarios: " in line and "hang, hello" in line]) >= 3
+    assert (
+        len(
+            [
+                line
+                for line in result.outlines
+                if "Unknown scenario 'nope'. Known scenarios: " in line and "hang, hello" in line
+            ]
+        )
+        >= 3
+    )
 
 
 def test_verdicts_judge_each_tests_own_session_of_a_running_server(project, server):
@@ -70,10 +83,15 @@ def test_verdicts_judge_each_tests_own_session_of_a_running_server(project, serv
     teardown = project.runpytest("-rE", "--fakehop-url", server.url)
     teardown.assert_outcomes(passed=5, errors=2)
     assert errored(teardown) == ["test_ignores_retry_after", "test_opted_in_to_warnings"]
-    teardown.stdout.fnmatch_lines(["*fakehop verdict: 1 finding against HopBase's rules*", "*error   retry_after_ignored*Retry-After asked for 2 s*"])
+    teardown.stdout.fnmatch_lines(
+        [
+            "*fakehop verdict: 1 finding against HopBase's rules*",
+            "*error   retry_after_ignored*Retry-After asked for 2 s*",
+        ]
+    )
 
 
-CONFLICTING_TESTS = '''
+CONFLICTING_TESTS = """
 import json
 import os
 import urllib.request
@@ -121,17 +139,34 @@ def test_conflicting_faults(fakehop, number):
                                                      "flaky-then-ok[3]->hello", "inline-2", "inline-2"]
     assert {r.session for r in fakehop.requests} == {fakehop.session}
     assert fakehop.session.startswith(os.environ["PYTEST_XDIST_WORKER"] + "-")
-'''
+"""
 
 
 def run_at_once(directory, url: str, runs: int) -> list[subprocess.CompletedProcess]:
     """`runs` pytest runs of the project, with two xdist workers each, all at the same time; with
     xdist and fakehop's plugin alone, since each of the six processes would import every plugin
     installed here (hypothesis, pytest-aiohttp, …), which these tests do not use."""
-    command = [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "fakehop.testing.plugin", "-n", "2", "-q", "--fakehop-url", url]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "xdist",
+        "-p",
+        "fakehop.testing.plugin",
+        "-n",
+        "2",
+        "-q",
+        "--fakehop-url",
+        url,
+    ]
     environment = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    processes = [subprocess.Popen(command, cwd=directory, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for _ in range(runs)]
+    processes = [
+        subprocess.Popen(
+            command, cwd=directory, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(runs)
+    ]
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=RUN_TIMEOUT), p.communicate()[0]) for p in processes]
 
 
@@ -154,7 +189,7 @@ def test_xdist_workers_and_two_runs_at_once_share_one_server(project):
     assert {name.split("-")[0] for name in sessions} == {"gw0", "gw1"}
 
 
-LATE_TESTS = '''
+LATE_TESTS = """
 import threading
 import time
 
@@ -180,7 +215,7 @@ def test_the_next_test_never_sees_it(fakehop):
     assert fakehop.requests == []
     answer = fakehop.openai_client(max_retries=0, timeout=10).chat.completions.create(model="m", messages=QUESTION)
     assert answer.choices[0].message.content == "this test's own"
-'''
+"""
 
 
 @pytest.mark.parametrize("remote", [False, True], ids=["in-process", "running-server"])
@@ -200,7 +235,7 @@ def run_in_process_or_against_a_server(project: pytest.Pytester, remote: bool) -
         server.stop()
 
 
-STRICT_TESTS = '''
+STRICT_TESTS = """
 import openai
 import pytest
 
@@ -226,7 +261,7 @@ def test_a_queued_answer_is_set_up(fakehop):
 def test_the_marker_turns_it_off(fakehop):
     assert ask(fakehop).choices[0].message.content.startswith("Hello")
     assert fakehop.strict is False
-'''
+"""
 
 
 @pytest.mark.parametrize("remote", [False, True], ids=["in-process", "running-server"])
@@ -235,25 +270,37 @@ def test_strict_mode_fails_a_test_that_made_an_unmatched_request_at_teardown(pro
     project.makepyfile(test_strict=STRICT_TESTS)
     result = run_in_process_or_against_a_server(project, remote)
     result.assert_outcomes(passed=3, errors=1)
-    result.stdout.fnmatch_lines([
-        "*ERROR at teardown of test_a_request_no_scenario_was_set_up_for*",
-        "*fakehop: no scenario was set up for these requests (strict mode):",
-        "#1 POST /v1/chat/completions scenario=None: unmatched 400: No scenario was set up for this request, and session '*-test_strict.py-test_a_request_no_scenario_was_set_up_for' *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_a_request_no_scenario_was_set_up_for*",
+            "*fakehop: no scenario was set up for these requests (strict mode):",
+            "#1 POST /v1/chat/completions scenario=None: unmatched 400: No scenario was set up for this request, and session '*-test_strict.py-test_a_request_no_scenario_was_set_up_for' *",
+        ]
+    )
 
 
 def test_the_strict_marker_on_a_server_started_strict(project):
-    project.makepyfile(test_strict=STRICT_TESTS.replace("def test_a_queued_answer_is_set_up(fakehop):",
-                                                        "@pytest.mark.fakehop(strict=True)\ndef test_a_queued_answer_is_set_up(fakehop):"))
+    project.makepyfile(
+        test_strict=STRICT_TESTS.replace(
+            "def test_a_queued_answer_is_set_up(fakehop):",
+            "@pytest.mark.fakehop(strict=True)\ndef test_a_queued_answer_is_set_up(fakehop):",
+        )
+    )
     result = project.runpytest()
-    result.assert_outcomes(passed=2, failed=1)  # not strict by default: the first test gets hello, not the 400 it expects
+    result.assert_outcomes(
+        passed=2, failed=1
+    )  # not strict by default: the first test gets hello, not the 400 it expects
 
 
 def test_a_server_that_is_not_there_fails_the_tests_that_use_it(project):
     project.makepyfile(test_one="def test_one(fakehop):\n    pass\n\n\ndef test_two():\n    pass\n")
     result = project.runpytest("--fakehop-url", "http://127.0.0.1:9")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*fakehop: the server given by --fakehop-url, fakehop_url or $FAKEHOP_URL: cannot reach a fakehop server at http://127.0.0.1:9*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*fakehop: the server given by --fakehop-url, fakehop_url or $FAKEHOP_URL: cannot reach a fakehop server at http://127.0.0.1:9*"
+        ]
+    )
 
 
 def test_a_url_that_is_not_one_is_a_usage_error(project):
@@ -269,16 +316,18 @@ def test_scenario_directories_the_running_server_lacks_are_named(project, server
     project.makepyfile(test_one="def test_one(fakehop):\n    pass\n")
     result = project.runpytest("--fakehop-url", server.url)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*fakehop: the server at {server.url} does not have the scenarios mine; start it with the same --scenarios*"])
+    result.stdout.fnmatch_lines(
+        [f"*fakehop: the server at {server.url} does not have the scenarios mine; start it with the same --scenarios*"]
+    )
 
 
-OPTIONS_TESTS = '''
+OPTIONS_TESTS = """
 import json
 
 
 def test_settings(fakehop):
     print("SETTINGS " + json.dumps({"time_scale": fakehop.time_scale, "strict": fakehop.strict}))
-'''
+"""
 
 
 def test_with_a_url_the_time_scale_is_the_servers_unless_one_is_set(project, server):

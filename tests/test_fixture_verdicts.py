@@ -37,7 +37,9 @@ def retry_at_once(fakehop, scenario):
             pass
 '''
 
-TEARDOWN_TESTS = CLIENTS + '''
+TEARDOWN_TESTS = (
+    CLIENTS
+    + """
 
 def test_ignores_retry_after(fakehop):
     retry_at_once(fakehop, "rate-limited")
@@ -59,7 +61,8 @@ def test_opted_out(fakehop):
 @pytest.mark.fakehop(verdicts="warning")
 def test_opted_in_to_warnings(fakehop):
     retry_at_once(fakehop, "server-error")
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -71,7 +74,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def errored(result) -> list[str]:
     """The tests that failed at teardown."""
-    return sorted(line.split("::")[1].split(" ")[0] for line in result.outlines if line.startswith("ERROR ") and "::" in line)
+    return sorted(
+        line.split("::")[1].split(" ")[0] for line in result.outlines if line.startswith("ERROR ") and "::" in line
+    )
 
 
 def test_off_by_default_only_the_marker_opts_in(project):
@@ -85,11 +90,13 @@ def test_error_fails_the_tests_with_an_error_finding_at_teardown(project):
     result = project.runpytest("-rE")
     result.assert_outcomes(passed=5, errors=2)
     assert errored(result) == ["test_ignores_retry_after", "test_opted_in_to_warnings"]
-    result.stdout.fnmatch_lines([
-        "*ERROR at teardown of test_ignores_retry_after*",
-        "*fakehop verdict: 1 finding against HopBase's rules*",
-        "*error   retry_after_ignored*Retry-After asked for 2 s*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_ignores_retry_after*",
+            "*fakehop verdict: 1 finding against HopBase's rules*",
+            "*error   retry_after_ignored*Retry-After asked for 2 s*",
+        ]
+    )
 
 
 def test_warning_fails_on_warnings_too_and_the_command_line_wins(project):
@@ -109,19 +116,25 @@ def test_a_bad_level_is_a_usage_error(project):
 
 def test_a_bad_marker_level_fails_the_test(pytester):
     pytester.makeini(INI)
-    pytester.makepyfile(test_marker='''
+    pytester.makepyfile(
+        test_marker="""
 import pytest
 
 @pytest.mark.fakehop(verdicts="always")
 def test_it(fakehop):
     pass
-''')
+"""
+    )
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    assert "@pytest.mark.fakehop(verdicts=...): expected one of error, warning, off, got 'always'" in result.stdout.str()
+    assert (
+        "@pytest.mark.fakehop(verdicts=...): expected one of error, warning, off, got 'always'" in result.stdout.str()
+    )
 
 
-HANDLE_TESTS = CLIENTS + '''
+HANDLE_TESTS = (
+    CLIENTS
+    + """
 
 def test_verdict_and_assert_client_ok(fakehop):
     retry_at_once(fakehop, "rate-limited")
@@ -155,7 +168,8 @@ def test_a_clean_client(fakehop):
 def test_a_failed_test_lists_the_findings_with_its_requests(fakehop):
     retry_at_once(fakehop, "rate-limited")
     assert False, "the test itself fails"
-'''
+"""
+)
 
 
 def test_the_handle_and_the_failure_report(pytester):
@@ -163,20 +177,29 @@ def test_the_handle_and_the_failure_report(pytester):
     pytester.makepyfile(test_handle=HANDLE_TESTS)
     result = pytester.runpytest()
     result.assert_outcomes(passed=3, failed=1)  # a test that failed gets no teardown error on top
-    result.stdout.fnmatch_lines([
-        "*- fakehop requests -*",
-        "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
-        "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
-        "verdict:",
-        "  error   retry_after_ignored*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- fakehop requests -*",
+            "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
+            "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
+            "verdict:",
+            "  error   retry_after_ignored*",
+        ]
+    )
 
 
 def test_the_docs_example_passes_and_fails_without_its_wait(pytester):
     example = EXAMPLE.read_text()
     pytester.makeini(INI)
-    pytester.makepyfile(test_waits=example, test_does_not_wait=example.replace("time.sleep(", "(lambda seconds: None)("))
+    pytester.makepyfile(
+        test_waits=example, test_does_not_wait=example.replace("time.sleep(", "(lambda seconds: None)(")
+    )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*AssertionError: fakehop verdict: 1 finding against HopBase's rules*", "*error   retry_after_ignored*",
-                                 "FAILED test_does_not_wait.py::test_my_retry_loop_keeps_hopbases_rules*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: fakehop verdict: 1 finding against HopBase's rules*",
+            "*error   retry_after_ignored*",
+            "FAILED test_does_not_wait.py::test_my_retry_loop_keeps_hopbases_rules*",
+        ]
+    )

@@ -29,7 +29,11 @@ def test_no_stale_golden_files():
     assert present - expected == set()
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.scenario in ("weather-tool", "flaky-then-ok", "hello") and c.protocol == "chat"], ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.scenario in ("weather-tool", "flaky-then-ok", "hello") and c.protocol == "chat"],
+    ids=lambda c: c.id,
+)
 def test_cli_prints_the_golden_bytes(case: Case):
     printed = fakehop_here(*case.cli_args(), text=False)
     assert printed.returncode == 0, printed.stderr

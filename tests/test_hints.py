@@ -53,7 +53,9 @@ def running():
 
 async def test_a_misspelt_scenario_header_is_a_400_that_the_openai_sdk_raises_with_the_hint(openai_client):
     with pytest.raises(openai.BadRequestError) as chat:
-        await openai_client.chat.completions.create(model="m", messages=QUESTION, extra_headers={"X-Fakehop-Scenario": "stal"})
+        await openai_client.chat.completions.create(
+            model="m", messages=QUESTION, extra_headers={"X-Fakehop-Scenario": "stal"}
+        )
     assert chat.value.body["message"].startswith(NEAR_STALL)
     assert chat.value.body["param"] == "X-Fakehop-Scenario"
     with pytest.raises(openai.BadRequestError) as responses:
@@ -63,15 +65,20 @@ async def test_a_misspelt_scenario_header_is_a_400_that_the_openai_sdk_raises_wi
 
 async def test_a_misspelt_scenario_header_is_an_anthropic_error_with_the_hint(anthropic_client):
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await anthropic_client.messages.create(model="m", max_tokens=10, messages=QUESTION,
-                                               extra_headers={"X-Fakehop-Scenario": "fail-overload"})
+        await anthropic_client.messages.create(
+            model="m", max_tokens=10, messages=QUESTION, extra_headers={"X-Fakehop-Scenario": "fail-overload"}
+        )
     assert caught.value.body["type"] == "error"
-    assert caught.value.body["error"]["message"].startswith("Unknown scenario 'fail-overload'; did you mean 'fail-overloaded'? ")
+    assert caught.value.body["error"]["message"].startswith(
+        "Unknown scenario 'fail-overload'; did you mean 'fail-overloaded'? "
+    )
 
 
 async def test_a_name_near_none_lists_the_known_ones_without_a_guess(openai_client):
     with pytest.raises(openai.BadRequestError) as caught:
-        await openai_client.chat.completions.create(model="m", messages=QUESTION, extra_headers={"X-Fakehop-Scenario": "zzzz"})
+        await openai_client.chat.completions.create(
+            model="m", messages=QUESTION, extra_headers={"X-Fakehop-Scenario": "zzzz"}
+        )
     assert caught.value.body["message"].startswith("Unknown scenario 'zzzz'. Known scenarios: agent-two-tools, ")
     assert "did you mean" not in caught.value.body["message"]
 
@@ -97,21 +104,32 @@ async def test_queue_default_and_a_scenario_by_name_take_the_hint(base_url, libr
 
 async def test_a_session_is_offered_the_scenarios_added_to_it(base_url):
     added = "name: checkout-fault\nsteps: [{text: broken}]\n"
-    status, _ = await control(base_url, "POST", "/scenarios?session=shop", data=added, headers={"Content-Type": "application/yaml"})
+    status, _ = await control(
+        base_url, "POST", "/scenarios?session=shop", data=added, headers={"Content-Type": "application/yaml"}
+    )
     assert status == 201
     status, in_shop = await control(base_url, "POST", "/queue?session=shop", json={"scenario": "checkout-falt"})
-    assert status == 400 and in_shop["error"].startswith("Unknown scenario 'checkout-falt'; did you mean 'checkout-fault'? ")
+    assert status == 400 and in_shop["error"].startswith(
+        "Unknown scenario 'checkout-falt'; did you mean 'checkout-fault'? "
+    )
     status, elsewhere = await control(base_url, "POST", "/queue?session=other", json={"scenario": "checkout-falt"})
     assert status == 400 and "did you mean" not in elsewhere["error"]
 
 
 async def test_a_use_that_misses_in_a_scenario_sent_to_a_session_takes_the_hint(base_url):
     sequence = "name: retry-then-ok\nsequence:\n  - http_error: {status: 500}\n  - use: helo\n"
-    status, added = await control(base_url, "POST", "/scenarios?session=s1", data=sequence, headers={"Content-Type": "application/yaml"})
+    status, added = await control(
+        base_url, "POST", "/scenarios?session=s1", data=sequence, headers={"Content-Type": "application/yaml"}
+    )
     assert status == 400
     assert added["problems"] == ["<POST /_fakehop/scenarios>:4: use: no scenario named 'helo'; did you mean 'hello'?"]
-    status, checked = await control(base_url, "POST", "/scenarios?session=s1&check=true", data=sequence,
-                                    headers={"Content-Type": "application/yaml"})
+    status, checked = await control(
+        base_url,
+        "POST",
+        "/scenarios?session=s1&check=true",
+        data=sequence,
+        headers={"Content-Type": "application/yaml"},
+    )
     assert checked["problems"] == [{"line": 4, "message": "use: no scenario named 'helo'; did you mean 'hello'?"}]
 
 
@@ -122,7 +140,9 @@ def test_the_control_commands_say_the_hint_in_one_line(running, capsys):
     assert main(["queue", "stal", "--url", running.url]) != 0
     assert one_line(capsys.readouterr().err).startswith("fakehop: HTTP 400: " + NEAR_STALL)
     assert main(["default", "helo", "--url", running.url]) != 0
-    assert one_line(capsys.readouterr().err).startswith("fakehop: HTTP 400: Unknown scenario 'helo'; did you mean 'hello'? ")
+    assert one_line(capsys.readouterr().err).startswith(
+        "fakehop: HTTP 400: Unknown scenario 'helo'; did you mean 'hello'? "
+    )
 
 
 def test_play_and_serve_say_the_hint_in_one_line():
@@ -131,7 +151,9 @@ def test_play_and_serve_say_the_hint_in_one_line():
     assert one_line(played.stderr).startswith("fakehop: Unknown scenario 'hello-world'; did you mean 'hello'? ")
     served = fakehop_here("serve", "--port", "0", "--default", "slow_typing")
     assert served.returncode != 0 and served.stdout == ""
-    assert one_line(served.stderr).startswith("fakehop: --default: Unknown scenario 'slow_typing'; did you mean 'slow-typing'? ")
+    assert one_line(served.stderr).startswith(
+        "fakehop: --default: Unknown scenario 'slow_typing'; did you mean 'slow-typing'? "
+    )
 
 
 def test_a_use_that_misses_in_a_file_is_a_load_time_problem_with_its_line(tmp_path: Path):
@@ -139,11 +161,16 @@ def test_a_use_that_misses_in_a_file_is_a_load_time_problem_with_its_line(tmp_pa
     (tmp_path / "retry.yaml").write_text("sequence:\n  - http_error: {status: 500}\n  - use: checkout-falt\n")
     validated = fakehop_here("validate", str(tmp_path))
     assert validated.returncode == 1
-    assert f"{tmp_path / 'retry.yaml'}:3: use: no scenario named 'checkout-falt'; did you mean 'checkout-fault'?\n" in validated.stderr
+    assert (
+        f"{tmp_path / 'retry.yaml'}:3: use: no scenario named 'checkout-falt'; did you mean 'checkout-fault'?\n"
+        in validated.stderr
+    )
     (tmp_path / "conversation.yaml").write_text("conversation:\n  - use: stal\n")
     served = fakehop_here("serve", "--port", "0", "--scenarios", str(tmp_path))
     assert served.returncode == 1
-    assert f"{tmp_path / 'conversation.yaml'}:2: use: no scenario named 'stal'; did you mean 'stall'?\n" in served.stderr
+    assert (
+        f"{tmp_path / 'conversation.yaml'}:2: use: no scenario named 'stal'; did you mean 'stall'?\n" in served.stderr
+    )
 
 
 # ---------------------------------------------------------------- a 404 says what the base URL should be
@@ -171,7 +198,8 @@ async def test_an_anthropic_base_url_with_v1_gets_a_404_saying_it_has_none(base_
     assert caught.value.body["type"] == "error" and caught.value.body["error"]["type"] == "not_found_error"
     assert caught.value.body["error"]["message"] == (
         f"Unknown path /v1/v1/messages; one /v1 too many: Anthropic's base URL is the server's root, {base_url}, "
-        "with no /v1 (the Anthropic SDK adds /v1/messages itself)")
+        "with no /v1 (the Anthropic SDK adds /v1/messages itself)"
+    )
     assert "one /v1 too many" in str(caught.value)
 
 
@@ -179,7 +207,10 @@ async def test_an_openai_base_url_with_v1_twice_gets_a_404_saying_once(base_url)
     async with clients.openai_async(base_url=base_url + "/v1/v1", api_key="sk-test", max_retries=0) as client:
         with pytest.raises(openai.NotFoundError) as caught:
             await client.chat.completions.create(model="m", messages=QUESTION)
-    assert caught.value.body["message"] == f"Unknown path /v1/v1/chat/completions; one /v1 too many: the OpenAI base URL has it once, {base_url}/v1"
+    assert (
+        caught.value.body["message"]
+        == f"Unknown path /v1/v1/chat/completions; one /v1 too many: the OpenAI base URL has it once, {base_url}/v1"
+    )
 
 
 async def test_messages_without_v1_and_other_paths(base_url, gateway):
@@ -190,7 +221,8 @@ async def test_messages_without_v1_and_other_paths(base_url, gateway):
             nothing = await response.json()
     assert messages["error"]["message"] == (
         f"Unknown path /messages; Messages is served at /v1/messages: a client that adds /messages to its base URL needs one "
-        f"ending in /v1, {base_url}/v1 (the Anthropic SDK adds /v1 itself: its base URL is the server's root, {base_url})")
+        f"ending in /v1, {base_url}/v1 (the Anthropic SDK adds /v1 itself: its base URL is the server's root, {base_url})"
+    )
     assert nothing["error"]["message"] == "Unknown path /v1/nothing"
     journaled = [record.error for record in gateway.journal.since()]
     assert journaled == [messages["error"]["message"], "Unknown path /v1/nothing"]
@@ -209,7 +241,10 @@ def test_validate_names_the_tab_with_its_line_and_column(tmp_path: Path):
     assert f"{tmp_path / 'tabbed.yaml'}:4: {TAB.format(1)}" in problems
     assert f"{tmp_path / 'inside.yaml'}:3: {TAB.format(5)}" in problems
     [unclosed] = [line for line in problems if "unclosed.yaml" in line]
-    assert unclosed.startswith(f"{tmp_path / 'unclosed.yaml'}:3: not valid YAML at column 1: ") and "a tab," not in unclosed
+    assert (
+        unclosed.startswith(f"{tmp_path / 'unclosed.yaml'}:3: not valid YAML at column 1: ")
+        and "a tab," not in unclosed
+    )
 
 
 def test_a_character_yaml_refuses_has_its_line_and_column(tmp_path: Path):
@@ -217,7 +252,9 @@ def test_a_character_yaml_refuses_has_its_line_and_column(tmp_path: Path):
     path.write_text("steps:\n  - text: a\x0cb\n")
     result = fakehop_here("validate", str(path))
     assert result.returncode == 1
-    assert one_line(result.stderr.split("1 problem found")[0]).startswith(f"{path}:2: not valid YAML at column 12: character U+000C: ")
+    assert one_line(result.stderr.split("1 problem found")[0]).startswith(
+        f"{path}:2: not valid YAML at column 12: character U+000C: "
+    )
 
 
 def test_serve_refuses_to_start_on_a_tab_naming_it(tmp_path: Path):
@@ -231,7 +268,9 @@ async def test_the_control_api_names_the_tab_in_a_posted_scenario(base_url):
     yaml_type = {"Content-Type": "application/yaml"}
     status, added = await control(base_url, "POST", "/scenarios?name=tabbed", data=TABBED_INSIDE, headers=yaml_type)
     assert (status, added["problems"]) == (400, [f"<POST /_fakehop/scenarios>:3: {TAB.format(5)}"])
-    status, checked = await control(base_url, "POST", "/scenarios?name=tabbed&check=true", data=TABBED, headers=yaml_type)
+    status, checked = await control(
+        base_url, "POST", "/scenarios?name=tabbed&check=true", data=TABBED, headers=yaml_type
+    )
     assert (status, checked["problems"]) == (200, [{"line": 4, "message": TAB.format(1)}])
 
 
@@ -252,8 +291,10 @@ def test_a_port_in_use_is_one_line_suggesting_port_0(taken_port, command, tmp_pa
     monkeypatch.chdir(tmp_path)
     result = fakehop_process(*command, "--port", str(taken_port))
     assert result.returncode == 2 and result.stdout == ""
-    assert one_line(result.stderr) == (f"fakehop: port {taken_port} on 127.0.0.1 is already in use: give another --port, "
-                                       "or --port 0 for a free one (the URL is printed once it listens)")
+    assert one_line(result.stderr) == (
+        f"fakehop: port {taken_port} on 127.0.0.1 is already in use: give another --port, "
+        "or --port 0 for a free one (the URL is printed once it listens)"
+    )
 
 
 def test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames(taken_port):
@@ -261,12 +302,16 @@ def test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames(take
     with pytest.raises(OSError, match="address already in use") as caught:
         server.start()
     frames = [(frame.filename, frame.name) for frame in traceback.extract_tb(caught.value.__traceback__)]
-    assert frames == [(__file__, "test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames"),
-                      (sys.modules[ThreadServer.__module__].__file__, "start")]  # none of the server's thread
+    assert frames == [
+        (__file__, "test_a_thread_server_on_a_port_in_use_raises_without_the_threads_frames"),
+        (sys.modules[ThreadServer.__module__].__file__, "start"),
+    ]  # none of the server's thread
     assert server.url is None
 
 
-MANY_LONG_NAMES = [f"{number:04d}-" + "x" * 123 for number in range(10_000)]  # as many added scenarios as a server keeps, of the longest names
+MANY_LONG_NAMES = [
+    f"{number:04d}-" + "x" * 123 for number in range(10_000)
+]  # as many added scenarios as a server keeps, of the longest names
 
 
 def test_the_hint_among_many_long_names_compares_only_those_nearest_in_length():
@@ -279,4 +324,6 @@ def test_the_hint_among_many_long_names_compares_only_those_nearest_in_length():
 def test_an_unknown_name_among_many_lists_the_first_hundred_and_how_many_more():
     message = str(UnknownScenario("nope", MANY_LONG_NAMES))
     assert message.count(", ") == LISTED_NAMES - 1
-    assert message.endswith(f"{MANY_LONG_NAMES[LISTED_NAMES - 1]} and 9,900 more (`fakehop list --url URL` lists them all)")
+    assert message.endswith(
+        f"{MANY_LONG_NAMES[LISTED_NAMES - 1]} and 9,900 more (`fakehop list --url URL` lists them all)"
+    )

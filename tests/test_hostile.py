@@ -28,8 +28,13 @@ HEALTH_BOUND_MS = 1000.0
 NAMES = [case.name for case in cases(SCALE)]
 # The cases that held the loop for seconds at full size (3,000,000 empty objects: 6.5 s) and
 # would not at a tenth of it: run at full size.
-FULL_SIZE = [case.name for case in cases(1.0) if case.name.startswith(("3,000,000 empty objects", "a conversation of 900,000",
-                                                                 "bodies of 149,000 numbers", "headers of 120 lines"))]
+FULL_SIZE = [
+    case.name
+    for case in cases(1.0)
+    if case.name.startswith(
+        ("3,000,000 empty objects", "a conversation of 900,000", "bodies of 149,000 numbers", "headers of 120 lines")
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +62,31 @@ async def test_the_loop_answers_the_health_check_while_a_full_size_hostile_reque
 
 def test_sigterm_stops_a_server_that_sends_keepalives_every_millisecond(tmp_path):
     (tmp_path / "tiny.yaml").write_text("keepalive: 1ms\nsteps: [{text: a}, {delay: 1h}]\n")
-    server = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--scenarios", str(tmp_path),
-                               "--time-scale", "0.001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fakehop",
+            "serve",
+            "--port",
+            "0",
+            "--quiet",
+            "--scenarios",
+            str(tmp_path),
+            "--time-scale",
+            "0.001",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = server.stdout.readline().split()[-1]
-    request = urllib.request.Request(url + "/v1/chat/completions", method="POST", headers={"X-Fakehop-Scenario": "tiny"},
-                                     data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}')
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        method="POST",
+        headers={"X-Fakehop-Scenario": "tiny"},
+        data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}',
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.read(2000)  # keepalives coming
         started = time.monotonic()

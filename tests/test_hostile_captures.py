@@ -13,24 +13,33 @@ import itertools
 import json
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from fakehop.protocols import PROTOCOLS
 from fakehop.record.capture import CUT, AnswerReader
 from fakehop.record.capture.facts import MAX_KEPT_CHARS
 from fakehop.record.importer import NotImportable, read_file
-from fakehop.protocols import PROTOCOLS
-from fakehop.scenario.reader import MAX_FILE_BYTES, load_file, parse_text
 from fakehop.record.writer import scenario_text
+from fakehop.scenario.reader import MAX_FILE_BYTES, load_file, parse_text
 
 from .cli_runs import fakehop_here_async
 from .test_import import (  # noqa: F401 - the fixture, shared
-    HAND_MADE, RATE_LIMITED, WHOLE_MESSAGE, bare, chat_chunk, data, event, message_item, messages_block,
-    messages_events, response,
+    HAND_MADE,
+    RATE_LIMITED,
+    WHOLE_MESSAGE,
+    bare,
+    chat_chunk,
+    data,
+    event,
+    message_item,
+    messages_block,
+    messages_events,
+    response,
 )
 from .test_record import exchange, joined_texts, proxy, recorded  # noqa: F401 - the fixture, shared
 
@@ -58,8 +67,15 @@ def messages_stream(*middle: str) -> str:
     return whole[:cut] + "".join(middle) + whole[cut:]
 
 
-REQUESTS = {"chat": chat_request(), "messages": {"model": "claude-x", "max_tokens": 9, "stream": True,
-                                                 "messages": [{"role": "user", "content": "Hello"}]}}
+REQUESTS = {
+    "chat": chat_request(),
+    "messages": {
+        "model": "claude-x",
+        "max_tokens": 9,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Hello"}],
+    },
+}
 CHUNK = "chat.completion.chunk"
 
 
@@ -121,8 +137,12 @@ def tool_inputs_nested(depths: Iterable[int]) -> str:
     (written by hand: json.dumps stops short of it)."""
     start = 'event: content_block_start\ndata: {"type": "content_block_start", "index": %d, '
     call = '"content_block": {"type": "tool_use", "id": "toolu_%d", "name": "f", "input": {"a": %s}}}\n\n'
-    return messages_stream(*(start % (index + 1) + call % (index, DEEP[200_000 - depth : 200_000 + depth])
-                             for index, depth in enumerate(depths)))
+    return messages_stream(
+        *(
+            start % (index + 1) + call % (index, DEEP[200_000 - depth : 200_000 + depth])
+            for index, depth in enumerate(depths)
+        )
+    )
 
 
 DEEP_INPUTS = tool_inputs_nested(range(600, 1000))  # one of them read, then too deep to write, whatever the stack
@@ -164,8 +184,12 @@ def har(*entries: dict) -> dict:
 
 def har_entry(body: str, content_type: str = "text/event-stream", path: str = CHAT_PATH, **fields) -> dict:
     """An entry of a chat request and the answer `body`; `request_headers=…` and the like set a field of either."""
-    request = {"method": "POST", "url": f"https://gateway.example{path}", "headers": [],
-               "postData": {"text": json.dumps(chat_request())}}
+    request = {
+        "method": "POST",
+        "url": f"https://gateway.example{path}",
+        "headers": [],
+        "postData": {"text": json.dumps(chat_request())},
+    }
     response = {"status": 200, "headers": [{"name": "Content-Type", "value": content_type}], "content": {"text": body}}
     for name, value in fields.items():
         part, _, key = name.partition("_")
@@ -185,10 +209,12 @@ NESTED_HAR = after_a_good_entry({})[: -len("]}}")] + ", " + DEEP[100_000:300_000
 BAD_CAPTURES = {  # the file, and what the line says of it
     "a HAR nested 100,000 deep": (NESTED_HAR, "JSON nested too deep to read"),
     "response headers a number": (
-        after_a_good_entry(har_entry(START, response_headers=5)), "entry 2: its response headers are not a list",
+        after_a_good_entry(har_entry(START, response_headers=5)),
+        "entry 2: its response headers are not a list",
     ),
     "request headers a number": (
-        after_a_good_entry(har_entry(START, request_headers=7)), "entry 2: its request headers are not a list",
+        after_a_good_entry(har_entry(START, request_headers=7)),
+        "entry 2: its request headers are not a list",
     ),
     "whole choices a number": (after_a_good_entry(har_entry(WHOLE_CHOICES, "application/json")), UNREADABLE),
     "whole tool_calls a number": (after_a_good_entry(har_entry(WHOLE_CALLS, "application/json")), UNREADABLE),
@@ -240,8 +266,11 @@ async def test_an_event_import_cannot_read_is_imported_raw(tmp_path, name):
 
 async def test_tool_arguments_nested_100000_deep_are_imported_as_text(tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
-    call = messages_block(0, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
-                          [{"type": "input_json_delta", "partial_json": deep}])
+    call = messages_block(
+        0,
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        [{"type": "input_json_delta", "partial_json": deep}],
+    )
     capture = tmp_path / "capture.sse"
     capture.write_text(messages_events(call, ending=messages_ending("tool_use")))
     imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))
@@ -254,8 +283,12 @@ async def test_tool_arguments_nested_100000_deep_are_imported_as_text(tmp_path):
 WRONG_TYPES = [5, ["x"], {"a": [1]}]  # for fields iterated, used as keys, read as strings
 CHAT_MESSAGE = {"content": "x", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}
 WHOLE_ANSWERS = {
-    "chat": {"object": "chat.completion", "model": "m", "choices": [{"message": CHAT_MESSAGE, "finish_reason": "stop"}],
-             "usage": {"prompt_tokens": 1, "completion_tokens_details": {"reasoning_tokens": 0}}},
+    "chat": {
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"message": CHAT_MESSAGE, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens_details": {"reasoning_tokens": 0}},
+    },
     "responses": response("completed", [message_item(0, ["Hi"])[1]], usage={"input_tokens": 1, "output_tokens": 2}),
     "messages": WHOLE_MESSAGE,
     "chat error": RATE_LIMITED,
@@ -294,8 +327,10 @@ def streams_of_other_shapes(stream: str) -> list[str]:
     for number, frame in enumerate(frames):
         head, _, payload = frame.rpartition("data: ")
         if payload.startswith("{"):
-            found += ["\n\n".join(frames[:number] + [f"{head}data: {json.dumps(other)}"] + frames[number + 1 :])
-                      for other in of_other_shapes(json.loads(payload))]
+            found += [
+                "\n\n".join(frames[:number] + [f"{head}data: {json.dumps(other)}"] + frames[number + 1 :])
+                for other in of_other_shapes(json.loads(payload))
+            ]
     return found
 
 
@@ -348,8 +383,11 @@ async def test_what_a_capture_names_stays_in_its_comment(tmp_path, where):
     if where == "method":
         entry["request"]["method"] = f"POST){BREAKING_OUT}"
     elif where == "error header":
-        entry["response"].update(status=429, headers=[{"name": f"x-ratelimit-a{BREAKING_OUT}", "value": "1"}],
-                                 content={"text": json.dumps({"error": {"message": "slow down"}})})
+        entry["response"].update(
+            status=429,
+            headers=[{"name": f"x-ratelimit-a{BREAKING_OUT}", "value": "1"}],
+            content={"text": json.dumps({"error": {"message": "slow down"}})},
+        )
     capture = tmp_path / (f"capture{BREAKING_OUT}.har" if where == "file name" else "capture.har")
     capture.write_text(json.dumps(har(entry)))
     imported = await fakehop_here_async("import", str(capture), "--out", str(tmp_path / "out"))

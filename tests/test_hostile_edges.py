@@ -14,9 +14,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -75,8 +75,10 @@ def drip(head: bytes) -> Callable[[socket.socket], None]:
 def http_answer(body: bytes) -> Callable[[socket.socket], None]:
     def answer(connection: socket.socket) -> None:
         connection.recv(65536)
-        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
 
     return answer
 
@@ -94,22 +96,26 @@ def test_wait_gives_up_at_its_timeout_on_a_server_that_answers_a_byte_at_a_time(
         result = fakehop_process("wait", "--url", url, "--timeout", "2", timeout=20)
         waited = time.monotonic() - started
     assert result.returncode == 1, result
-    assert result.stderr == (f"fakehop: no fakehop server answered at {url} within 2s: its answer did not come whole "
-                             "in time\n")
+    assert result.stderr == (
+        f"fakehop: no fakehop server answered at {url} within 2s: its answer did not come whole in time\n"
+    )
     assert 2 <= waited < 6  # its start included; it went on for minutes when each byte reset the socket's timeout
 
 
-@pytest.mark.parametrize("body", [b"{}", b'{"status": "ok"}', b'{"status": "ok", "version": 1}',
-                                  b"[" * 100_000 + b"]" * 100_000],
-                         ids=["empty", "no-version", "version-a-number", "nested-100000-deep"])
+@pytest.mark.parametrize(
+    "body",
+    [b"{}", b'{"status": "ok"}', b'{"status": "ok", "version": 1}', b"[" * 100_000 + b"]" * 100_000],
+    ids=["empty", "no-version", "version-a-number", "nested-100000-deep"],
+)
 def test_wait_for_a_server_whose_health_answer_is_not_fakehops_says_so(body):
     with raw_server(http_answer(body)) as url:
         result = fakehop_process("wait", "--url", url, "--timeout", "0.5")
     assert result.returncode == 1, result
     not_json = not body.startswith(b"{")
     what = "HTTP 200 without fakehop's JSON" if not_json else "its health check without fakehop's status and version"
-    assert result.stderr == (f"fakehop: no fakehop server answered at {url} within 0.5s: {url} answered {what}; "
-                             "is it a fakehop server?\n")
+    assert result.stderr == (
+        f"fakehop: no fakehop server answered at {url} within 0.5s: {url} answered {what}; is it a fakehop server?\n"
+    )
 
 
 # ---------------------------------------------------------------- the ready file
@@ -143,8 +149,12 @@ CHAT = {"model": "gpt-5.6-sol", "messages": [{"role": "user", "content": "Hello"
 def recording_proxy(upstream_url: str, out: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """`fakehop record` in a process of its own in front of `upstream_url`: its URL and the
     process, whose stderr is checked for tracebacks when the block ends."""
-    proxy = subprocess.Popen([sys.executable, "-m", "fakehop", "record", "--upstream", upstream_url, "--out", str(out),
-                              "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "record", "--upstream", upstream_url, "--out", str(out), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         banner = proxy.stdout.readline()
         assert banner.startswith("fakehop "), (banner, proxy.stderr.read() if proxy.poll() is not None else "")
@@ -171,16 +181,20 @@ def peak_rss_mib(process: subprocess.Popen) -> float:
 
 def huge_answer(connection: socket.socket) -> None:
     connection.recv(65536)
-    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                       b"Content-Length: %d\r\n\r\n" % MODELS_BYTES)
+    connection.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % MODELS_BYTES
+    )
     for _ in range(MODELS_BYTES // len(PIECE)):
         connection.sendall(PIECE)
 
 
 def long_header(connection: socket.socket) -> None:
     connection.recv(65536)
-    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Long: " + b"a" * 100_000
-                       + b"\r\nContent-Length: 2\r\n\r\n{}")
+    connection.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Long: "
+        + b"a" * 100_000
+        + b"\r\nContent-Length: 2\r\n\r\n{}"
+    )
 
 
 def test_the_proxy_refuses_a_body_nested_too_deep_as_serve_does(tmp_path: Path):

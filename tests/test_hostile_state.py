@@ -18,7 +18,6 @@ import pytest
 
 from fakehop.scenario.library import MAX_USE_CHAIN
 from fakehop.state.stored import StoredResponses
-
 from soak.hostile import HealthProber
 from soak.runs import SOAK_TIME_SCALE
 from soak.server import ServerProcess
@@ -66,21 +65,32 @@ async def test_a_diamond_of_uses_thirty_levels_deep_is_added_at_once(server):
 
 async def test_a_use_that_closes_a_loop_is_still_refused_naming_each_use_of_the_loop(server):
     async with aiohttp.ClientSession(timeout=ANSWER_TIMEOUT) as client:
-        for text in ("name: ring-c\nsteps: [{text: c}]\n", "name: ring-b\nsequence: [{use: ring-c}]\n",
-                     "name: ring-a\nsequence: [{use: ring-b}]\n", "name: outside\nsequence: [{use: ring-a}]\n"):
+        for text in (
+            "name: ring-c\nsteps: [{text: c}]\n",
+            "name: ring-b\nsequence: [{use: ring-c}]\n",
+            "name: ring-a\nsequence: [{use: ring-b}]\n",
+            "name: outside\nsequence: [{use: ring-a}]\n",
+        ):
             assert (await add_scenario(client, server.url, "ring", text))[0] == 201
         closing = "name: ring-c\nsequence:\n  - steps: [{text: c}]\n  - use: ring-a\n"
         status, body = await add_scenario(client, server.url, "ring", closing)
-        assert (status, body["problems"]) == (400, problems("4: use: 'ring-a' leads back to 'ring-c', a loop",
-                                                            "2: use: 'ring-c' leads back to 'ring-b', a loop",
-                                                            "2: use: 'ring-b' leads back to 'ring-a', a loop"))
+        assert (status, body["problems"]) == (
+            400,
+            problems(
+                "4: use: 'ring-a' leads back to 'ring-c', a loop",
+                "2: use: 'ring-c' leads back to 'ring-b', a loop",
+                "2: use: 'ring-b' leads back to 'ring-a', a loop",
+            ),
+        )
         status, body = await add_scenario(client, server.url, "ring", "name: itself\nsequence: [{use: itself}]\n")
         assert (status, body["problems"]) == (400, problems("2: use: 'itself' leads back to 'itself', a loop"))
 
 
 async def test_a_chain_of_a_hundred_uses_plays_and_one_more_is_refused(server):
     async with aiohttp.ClientSession(timeout=ANSWER_TIMEOUT) as client:
-        assert (await add_scenario(client, server.url, "chain", "name: link0\nsteps: [{text: end of the chain}]\n"))[0] == 201
+        assert (await add_scenario(client, server.url, "chain", "name: link0\nsteps: [{text: end of the chain}]\n"))[
+            0
+        ] == 201
         for level in range(1, MAX_USE_CHAIN + 1):
             text = f"name: link{level}\nsequence: [{{use: link{level - 1}}}]\n"
             assert (await add_scenario(client, server.url, "chain", text))[0] == 201
@@ -91,8 +101,13 @@ async def test_a_chain_of_a_hundred_uses_plays_and_one_more_is_refused(server):
             assert (await response.json())["choices"][0]["message"]["content"] == "end of the chain"
         text = f"name: link{MAX_USE_CHAIN + 1}\nsequence: [{{use: link{MAX_USE_CHAIN}}}]\n"
         status, body = await add_scenario(client, server.url, "chain", text)
-        assert (status, body["problems"]) == (400, problems(f"1: use: a chain of {MAX_USE_CHAIN + 1} uses, one scenario using the"
-                                                            f" next, starts here; at most {MAX_USE_CHAIN} may"))
+        assert (status, body["problems"]) == (
+            400,
+            problems(
+                f"1: use: a chain of {MAX_USE_CHAIN + 1} uses, one scenario using the"
+                f" next, starts here; at most {MAX_USE_CHAIN} may"
+            ),
+        )
 
 
 async def test_a_use_of_a_missing_scenario_is_still_refused(server):
@@ -162,8 +177,9 @@ async def test_a_bad_session_name_on_a_stored_answer_is_a_400_in_the_global_view
 TWO_MIB = "i" * (2 * 2**20)
 
 
-async def stored_answer(client: aiohttp.ClientSession, url: str, session: str, body: dict,
-                        headers: dict | None = None) -> str:
+async def stored_answer(
+    client: aiohttp.ClientSession, url: str, session: str, body: dict, headers: dict | None = None
+) -> str:
     """The id of the answer to `body`, streamed or not, in `session`."""
     headers = {"X-Fakehop-Session": session, **(headers or {})}
     async with client.post(url + RESPONSES, json={"model": "gpt-5.6-sol", **body}, headers=headers) as response:
@@ -184,8 +200,10 @@ async def test_one_sessions_answers_push_out_its_own_not_another_sessions(bound,
     url = await serve(make_gateway(responses=store))
     async with aiohttp.ClientSession() as client:
         mine = [await stored_answer(client, url, "a", {"input": f"Question {number}"}) for number in range(2)]
-        theirs = [await stored_answer(client, url, "b", {"input": f"Question {number}", "instructions": TWO_MIB})
-                  for number in range(12)]
+        theirs = [
+            await stored_answer(client, url, "b", {"input": f"Question {number}", "instructions": TWO_MIB})
+            for number in range(12)
+        ]
         assert [await stored_status(client, url, "a", answer_id) for answer_id in mine] == [200, 200]
         assert await stored_status(client, url, "b", theirs[-1]) == 200
         assert await stored_status(client, url, "b", theirs[0]) == 404
@@ -217,8 +235,19 @@ class Served:
     and gives it back when it is freed, so that its RSS is what the process holds."""
 
     def __init__(self) -> None:
-        command = [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--journal-size", "4",
-                   "--journal-bytes", "4M"]
+        command = [
+            sys.executable,
+            "-m",
+            "fakehop",
+            "serve",
+            "--port",
+            "0",
+            "--quiet",
+            "--journal-size",
+            "4",
+            "--journal-bytes",
+            "4M",
+        ]
         environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment)
         self.url = self.process.stdout.readline().split()[-1]
@@ -266,12 +295,15 @@ async def answers(client: aiohttp.ClientSession, url: str, bodies) -> None:
         await stored_answer(client, url, "memory", body)
 
 
-@pytest.mark.parametrize("field,stream", [("input", True), ("instructions", False)],
-                         ids=["streamed-input", "whole-instructions"])
+@pytest.mark.parametrize(
+    "field,stream", [("input", True), ("instructions", False)], ids=["streamed-input", "whole-instructions"]
+)
 async def test_answers_to_8_mib_requests_stay_within_the_stores_bound(served, field, stream):
     def bodies(store: bool, count: int) -> list[dict]:
-        return [{"input": "Hi", "stream": stream, "store": store, field: f"{store} {number} " + "x" * EIGHT_MIB}
-                for number in range(count)]
+        return [
+            {"input": "Hi", "stream": stream, "store": store, field: f"{store} {number} " + "x" * EIGHT_MIB}
+            for number in range(count)
+        ]
 
     unstored = await rss_growth_mib(served, lambda client: answers(client, served.url, bodies(False, 4)))
     stored = await rss_growth_mib(served, lambda client: answers(client, served.url, bodies(True, 16)))  # 128 MiB sent
@@ -291,12 +323,15 @@ def developer_message(link: int) -> list[dict]:
 
 
 def function_calls(link: int) -> list[dict]:
-    return [{"type": "function_call", "call_id": f"call_{link}_{number}", "name": "lookup", "arguments": "{}"}
-            for number in range(1000)]
+    return [
+        {"type": "function_call", "call_id": f"call_{link}_{number}", "name": "lookup", "arguments": "{}"}
+        for number in range(1000)
+    ]
 
 
-@pytest.mark.parametrize("input_of", [developer_message, function_calls],
-                         ids=["64-kb-developer-messages", "1000-function-calls"])
+@pytest.mark.parametrize(
+    "input_of", [developer_message, function_calls], ids=["64-kb-developer-messages", "1000-function-calls"]
+)
 async def test_a_chain_of_a_hundred_links_holds_memory_in_proportion_to_what_was_sent(served, input_of):
     grown = await rss_growth_mib(served, lambda client: chain(client, served.url, 100, input_of))
     assert grown < 32, grown  # sent: 6 to 9 MB; as the square of the chain's length, hundreds of MB

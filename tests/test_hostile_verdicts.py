@@ -72,8 +72,9 @@ async def test_the_verdicts_time_grows_with_the_journal_not_its_square(serve, ma
     assert cpu_seconds(taken, 3) < 8 * cpu_seconds(quarter, 5)  # 4 times the records: 16 times the time when quadratic
 
 
-@pytest.mark.parametrize("count", ["\u00b2", "\u0663", "9" * 5000, "+1"],
-                         ids=["superscript", "arabic-indic", "5000-digits", "signed"])
+@pytest.mark.parametrize(
+    "count", ["\u00b2", "\u0663", "9" * 5000, "+1"], ids=["superscript", "arabic-indic", "5000-digits", "signed"]
+)
 async def test_a_retry_count_that_is_no_number_the_sdks_send_is_no_retry_count(base_url, caplog, count):
     caplog.set_level(logging.ERROR)
     headers = {RETRY_COUNT_HEADER: count, "X-Fakehop-Scenario": "server-error"}

@@ -27,7 +27,8 @@ def module_files() -> dict[str, Path]:
 
 def is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -101,7 +102,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 done.add(node)
                 continue
             if child in on_path:
-                return [*path[path.index(child):], child]
+                return [*path[path.index(child) :], child]
             if child not in done:
                 path.append(child)
                 on_path.add(child)
@@ -133,8 +134,20 @@ def test_importing_fakehop_imports_none_of_its_modules():
 
 
 # The data flow, lowest first: a module imports only from its own room or one listed before it.
-LAYERS = ("fakehop", "fakehop.style", "fakehop.scenario", "fakehop.play", "fakehop.protocols", "fakehop.state",
-          "fakehop.verdicts", "fakehop.server", "fakehop.record", "fakehop.testing", "fakehop.cli", "fakehop.__main__")
+LAYERS = (
+    "fakehop",
+    "fakehop.style",
+    "fakehop.scenario",
+    "fakehop.play",
+    "fakehop.protocols",
+    "fakehop.state",
+    "fakehop.verdicts",
+    "fakehop.server",
+    "fakehop.record",
+    "fakehop.testing",
+    "fakehop.cli",
+    "fakehop.__main__",
+)
 
 
 def layer_of(module: str) -> int:
@@ -142,14 +155,20 @@ def layer_of(module: str) -> int:
 
 
 def test_imports_point_down_the_data_flow():
-    upward = sorted(f"{module} -> {target}" for module, targets in import_graph().items() for target in targets
-                    if layer_of(target) > layer_of(module))
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
     assert upward == []
 
 
 def test_the_player_and_the_encoders_need_neither_yaml_nor_re2():
     """They read the scenario's immutable model; only the reader parses YAML and compiles RE2 patterns."""
-    shown = ("import sys, fakehop.play.player, fakehop.protocols; "
-             "print(sorted(name for name in ('yaml', 're2', 'fakehop.scenario.reader') if name in sys.modules))")
+    shown = (
+        "import sys, fakehop.play.player, fakehop.protocols; "
+        "print(sorted(name for name in ('yaml', 're2', 'fakehop.scenario.reader') if name in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", shown], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import pytest
-
 from multidict import CIMultiDict
 
 from fakehop.state.journal import joined_headers, sse_events
 
 
-@pytest.mark.parametrize("data,events", [
-    (b"", 0),
-    (b"data: a\n\n", 1),
-    (b": hopbase-keepalive\n\n", 0),
-    (b": hopbase-keepalive\n\ndata: a\n\n: hopbase-keepalive\n\n", 1),
-    (b"event: x\ndata: {}\n\nevent: y\ndata: {}\n\n: hopbase-keepalive\n\nevent: z\ndata: {}\n\n", 3),
-    (b"data: [DONE]\n\n", 1),
-])
+@pytest.mark.parametrize(
+    "data,events",
+    [
+        (b"", 0),
+        (b"data: a\n\n", 1),
+        (b": hopbase-keepalive\n\n", 0),
+        (b": hopbase-keepalive\n\ndata: a\n\n: hopbase-keepalive\n\n", 1),
+        (b"event: x\ndata: {}\n\nevent: y\ndata: {}\n\n: hopbase-keepalive\n\nevent: z\ndata: {}\n\n", 3),
+        (b"data: [DONE]\n\n", 1),
+    ],
+)
 def test_sse_events_counts_frames_but_not_comments(data, events):
     assert sse_events(data) == events
 

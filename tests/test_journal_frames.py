@@ -51,12 +51,15 @@ async def test_the_list_of_requests_leaves_frames_out(base_url):
 
 
 LONG = {"name": "very-long", "steps": [{"text": {"faker": "paragraphs", "nb": 40, "seed": 1}, "chunk": "word"}]}
-HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}]}  # some 30 MB of chunks
+HUGE = {
+    "name": "huge",
+    "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}],
+}  # some 30 MB of chunks
 
 
 def add(gateway, mapping: dict) -> None:
-    from fakehop.scenario.yamlsource import with_lines
     from fakehop.scenario.reader import parse_document
+    from fakehop.scenario.yamlsource import with_lines
 
     gateway.global_session.add(parse_document(with_lines(mapping), "test", None))
 
@@ -94,14 +97,20 @@ async def test_a_write_to_a_client_that_stopped_reading_is_seen_waiting(base_url
     sock.setblocking(False)
     reader, writer = await asyncio.open_connection(sock=sock)
     body = b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "stream": true}'
-    writer.write(b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fakehop-Scenario: huge\r\n"
-                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    writer.write(
+        b"POST " + CHAT.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fakehop-Scenario: huge\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
     await writer.drain()
     writer.transport.pause_reading()  # stop reading: what the server sends piles up
     try:
         for _ in range(400):
             await asyncio.sleep(0.01)
-            if gateway.journal.records and gateway.journal.records[0].write_began is not None and gateway.journal.records[0].events > 0:
+            if (
+                gateway.journal.records
+                and gateway.journal.records[0].write_began is not None
+                and gateway.journal.records[0].events > 0
+            ):
                 break
         record = gateway.journal.records[0]
         assert record.end == jr.IN_PROGRESS and record.write_began is not None

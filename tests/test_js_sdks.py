@@ -38,8 +38,13 @@ def install_packages() -> None:
     digest = lock_digest()
     if INSTALLED_STAMP.is_file() and INSTALLED_STAMP.read_text() == digest:
         return
-    installed = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
-                               capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    installed = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT,
+    )
     assert installed.returncode == 0, f"npm ci failed:\n{installed.stdout}\n{installed.stderr}"
     INSTALLED_STAMP.write_text(digest)
 
@@ -49,6 +54,8 @@ def test_javascript_sdks_accept_fakehop():
     if not GIVEN_DIR:
         install_packages()
     env = dict(os.environ, FAKEHOP_PYTHON=sys.executable)
-    run = subprocess.run(["node", "--test"], cwd=GIVEN_DIR or JS_DIR, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT)
+    run = subprocess.run(
+        ["node", "--test"], cwd=GIVEN_DIR or JS_DIR, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT
+    )
     assert run.returncode == 0, f"node --test failed:\n{run.stdout[-20000:]}\n{run.stderr[-5000:]}"
     assert "# fail 0" in run.stdout

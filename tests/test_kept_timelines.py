@@ -25,7 +25,11 @@ def test_a_repeated_timeline_is_the_one_laid_out_afresh():
 
 def test_kept_timelines_follow_the_request_and_the_time_scale():
     words = script("steps: [{text: 'one two three four', chunk: word, interval: 1s}]")
-    for request, scale in [(p.PlayRequest(3), 1.0), (p.PlayRequest(3, max_output_tokens=1), 1.0), (p.PlayRequest(3), 0.5)]:
+    for request, scale in [
+        (p.PlayRequest(3), 1.0),
+        (p.PlayRequest(3, max_output_tokens=1), 1.0),
+        (p.PlayRequest(3), 0.5),
+    ]:
         assert list(p.timeline(words, request, scale)) == fresh(words, request, scale)
 
 

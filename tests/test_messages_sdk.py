@@ -16,14 +16,14 @@ import httpx2
 import pytest
 
 from fakehop.play import player
-from fakehop.scenario.library import Library
 from fakehop.protocols import messages
 from fakehop.scenario import reader as sc
+from fakehop.scenario.library import Library
 from fakehop.scenario.reader import parse_text
 
 from . import clients
-from .sdk_results import CUT_SHORT, caused_by
 from .agents import MessagesAgent, agent_weather_loop
+from .sdk_results import CUT_SHORT, caused_by
 
 MODEL = "claude-sonnet-5"
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -51,7 +51,11 @@ def finishing_scenarios() -> list[str]:
     for name in LIBRARY.names():
         scenario = LIBRARY[name]
         script = scenario.entries[0].script
-        if not scenario.is_sequence and script.http_error is None and not any(isinstance(s, sc.Raw) for s in script.steps):
+        if (
+            not scenario.is_sequence
+            and script.http_error is None
+            and not any(isinstance(s, sc.Raw) for s in script.steps)
+        ):
             if isinstance(expected_outcome(name).ending, player.Finish):
                 names.append(name)
     return names
@@ -82,21 +86,31 @@ def assert_matches_outcome(message, outcome: player.Outcome) -> None:
             assert got.id == want.call_id if want.call_id else got.id.startswith("toolu_")
     assert message.stop_reason == STOP_REASONS[finish.reason]
     assert message.stop_sequence is None
-    assert (message.usage.input_tokens, message.usage.output_tokens) == (finish.usage.input_tokens, finish.usage.output_tokens)
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (
+        finish.usage.input_tokens,
+        finish.usage.output_tokens,
+    )
     assert message.model == MODEL
     assert message.id.startswith("msg_")
 
 
 async def stream_final_message(client: anthropic.AsyncAnthropic, name: str, **kwargs):
     kwargs.setdefault("thinking", THINKING)
-    async with client.messages.stream(model=MODEL, max_tokens=1024, messages=MESSAGES,
-                                      extra_headers=scenario_header(name), **kwargs) as stream:
+    async with client.messages.stream(
+        model=MODEL, max_tokens=1024, messages=MESSAGES, extra_headers=scenario_header(name), **kwargs
+    ) as stream:
         return await stream.get_final_message()
 
 
 async def raw_events(client: anthropic.AsyncAnthropic, name: str) -> list:
-    stream = await client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True, thinking=THINKING,
-                                          extra_headers=scenario_header(name))
+    stream = await client.messages.create(
+        model=MODEL,
+        max_tokens=1024,
+        messages=MESSAGES,
+        stream=True,
+        thinking=THINKING,
+        extra_headers=scenario_header(name),
+    )
     return [event async for event in stream]
 
 
@@ -123,7 +137,9 @@ async def test_raw_stream_events_in_order(anthropic_client, name):
         block_events = [e for e in events if getattr(e, "index", None) == index]
         assert block_events[0].type == "content_block_start" and block_events[-1].type == "content_block_stop"
         deltas = [e.delta for e in block_events if e.type == "content_block_delta"]
-        fragments = [getattr(d, "text", None) or getattr(d, "thinking", None) or getattr(d, "partial_json", "") for d in deltas]
+        fragments = [
+            getattr(d, "text", None) or getattr(d, "thinking", None) or getattr(d, "partial_json", "") for d in deltas
+        ]
         if block.kind == "reasoning":
             assert deltas[-1].type == "signature_delta"
             fragments = fragments[:-1]
@@ -138,9 +154,12 @@ async def test_hello_text_and_usage(anthropic_client):
 
 
 async def test_thinking_then_text_then_tool_use(anthropic_client):
-    message = await stream_final_message(anthropic_client, "think-then-tool",
-                                         thinking={"type": "enabled", "budget_tokens": 512},
-                                         tools=[{"name": "get_weather", "input_schema": {"type": "object"}}])
+    message = await stream_final_message(
+        anthropic_client,
+        "think-then-tool",
+        thinking={"type": "enabled", "budget_tokens": 512},
+        tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
+    )
     thinking, text, tool = message.content
     assert thinking.thinking == "The user wants the weather in Paris; call the tool."
     assert len(base64.b64decode(thinking.signature)) > 32
@@ -157,15 +176,17 @@ async def test_tool_use_keeps_the_scenario_id(anthropic_client):
 
 
 async def test_stream_helper_text_events(anthropic_client):
-    async with anthropic_client.messages.stream(model=MODEL, max_tokens=1024, messages=MESSAGES,
-                                                extra_headers=scenario_header("hello")) as stream:
+    async with anthropic_client.messages.stream(
+        model=MODEL, max_tokens=1024, messages=MESSAGES, extra_headers=scenario_header("hello")
+    ) as stream:
         texts = [event.text async for event in stream if event.type == "text"]
     assert "".join(texts) == "Hello! How can I help you today?"
 
 
 async def test_max_tokens_from_the_request_cuts_the_answer(anthropic_client):
-    message = await anthropic_client.messages.create(model=MODEL, max_tokens=3, messages=MESSAGES,
-                                                     extra_headers=scenario_header("long-text"))
+    message = await anthropic_client.messages.create(
+        model=MODEL, max_tokens=3, messages=MESSAGES, extra_headers=scenario_header("long-text")
+    )
     assert message.stop_reason == "max_tokens"
     assert len(message.content[0].text) == 12
     assert message.usage.output_tokens == 3
@@ -173,14 +194,18 @@ async def test_max_tokens_from_the_request_cuts_the_answer(anthropic_client):
 
 async def test_keepalives_never_reach_the_sdk(anthropic_client, base_url):
     async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + "/v1/messages", json=messages.EXAMPLE_REQUEST,
-                                headers=scenario_header("keepalive-demo")) as response:
+        async with session.post(
+            base_url + "/v1/messages", json=messages.EXAMPLE_REQUEST, headers=scenario_header("keepalive-demo")
+        ) as response:
             wire = await response.read()
     assert wire.count(b": hopbase-keepalive\n\n") == 3
     events = await raw_events(anthropic_client, "keepalive-demo")
     wire_events = wire.count(b"event: ") - wire.count(b"event: ping\n")
     assert len(events) == wire_events
-    assert "".join(e.delta.text for e in events if e.type == "content_block_delta") == "Sorry for the wait. Here is the answer."
+    assert (
+        "".join(e.delta.text for e in events if e.type == "content_block_delta")
+        == "Sorry for the wait. Here is the answer."
+    )
 
 
 # ---------------------------------------------------------------- errors inside the stream
@@ -198,8 +223,9 @@ async def test_fail_raises_with_its_type_from_the_stream_helper(anthropic_client
 
 
 async def test_interrupted_raw_stream_yields_the_partial_text_then_raises(anthropic_client):
-    stream = await anthropic_client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True,
-                                                    extra_headers=scenario_header("interrupted"))
+    stream = await anthropic_client.messages.create(
+        model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True, extra_headers=scenario_header("interrupted")
+    )
     texts = []
     with pytest.raises(anthropic.APIStatusError) as caught:
         async for event in stream:
@@ -229,31 +255,39 @@ async def test_flaky_then_ok_is_retried_until_it_succeeds(base_url, gateway):
 
 
 async def test_rate_limit_honours_retry_after(base_url, gateway):
-    gateway.global_session.add(parse_text("http_error: {status: 429, retry_after: 1, message: slow down}", "<test>", "limited"))
+    gateway.global_session.add(
+        parse_text("http_error: {status: 429, retry_after: 1, message: slow down}", "<test>", "limited")
+    )
     client = clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=1)
     started = time.monotonic()
     with pytest.raises(anthropic.RateLimitError) as caught:
-        await client.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES, extra_headers=scenario_header("limited"))
+        await client.messages.create(
+            model=MODEL, max_tokens=16, messages=MESSAGES, extra_headers=scenario_header("limited")
+        )
     assert time.monotonic() - started >= 0.95
     assert len(gateway.journal.since(0)) == 2
     assert caught.value.response.headers["retry-after"] == "1"
     assert caught.value.body["error"] == {"type": "rate_limit_error", "message": "slow down"}
 
 
-@pytest.mark.parametrize(("status", "exception", "error_type"), [
-    (400, anthropic.BadRequestError, "invalid_request_error"),
-    (401, anthropic.AuthenticationError, "authentication_error"),
-    (403, anthropic.PermissionDeniedError, "permission_error"),
-    (404, anthropic.NotFoundError, "not_found_error"),
-    (429, anthropic.RateLimitError, "rate_limit_error"),
-    (500, anthropic.InternalServerError, "api_error"),
-    (529, anthropic.OverloadedError, "overloaded_error"),
-])
+@pytest.mark.parametrize(
+    ("status", "exception", "error_type"),
+    [
+        (400, anthropic.BadRequestError, "invalid_request_error"),
+        (401, anthropic.AuthenticationError, "authentication_error"),
+        (403, anthropic.PermissionDeniedError, "permission_error"),
+        (404, anthropic.NotFoundError, "not_found_error"),
+        (429, anthropic.RateLimitError, "rate_limit_error"),
+        (500, anthropic.InternalServerError, "api_error"),
+        (529, anthropic.OverloadedError, "overloaded_error"),
+    ],
+)
 async def test_http_errors_map_to_sdk_exceptions(anthropic_client, gateway, status, exception, error_type):
     gateway.global_session.add(parse_text(f"http_error: {{status: {status}}}", "<test>", "broken"))
     with pytest.raises(exception) as caught:
-        await anthropic_client.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES, stream=True,
-                                               extra_headers=scenario_header("broken"))
+        await anthropic_client.messages.create(
+            model=MODEL, max_tokens=16, messages=MESSAGES, stream=True, extra_headers=scenario_header("broken")
+        )
     body = caught.value.body
     assert caught.value.status_code == status
     assert body["type"] == "error" and body["error"]["type"] == error_type
@@ -265,22 +299,27 @@ async def test_http_errors_map_to_sdk_exceptions(anthropic_client, gateway, stat
 
 @pytest.mark.parametrize("name", FINISHING)
 async def test_non_streaming_message(anthropic_client, name):
-    message = await anthropic_client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES, thinking=THINKING,
-                                                     extra_headers=scenario_header(name))
+    message = await anthropic_client.messages.create(
+        model=MODEL, max_tokens=1024, messages=MESSAGES, thinking=THINKING, extra_headers=scenario_header(name)
+    )
     assert_matches_outcome(message, expected_outcome(name))
 
 
-@pytest.mark.parametrize(("name", "exception", "status"), [
-    ("fail-rate-limit", anthropic.RateLimitError, 429),
-    ("fail-invalid-prompt", anthropic.BadRequestError, 400),
-    ("fail-server-error", anthropic.InternalServerError, 500),
-    ("interrupted", anthropic.InternalServerError, 500),
-    ("fail-overloaded", anthropic.OverloadedError, 529),
-])
+@pytest.mark.parametrize(
+    ("name", "exception", "status"),
+    [
+        ("fail-rate-limit", anthropic.RateLimitError, 429),
+        ("fail-invalid-prompt", anthropic.BadRequestError, 400),
+        ("fail-server-error", anthropic.InternalServerError, 500),
+        ("interrupted", anthropic.InternalServerError, 500),
+        ("fail-overloaded", anthropic.OverloadedError, 529),
+    ],
+)
 async def test_non_streaming_fail_is_an_http_error(anthropic_client, name, exception, status):
     with pytest.raises(exception) as caught:
-        await anthropic_client.messages.create(model=MODEL, max_tokens=1024, messages=MESSAGES,
-                                               extra_headers=scenario_header(name))
+        await anthropic_client.messages.create(
+            model=MODEL, max_tokens=1024, messages=MESSAGES, extra_headers=scenario_header(name)
+        )
     error_type, message = FAILING[name]
     assert caught.value.status_code == status
     assert caught.value.body["error"] == {"type": error_type, "message": message}
@@ -295,7 +334,9 @@ async def test_api_key_accepted_as_bearer_and_x_api_key(make_gateway, serve):
     assert (await sdk.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES)).content[0].text
     async with aiohttp.ClientSession() as session:
         headers = {"x-api-key": "sk-right", "anthropic-version": "2023-06-01"}
-        async with session.post(url + "/v1/messages", json=dict(messages.EXAMPLE_REQUEST, stream=False), headers=headers) as response:
+        async with session.post(
+            url + "/v1/messages", json=dict(messages.EXAMPLE_REQUEST, stream=False), headers=headers
+        ) as response:
             assert response.status == 200
             assert (await response.json())["type"] == "message"
 
@@ -310,8 +351,9 @@ async def test_wrong_api_key_is_an_authentication_error(make_gateway, serve):
 
 async def test_unknown_scenario_is_an_invalid_request(anthropic_client):
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await anthropic_client.messages.create(model=MODEL, max_tokens=16, messages=MESSAGES,
-                                               extra_headers=scenario_header("no-such-scenario"))
+        await anthropic_client.messages.create(
+            model=MODEL, max_tokens=16, messages=MESSAGES, extra_headers=scenario_header("no-such-scenario")
+        )
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert "hello" in caught.value.body["error"]["message"]
 
@@ -319,45 +361,64 @@ async def test_unknown_scenario_is_an_invalid_request(anthropic_client):
 GOOD = {"model": MODEL, "max_tokens": 16, "messages": MESSAGES}
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ({"max_tokens": 16, "messages": MESSAGES}, "model: Field required"),
-    ({**GOOD, "model": 5}, "model: Input should be a valid string"),
-    ({"model": MODEL, "messages": MESSAGES}, "max_tokens: Field required"),
-    ({**GOOD, "max_tokens": "16"}, "max_tokens: Input should be a valid integer"),
-    ({**GOOD, "max_tokens": True}, "max_tokens: Input should be a valid integer"),
-    ({**GOOD, "max_tokens": 0}, "max_tokens: Input should be greater than or equal to 1"),
-    ({"model": MODEL, "max_tokens": 16}, "messages: Field required"),
-    ({**GOOD, "messages": "Hello"}, "messages: Input should be a valid list"),
-    ({**GOOD, "messages": []}, "messages: at least one message is required"),
-    ({**GOOD, "messages": [{"role": "system", "content": "x"}]}, "messages.0.role: Input should be 'user' or 'assistant'"),
-    ({**GOOD, "messages": [{"role": "user"}]}, "messages.0.content: Field required"),
-    ({**GOOD, "stream": "yes"}, "stream: Input should be a valid boolean"),
-    ({**GOOD, "system": {"text": "x"}}, "system: Input should be a valid string or a list of text blocks"),
-    ({**GOOD, "tools": {}}, "tools: Input should be a valid list"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"max_tokens": 16, "messages": MESSAGES}, "model: Field required"),
+        ({**GOOD, "model": 5}, "model: Input should be a valid string"),
+        ({"model": MODEL, "messages": MESSAGES}, "max_tokens: Field required"),
+        ({**GOOD, "max_tokens": "16"}, "max_tokens: Input should be a valid integer"),
+        ({**GOOD, "max_tokens": True}, "max_tokens: Input should be a valid integer"),
+        ({**GOOD, "max_tokens": 0}, "max_tokens: Input should be greater than or equal to 1"),
+        ({"model": MODEL, "max_tokens": 16}, "messages: Field required"),
+        ({**GOOD, "messages": "Hello"}, "messages: Input should be a valid list"),
+        ({**GOOD, "messages": []}, "messages: at least one message is required"),
+        (
+            {**GOOD, "messages": [{"role": "system", "content": "x"}]},
+            "messages.0.role: Input should be 'user' or 'assistant'",
+        ),
+        ({**GOOD, "messages": [{"role": "user"}]}, "messages.0.content: Field required"),
+        ({**GOOD, "stream": "yes"}, "stream: Input should be a valid boolean"),
+        ({**GOOD, "system": {"text": "x"}}, "system: Input should be a valid string or a list of text blocks"),
+        ({**GOOD, "tools": {}}, "tools: Input should be a valid list"),
+    ],
+)
 async def test_bad_request_bodies_get_anthropic_errors(base_url, body, message):
     async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"}) as response:
+        async with session.post(
+            base_url + "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"}
+        ) as response:
             answer = await response.json()
             request_id = response.headers["request-id"]
     assert response.status == 400
-    assert answer == {"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": request_id}
+    assert answer == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message},
+        "request_id": request_id,
+    }
 
 
 async def test_system_thinking_and_tool_choice_are_accepted(anthropic_client):
     message = await anthropic_client.messages.create(
-        model=MODEL, max_tokens=2048, messages=[{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
-        system=[{"type": "text", "text": "Be brief."}], thinking={"type": "enabled", "budget_tokens": 1024},
-        tools=[{"name": "get_weather", "input_schema": {"type": "object"}}], tool_choice={"type": "auto"},
+        model=MODEL,
+        max_tokens=2048,
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
+        system=[{"type": "text", "text": "Be brief."}],
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
+        tool_choice={"type": "auto"},
         extra_headers={"anthropic-version": "2099-01-01"},
     )
     assert message.content[0].text == "Hello! How can I help you today?"
 
 
-@pytest.mark.parametrize(("method", "path", "status", "error_type"), [
-    ("GET", "/v1/messages", 405, "invalid_request_error"),
-    ("POST", "/v1/messages/nope", 404, "not_found_error"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error_type"),
+    [
+        ("GET", "/v1/messages", 405, "invalid_request_error"),
+        ("POST", "/v1/messages/nope", 404, "not_found_error"),
+    ],
+)
 async def test_unknown_routes_answer_anthropic_clients_in_their_shape(base_url, method, path, status, error_type):
     async with aiohttp.ClientSession() as session:
         async with session.request(method, base_url + path, headers={"anthropic-version": "2023-06-01"}) as response:
@@ -370,7 +431,11 @@ async def test_malformed_frame_reaches_the_sdk_as_a_json_error(anthropic_client)
     texts = []
     with pytest.raises(json.JSONDecodeError):
         async for event in await anthropic_client.messages.create(
-            model=MODEL, max_tokens=1024, messages=MESSAGES, stream=True, extra_headers=scenario_header("malformed"),
+            model=MODEL,
+            max_tokens=1024,
+            messages=MESSAGES,
+            stream=True,
+            extra_headers=scenario_header("malformed"),
         ):
             if event.type == "content_block_delta":
                 texts.append(event.delta.text)

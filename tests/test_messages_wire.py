@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fakehop.play import player
-from fakehop.scenario import reader as sc
-from fakehop.scenario.library import Library
 from fakehop.protocols import messages
 from fakehop.protocols.common import event_frame
+from fakehop.scenario import reader as sc
+from fakehop.scenario.library import Library
 from fakehop.server.render import render, seeded_meta
 
 from .golden_files import raw_frames
@@ -74,7 +74,11 @@ def check_blocks(events: list[dict]) -> None:
             assert block is None
 
 
-STREAMED = {name: streamed(name) for name in LIBRARY.names() if not LIBRARY[name].is_sequence and LIBRARY[name].entries[0].script.http_error is None}
+STREAMED = {
+    name: streamed(name)
+    for name in LIBRARY.names()
+    if not LIBRARY[name].is_sequence and LIBRARY[name].entries[0].script.http_error is None
+}
 
 
 @pytest.mark.parametrize("name", sorted(STREAMED))
@@ -104,7 +108,9 @@ def test_event_grammar(name):
 def test_keepalives_are_comment_frames_between_events():
     wire = streamed("stall")
     assert wire.split(b"\n\n").count(b": hopbase-keepalive") == wire.count(b"hopbase-keepalive") == 11
-    assert wire.endswith(b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"Stream stalled: no output for 120s"}}\n\n')
+    assert wire.endswith(
+        b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"Stream stalled: no output for 120s"}}\n\n'
+    )
 
 
 def test_raw_bytes_go_out_as_they_are():
@@ -113,47 +119,73 @@ def test_raw_bytes_go_out_as_they_are():
 
 def test_interrupted_ends_with_the_gateway_error_event():
     assert STREAMED["interrupted"].endswith(
-        b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"Response stream interrupted, please retry"}}\n\n')
+        b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"Response stream interrupted, please retry"}}\n\n'
+    )
 
 
 def test_signature_is_deterministic_base64_from_the_seed():
     wire = streamed("think-then-tool")
-    signature = [e for e in events_of(wire) if e.get("delta", {}).get("type") == "signature_delta"][0]["delta"]["signature"]
+    signature = [e for e in events_of(wire) if e.get("delta", {}).get("type") == "signature_delta"][0]["delta"][
+        "signature"
+    ]
     assert base64.b64decode(signature, validate=True)
     assert streamed("think-then-tool") == wire
-    assert messages.signature(seeded_meta(messages.EXAMPLE_REQUEST["model"], 1)) != messages.signature(seeded_meta(messages.EXAMPLE_REQUEST["model"], 2))
+    assert messages.signature(seeded_meta(messages.EXAMPLE_REQUEST["model"], 1)) != messages.signature(
+        seeded_meta(messages.EXAMPLE_REQUEST["model"], 2)
+    )
 
 
-@pytest.mark.parametrize(("kind", "delta_type", "key"), [
-    ("text", "text_delta", "text"),
-    ("reasoning", "thinking_delta", "thinking"),
-    ("tool_call", "input_json_delta", "partial_json"),
-])
+@pytest.mark.parametrize(
+    ("kind", "delta_type", "key"),
+    [
+        ("text", "text_delta", "text"),
+        ("reasoning", "thinking_delta", "thinking"),
+        ("tool_call", "input_json_delta", "partial_json"),
+    ],
+)
 @given(text=st.text())
 def test_templated_delta_equals_the_whole_event_encoded(kind, delta_type, key, text):
     encoder = messages.StreamEncoder(seeded_meta("m", 0), messages.parse(messages.EXAMPLE_REQUEST))
     encoder.encode(player.BlockStart(kind, 3, "f", "call_1"))
-    whole = event_frame("content_block_delta", {"type": "content_block_delta", "index": 3, "delta": {"type": delta_type, key: text}})
+    whole = event_frame(
+        "content_block_delta", {"type": "content_block_delta", "index": 3, "delta": {"type": delta_type, key: text}}
+    )
     assert encoder.encode(player.Delta(text)) == whole
 
 
 def test_streamed_and_whole_answers_share_ids_for_one_seed():
     out = bytearray()
-    asyncio.run(render(LIBRARY, "think-then-tool", "messages", dict(messages.EXAMPLE_REQUEST, stream=False), write=out.extend))
+    asyncio.run(
+        render(LIBRARY, "think-then-tool", "messages", dict(messages.EXAMPLE_REQUEST, stream=False), write=out.extend)
+    )
     whole = json.loads(out)
     events = events_of(streamed("think-then-tool"))
     assert whole["id"] == events[0]["message"]["id"]
-    assert whole["content"][0]["signature"] == next(e["delta"]["signature"] for e in events if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta")
-    assert whole["content"][2]["id"] == next(e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["index"] == 2)
+    assert whole["content"][0]["signature"] == next(
+        e["delta"]["signature"]
+        for e in events
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta"
+    )
+    assert whole["content"][2]["id"] == next(
+        e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["index"] == 2
+    )
 
 
 def test_a_scenario_signature_signs_its_thinking_block_streamed_and_whole():
-    library = LIBRARY.with_scenario(sc.parse_text('steps: [{reasoning: [Hm], signature: "c2lnbmVk"}, {text: ok}]', "<t>", "signed"))
+    library = LIBRARY.with_scenario(
+        sc.parse_text('steps: [{reasoning: [Hm], signature: "c2lnbmVk"}, {text: ok}]', "<t>", "signed")
+    )
     for stream in (True, False):
         out = bytearray()
-        asyncio.run(render(library, "signed", "messages", dict(messages.EXAMPLE_REQUEST, stream=stream), write=out.extend))
+        asyncio.run(
+            render(library, "signed", "messages", dict(messages.EXAMPLE_REQUEST, stream=stream), write=out.extend)
+        )
         if stream:
-            [signature] = [e["delta"]["signature"] for e in events_of(bytes(out)) if e.get("delta", {}).get("type") == "signature_delta"]
+            [signature] = [
+                e["delta"]["signature"]
+                for e in events_of(bytes(out))
+                if e.get("delta", {}).get("type") == "signature_delta"
+            ]
         else:
             signature = json.loads(out)["content"][0]["signature"]
         assert signature == "c2lnbmVk"

@@ -12,8 +12,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fakehop.state import journal as jr
 from fakehop.server import metrics
+from fakehop.state import journal as jr
 
 CHAT = "/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -60,15 +60,22 @@ async def mixed_run(base_url: str, openai_client, anthropic_client) -> bytes:
             text += chunk.choices[0].delta.content or ""
     assert text == "Hello! How can I help you today?"
     with pytest.raises(openai.RateLimitError):
-        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "rate-limited"})
+        await openai_client.chat.completions.create(
+            model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "rate-limited"}
+        )
     with pytest.raises(openai.APIError, match="Rate limit"):
-        async for _ in await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True,
-                                                                    extra_headers={"X-Fakehop-Scenario": "fail-rate-limit"}):
+        async for _ in await openai_client.chat.completions.create(
+            model="gpt-5.6-sol", messages=MESSAGES, stream=True, extra_headers={"X-Fakehop-Scenario": "fail-rate-limit"}
+        ):
             pass
     async with openai_client.responses.stream(model="gpt-5.6-sol", input="Hi") as stream:
         await stream.get_final_response()
-    async with anthropic_client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
-                                                extra_headers={"X-Fakehop-Scenario": "keepalive-demo"}) as stream:
+    async with anthropic_client.messages.stream(
+        model="claude-sonnet-5",
+        max_tokens=100,
+        messages=MESSAGES,
+        extra_headers={"X-Fakehop-Scenario": "keepalive-demo"},
+    ) as stream:
         await stream.get_final_message()
     await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES)  # not streamed
     sent = await raw(base_url, "weather-tool") + await raw(base_url, "disconnect")
@@ -94,29 +101,52 @@ async def test_the_counters_match_the_journal_after_a_mixed_run(base_url, gatewa
 
     requests = by_labels(families["fakehop_requests"], "fakehop_requests_total", "protocol", "scenario", "end")
     assert requests == Counter((r.protocol or "none", r.scenario or "none", r.end) for r in records)
-    assert {key[2] for key in requests} == {"completed", "http_error", "failed", "disconnected", "rejected", "client_disconnected"}
+    assert {key[2] for key in requests} == {
+        "completed",
+        "http_error",
+        "failed",
+        "disconnected",
+        "rejected",
+        "client_disconnected",
+    }
     assert by_labels(families["fakehop_responses"], "fakehop_responses_total", "status") == Counter(
-        ("none" if r.status is None else str(r.status),) for r in records)
+        ("none" if r.status is None else str(r.status),) for r in records
+    )
     assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 0}
     assert by_labels(families["fakehop_open_streams"], "fakehop_open_streams", "protocol") == {}
 
-    for family, field in (("fakehop_stream_bytes", "sent_bytes"), ("fakehop_stream_events", "events"), ("fakehop_keepalives", "keepalives")):
+    for family, field in (
+        ("fakehop_stream_bytes", "sent_bytes"),
+        ("fakehop_stream_events", "events"),
+        ("fakehop_keepalives", "keepalives"),
+    ):
         expected = Counter()
         for record in records:
             expected[(record.protocol or "none",)] += getattr(record, field)
         assert by_labels(families[family], family + "_total", "protocol") == expected, family
-    assert by_labels(families["fakehop_keepalives"], "fakehop_keepalives_total", "protocol")[("messages",)] == 3  # keepalive-demo
+    assert (
+        by_labels(families["fakehop_keepalives"], "fakehop_keepalives_total", "protocol")[("messages",)] == 3
+    )  # keepalive-demo
     chat_raw = [r for r in records if r.protocol == "chat" and r.scenario in ("weather-tool", "disconnect")]
     assert sum(r.sent_bytes for r in chat_raw) == len(sent_raw)
 
     streams = [r for r in records if r.stream and r.status == 200]
     histogram = families["fakehop_stream_duration_seconds"]
     counts = by_labels(histogram, "fakehop_stream_duration_seconds_count", "protocol")
-    assert counts == {(protocol,): 0 for protocol in ("none", "chat", "responses", "messages")} | Counter((r.protocol,) for r in streams)
+    assert counts == {(protocol,): 0 for protocol in ("none", "chat", "responses", "messages")} | Counter(
+        (r.protocol,) for r in streams
+    )
     for (protocol,), total in by_labels(histogram, "fakehop_stream_duration_seconds_sum", "protocol").items():
         assert total == pytest.approx(sum(r.duration for r in streams if r.protocol == protocol))
-    buckets = [(float(s.labels["le"]), s.value) for s in histogram if s.name.endswith("_bucket") and s.labels["protocol"] == "messages"]
-    assert [count for _, count in buckets] == sorted(count for _, count in buckets) and buckets[-1] == (float("inf"), counts[("messages",)])
+    buckets = [
+        (float(s.labels["le"]), s.value)
+        for s in histogram
+        if s.name.endswith("_bucket") and s.labels["protocol"] == "messages"
+    ]
+    assert [count for _, count in buckets] == sorted(count for _, count in buckets) and buckets[-1] == (
+        float("inf"),
+        counts[("messages",)],
+    )
     keepalive_demo = next(r for r in streams if r.scenario == "keepalive-demo")
     assert next(count for bound, count in buckets if bound >= keepalive_demo.duration) >= 1
 
@@ -134,13 +164,16 @@ async def test_a_stream_under_way_is_in_progress_and_reset_takes_no_count_back(b
     families = await scrape(base_url)
     assert by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress") == {(): 0}
     assert by_labels(families["fakehop_requests"], "fakehop_requests_total", "protocol", "scenario", "end") == {
-        ("chat", "hang", "client_disconnected"): 1}
+        ("chat", "hang", "client_disconnected"): 1
+    }
 
 
 async def gauges(base_url: str) -> tuple[float, dict]:
     families = await scrape(base_url)
-    return (by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress")[()],
-            by_labels(families["fakehop_open_streams"], "fakehop_open_streams", "protocol"))
+    return (
+        by_labels(families["fakehop_requests_in_progress"], "fakehop_requests_in_progress")[()],
+        by_labels(families["fakehop_open_streams"], "fakehop_open_streams", "protocol"),
+    )
 
 
 async def test_open_streams_count_the_streams_going_out_and_in_progress_every_answer_under_way(base_url, gateway):
@@ -153,7 +186,9 @@ async def test_open_streams_count_the_streams_going_out_and_in_progress_every_an
                     break
                 await asyncio.sleep(0.02)
             assert await gauges(base_url) == (2, {("chat",): 1})
-            async with client.post(base_url + "/_fakehop/reset") as reset:  # the journal forgets them; the gauges do not
+            async with client.post(
+                base_url + "/_fakehop/reset"
+            ) as reset:  # the journal forgets them; the gauges do not
                 assert reset.status == 200
             assert await gauges(base_url) == (2, {("chat",): 1})
         unstreamed.cancel()
@@ -165,7 +200,9 @@ async def test_open_streams_count_the_streams_going_out_and_in_progress_every_an
             await asyncio.sleep(0.05)
     assert await gauges(base_url) == (0, {})
     families = await scrape(base_url)
-    assert by_labels(families["fakehop_requests"], "fakehop_requests_total", "scenario", "end") == {("hang", "client_disconnected"): 2}
+    assert by_labels(families["fakehop_requests"], "fakehop_requests_total", "scenario", "end") == {
+        ("hang", "client_disconnected"): 2
+    }
 
 
 async def test_the_metrics_need_the_admin_token(serve, make_gateway):

@@ -20,9 +20,19 @@ async def call(url: str, method: str, path: str, data=None, headers=None) -> tup
             return response.status, response.content_type, body
 
 
-@pytest.mark.parametrize("method,path", [("GET", "/_fakehop/requests"), ("GET", "/_fakehop/health"), ("POST", "/_fakehop/reset"),
-                                         ("GET", "/v1/models"), ("GET", "/no/such/path"), ("POST", CHAT),
-                                         ("GET", "/v1/responses/resp_1"), ("DELETE", "/v1/responses/resp_1")])
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("GET", "/_fakehop/requests"),
+        ("GET", "/_fakehop/health"),
+        ("POST", "/_fakehop/reset"),
+        ("GET", "/v1/models"),
+        ("GET", "/no/such/path"),
+        ("POST", CHAT),
+        ("GET", "/v1/responses/resp_1"),
+        ("DELETE", "/v1/responses/resp_1"),
+    ],
+)
 async def test_a_rebound_host_is_refused_on_every_route(base_url, method, path):
     status, content_type, body = await call(base_url, method, path, data=BODY, headers=REBOUND)
     assert (status, content_type) == (403, "application/json")
@@ -36,8 +46,19 @@ async def test_the_journal_cannot_be_read_through_a_rebound_name(base_url):
     assert status == 403 and "requests" not in body
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:1234", "localhost:1", "LOCALHOST", "[::1]:80", "127.1.2.3", "10.0.0.7:8080",
-                                  "dev.localhost:3000", "localhost."])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:1234",
+        "localhost:1",
+        "LOCALHOST",
+        "[::1]:80",
+        "127.1.2.3",
+        "10.0.0.7:8080",
+        "dev.localhost:3000",
+        "localhost.",
+    ],
+)
 async def test_loopback_names_and_addresses_are_answered(base_url, host):
     status, _, _ = await call(base_url, "POST", CHAT, data=BODY, headers={"Host": host})
     assert status == 200
@@ -58,30 +79,53 @@ def test_the_bound_host_is_answered_and_an_unspecified_one_adds_nothing():
     assert not HostCheck().refuses(None)  # HTTP/1.0 without a Host: no browser sends that
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
 async def test_bodies_a_page_could_send_unasked_are_refused(base_url, content_type):
     """The three Content-Types a page may send another site without a preflight."""
-    status, _, body = await call(base_url, "POST", "/_fakehop/queue", data=b'{"scenario": "hang", "times": 5}',
-                                 headers={"Content-Type": content_type})
+    status, _, body = await call(
+        base_url,
+        "POST",
+        "/_fakehop/queue",
+        data=b'{"scenario": "hang", "times": 5}',
+        headers={"Content-Type": content_type},
+    )
     assert status == 415 and "application/json" in body["error"]
     assert (await call(base_url, "GET", "/_fakehop/queue"))[2]["queue"] == []
 
 
 async def test_a_page_of_another_origin_is_refused_and_the_servers_own_is_not(base_url):
     json_type = {"Content-Type": "application/json"}
-    status, _, body = await call(base_url, "POST", "/_fakehop/queue", data=b'{"scenario": "hang"}',
-                                 headers={**json_type, "Origin": "http://attacker.example"})
+    status, _, body = await call(
+        base_url,
+        "POST",
+        "/_fakehop/queue",
+        data=b'{"scenario": "hang"}',
+        headers={**json_type, "Origin": "http://attacker.example"},
+    )
     assert status == 403 and "Origin: http://attacker.example" in body["error"]
     assert (await call(base_url, "POST", "/_fakehop/reset", headers={"Origin": "null"}))[0] == 403
     host = base_url.split("//", 1)[1]
-    status, _, body = await call(base_url, "POST", "/_fakehop/queue", data=b'{"scenario": "hang"}',
-                                 headers={**json_type, "Origin": base_url, "Host": host})
+    status, _, body = await call(
+        base_url,
+        "POST",
+        "/_fakehop/queue",
+        data=b'{"scenario": "hang"}',
+        headers={**json_type, "Origin": base_url, "Host": host},
+    )
     assert (status, body["length"]) == (200, 1)
 
 
 async def test_yaml_and_json_bodies_are_taken(base_url):
     for content_type in ("application/yaml", "text/yaml", "application/x-yaml", "application/vnd.x+yaml"):
-        status, _, _ = await call(base_url, "POST", "/_fakehop/scenarios?name=y", data=b"steps: [{text: y}]", headers={"Content-Type": content_type})
+        status, _, _ = await call(
+            base_url,
+            "POST",
+            "/_fakehop/scenarios?name=y",
+            data=b"steps: [{text: y}]",
+            headers={"Content-Type": content_type},
+        )
         assert status in (200, 201), content_type
     status, _, _ = await call(base_url, "POST", "/_fakehop/reset")  # no body, no Content-Type
     assert status == 200

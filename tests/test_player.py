@@ -74,7 +74,12 @@ def test_blocks_open_and_close_by_kind():
           - tool_call: {name: g}
     """)
     starts = [h for _, h in events if isinstance(h, p.BlockStart)]
-    assert [(s.kind, s.index, s.name) for s in starts] == [("reasoning", 0, None), ("text", 1, None), ("tool_call", 2, "f"), ("tool_call", 3, "g")]
+    assert [(s.kind, s.index, s.name) for s in starts] == [
+        ("reasoning", 0, None),
+        ("text", 1, None),
+        ("tool_call", 2, "f"),
+        ("tool_call", 3, "g"),
+    ]
     assert kinds(events).count("BlockEnd") == 4
     assert events[-1][1].reason == "tool_calls"
 
@@ -83,8 +88,12 @@ def test_endings_stop_the_script():
     """A file cannot hold steps after an ending (see test_scenario); a script made in Python can,
     and the player stops at the ending all the same."""
     text, never = sc.Output("text", ("a",), 0.0), sc.Output("text", ("never",), 0.0)
-    for step, ending in [(sc.Fail("rate_limit", None), p.Failure), (sc.Disconnect(), p.Disconnect), (sc.Hang(), p.Hang),
-                         (sc.Stall(resume=False), p.Failure)]:
+    for step, ending in [
+        (sc.Fail("rate_limit", None), p.Failure),
+        (sc.Disconnect(), p.Disconnect),
+        (sc.Hang(), p.Hang),
+        (sc.Stall(resume=False), p.Failure),
+    ]:
         events = list(p.timeline(sc.Script(steps=(text, step, never))))
         assert type(events[-1][1]) is ending
         assert p.Delta("never") not in [h for _, h in events]
@@ -105,7 +114,9 @@ def test_output_token_limit_cuts_and_finishes_with_length():
 def test_usage_estimated_unless_given():
     finish = laid_out("steps: [{reasoning: '12345678'}, {text: '1234'}]", p.PlayRequest(input_tokens=7))[-1][1]
     assert finish.usage == p.TokenUsage(7, 3, 2)
-    given = laid_out("usage: {input_tokens: 1, output_tokens: 2}\nsteps: [{text: long text here}]", p.PlayRequest(input_tokens=7))[-1][1]
+    given = laid_out(
+        "usage: {input_tokens: 1, output_tokens: 2}\nsteps: [{text: long text here}]", p.PlayRequest(input_tokens=7)
+    )[-1][1]
     assert given.usage == p.TokenUsage(1, 2, 0)
 
 
@@ -135,9 +146,18 @@ def test_play_batches_what_is_due_together():
 
 
 def test_outcome_gathers_blocks():
-    happenings = [h for _, h in p.timeline(script("steps: [{reasoning: r}, {text: 'a b', chunk: word}, {tool_call: {name: f, arguments: {x: 1}}}]"))]
+    happenings = [
+        h
+        for _, h in p.timeline(
+            script("steps: [{reasoning: r}, {text: 'a b', chunk: word}, {tool_call: {name: f, arguments: {x: 1}}}]")
+        )
+    ]
     outcome = p.Outcome.gather(happenings)
-    assert [(b.kind, b.text, b.name) for b in outcome.blocks] == [("reasoning", "r", None), ("text", "a b", None), ("tool_call", '{"x":1}', "f")]
+    assert [(b.kind, b.text, b.name) for b in outcome.blocks] == [
+        ("reasoning", "r", None),
+        ("text", "a b", None),
+        ("tool_call", '{"x":1}', "f"),
+    ]
     assert outcome.ending.reason == "tool_calls"
 
 

@@ -10,21 +10,39 @@ import aiohttp
 import pytest
 
 from fakehop.play import player
-from fakehop.server import prerender as pr
-from fakehop.scenario.library import Library
 from fakehop.protocols import PROTOCOLS
 from fakehop.protocols.common import Meta
-from fakehop.server.render import render, seeded_meta
+from fakehop.scenario.library import Library
 from fakehop.scenario.reader import parse_text
+from fakehop.server import prerender as pr
+from fakehop.server.render import render, seeded_meta
 
 LIBRARY = Library.load()
 REQUESTS = {
-    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3},
-             {"n": 2, "logprobs": True, "top_logprobs": 2}, {"tool_choice": "none"}],
-    "responses": [{}, {"instructions": "Be brief.", "temperature": 0.2, "tools": [{"type": "function", "name": "f"}]}, {"max_output_tokens": 3},
-                  {"reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content", "message.output_text.logprobs"], "top_logprobs": 1}],
-    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}, {"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}},
-                 {"thinking": {"type": "disabled"}, "tool_choice": {"type": "none"}}],
+    "chat": [
+        {},
+        {"stream_options": {"include_usage": False}},
+        {"max_completion_tokens": 3},
+        {"n": 2, "logprobs": True, "top_logprobs": 2},
+        {"tool_choice": "none"},
+    ],
+    "responses": [
+        {},
+        {"instructions": "Be brief.", "temperature": 0.2, "tools": [{"type": "function", "name": "f"}]},
+        {"max_output_tokens": 3},
+        {
+            "reasoning": {"summary": "auto"},
+            "include": ["reasoning.encrypted_content", "message.output_text.logprobs"],
+            "top_logprobs": 1,
+        },
+    ],
+    "messages": [
+        {},
+        {"system": "Be brief."},
+        {"max_tokens": 3},
+        {"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}},
+        {"thinking": {"type": "disabled"}, "tool_choice": {"type": "none"}},
+    ],
 }
 # Every step kind the fidelity of today's streams added, in one script.
 FIDELITY = """
@@ -60,7 +78,9 @@ def fresh_bytes(protocol, meta: Meta, parsed, script, scale=1.0) -> list[bytes]:
 
 def metas(seed: int, model: str = "gpt-5.6-sol") -> tuple[Meta, Meta]:
     """Two Metas that give the same values: one to fill a rendering, one to encode afresh."""
-    return Meta(model, 1_764_000_000 + seed, random.Random(seed)), Meta(model, 1_764_000_000 + seed, random.Random(seed))
+    return Meta(model, 1_764_000_000 + seed, random.Random(seed)), Meta(
+        model, 1_764_000_000 + seed, random.Random(seed)
+    )
 
 
 @pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
@@ -76,7 +96,9 @@ def test_every_bundled_script_fills_in_to_the_fresh_bytes(protocol_name):
                 if rendering is None:
                     continue
                 filled = rendering.filled_holes(filling)
-                assert [write.fill(filled) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, script), label
+                assert [write.fill(filled) for write in rendering.writes] == fresh_bytes(
+                    protocol, afresh, parsed, script
+                ), label
             checked += rendering is not None
     assert checked >= 3 * len(list(scripts(LIBRARY))) - 3, "most bundled scripts should be kept"
 
@@ -93,7 +115,9 @@ def test_the_new_steps_fill_in_to_the_fresh_bytes_for_every_kind_of_request(prot
         parsed = protocol.parse({**protocol.EXAMPLE_REQUEST, **extra})
         filling, afresh = metas(number)
         rendering = pr.render(protocol, fidelity, parsed, filling, 1.0)
-        assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, fidelity), extra
+        assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(
+            protocol, afresh, parsed, fidelity
+        ), extra
 
 
 @pytest.mark.parametrize("protocol_name", sorted(PROTOCOLS))
@@ -103,7 +127,9 @@ def test_percent_signs_and_look_alike_numbers_stay_as_written(protocol_name):
     parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
     filling, afresh = metas(7)
     rendering = pr.render(protocol, tricky, parsed, filling, 1.0)
-    assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(protocol, afresh, parsed, tricky)
+    assert [write.fill(rendering.filled_holes(filling)) for write in rendering.writes] == fresh_bytes(
+        protocol, afresh, parsed, tricky
+    )
 
 
 @pytest.mark.parametrize("text", ['"\\0fakehop:m\\0"', f"'{pr._CREATED_MARK}'"])
@@ -124,29 +150,73 @@ def test_writes_keep_their_offsets_and_endings():
     protocol = PROTOCOLS["chat"]
     rendering = pr.kept(protocol, paced, protocol.parse(protocol.EXAMPLE_REQUEST), metas(0)[0], 0.5)
     assert [write.offset for write in rendering.writes] == [0.0, 0.5, 1.0, 1.25]
-    assert [type(write.last) for write in rendering.writes] == [player.Delta, player.Keepalive, player.Keepalive, player.Failure]
+    assert [type(write.last) for write in rendering.writes] == [
+        player.Delta,
+        player.Keepalive,
+        player.Keepalive,
+        player.Failure,
+    ]
     assert pr.kept(protocol, paced, protocol.parse(protocol.EXAMPLE_REQUEST), metas(1)[0], 0.5) is rendering
 
 
 def test_kept_renderings_stay_few():
     protocol = PROTOCOLS["chat"]
     for number in range(pr.KEPT_RENDERINGS * 2):
-        pr.kept(protocol, script(f"steps: [{{text: 'n{number}'}}]"), protocol.parse(protocol.EXAMPLE_REQUEST), metas(0)[0], 1.0)
+        pr.kept(
+            protocol,
+            script(f"steps: [{{text: 'n{number}'}}]"),
+            protocol.parse(protocol.EXAMPLE_REQUEST),
+            metas(0)[0],
+            1.0,
+        )
     assert len(pr._kept) <= pr.KEPT_RENDERINGS
 
 
 # The id of the first answer of each scenario in the test below (seed 0), stored, for the request that continues it.
 FIRST_RESPONSE_ID = seeded_meta("gpt-5.6-sol", 0).new_id("resp_")
 VARIED_BODIES = {
-    "chat": [{}, {"stream_options": {"include_usage": False}}, {"max_completion_tokens": 3}, {"max_tokens": 5}, {"model": "other \"model\""},
-             {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "A longer question, asked again."}]}],
-    "responses": [{}, {"instructions": "Be brief."}, {"temperature": 0.5}, {"tools": [{"type": "function", "name": "f", "parameters": {}}]},
-                  {"reasoning": {"effort": "low"}}, {"text": {"verbosity": "low"}}, {"metadata": {"run": "7"}}, {"max_output_tokens": 3},
-                  {"max_tool_calls": 2}, {"store": False}, {"tool_choice": "required"}, {"user": "u-1"}, {"top_p": 0.9},
-                  {"truncation": "auto"}, {"parallel_tool_calls": False}, {"previous_response_id": FIRST_RESPONSE_ID}, {"top_logprobs": 2},
-                  {"prompt_cache_key": "k"}, {"safety_identifier": "s"}, {"model": "gpt-other"}],
-    "messages": [{}, {"system": "Be brief."}, {"max_tokens": 3}, {"model": "claude-other"},
-                 {"messages": [{"role": "user", "content": "A longer question, asked again."}]}],
+    "chat": [
+        {},
+        {"stream_options": {"include_usage": False}},
+        {"max_completion_tokens": 3},
+        {"max_tokens": 5},
+        {"model": 'other "model"'},
+        {
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "A longer question, asked again."},
+            ]
+        },
+    ],
+    "responses": [
+        {},
+        {"instructions": "Be brief."},
+        {"temperature": 0.5},
+        {"tools": [{"type": "function", "name": "f", "parameters": {}}]},
+        {"reasoning": {"effort": "low"}},
+        {"text": {"verbosity": "low"}},
+        {"metadata": {"run": "7"}},
+        {"max_output_tokens": 3},
+        {"max_tool_calls": 2},
+        {"store": False},
+        {"tool_choice": "required"},
+        {"user": "u-1"},
+        {"top_p": 0.9},
+        {"truncation": "auto"},
+        {"parallel_tool_calls": False},
+        {"previous_response_id": FIRST_RESPONSE_ID},
+        {"top_logprobs": 2},
+        {"prompt_cache_key": "k"},
+        {"safety_identifier": "s"},
+        {"model": "gpt-other"},
+    ],
+    "messages": [
+        {},
+        {"system": "Be brief."},
+        {"max_tokens": 3},
+        {"model": "claude-other"},
+        {"messages": [{"role": "user", "content": "A longer question, asked again."}]},
+    ],
 }
 
 
@@ -163,8 +233,16 @@ async def test_requests_that_differ_get_their_own_bytes_live(serve, gateway, pro
                 async with session.post(url + protocol.PATH, json=body, headers=headers) as response:
                     live = await response.read()
                 expected = bytearray()
-                await render(gateway.library, scenario, protocol_name, body, seed=seed, time_scale=gateway.time_scale,
-                             clock=player.InstantClock(), write=expected.extend)
+                await render(
+                    gateway.library,
+                    scenario,
+                    protocol_name,
+                    body,
+                    seed=seed,
+                    time_scale=gateway.time_scale,
+                    clock=player.InstantClock(),
+                    write=expected.extend,
+                )
                 assert live == bytes(expected), (scenario, extra)
 
 
@@ -188,11 +266,15 @@ def test_encoding_afresh_leaves_no_reference_cycles():
 async def test_the_journal_counts_events_but_not_keepalives_kept_or_not(serve, gateway, protocol_name):
     url = await serve(gateway)
     protocol = PROTOCOLS[protocol_name]
-    long_keepalives = "keepalive: 1s\nsteps: [{delay: 2500ms}, {text: '" + "x" * (player.KEPT_HAPPENINGS + 1) + "', chunk: char}]"
+    long_keepalives = (
+        "keepalive: 1s\nsteps: [{delay: 2500ms}, {text: '" + "x" * (player.KEPT_HAPPENINGS + 1) + "', chunk: char}]"
+    )
     gateway.global_session.add(parse_text(long_keepalives, "t.yaml", "too-long-to-keep"))
     async with aiohttp.ClientSession() as session:
         for scenario in ("keepalive-demo", "too-long-to-keep"):
-            async with session.post(url + protocol.PATH, json=protocol.EXAMPLE_REQUEST, headers={"X-Fakehop-Scenario": scenario}) as response:
+            async with session.post(
+                url + protocol.PATH, json=protocol.EXAMPLE_REQUEST, headers={"X-Fakehop-Scenario": scenario}
+            ) as response:
                 received = await response.read()
             keepalives = received.count(b": hopbase-keepalive\n\n")
             assert keepalives >= 2, scenario
@@ -216,15 +298,23 @@ async def test_answers_that_quote_the_request_are_each_its_own_and_never_kept(se
     protocol = PROTOCOLS[protocol_name]
     answers = []
     async with aiohttp.ClientSession() as session:
-        for seed, result in enumerate(["Sunny", "Hail \"and\" thunder", "Sunny"]):
+        for seed, result in enumerate(["Sunny", 'Hail "and" thunder', "Sunny"]):
             for stream in (True, False):
                 body = dict(with_tool_results(protocol_name, result), stream=stream)
                 headers = {"X-Fakehop-Scenario": "agent-weather", "X-Fakehop-Seed": str(seed % 2)}
                 async with session.post(url + protocol.PATH, json=body, headers=headers) as response:
                     live = await response.read()
                 expected = bytearray()
-                await render(gateway.library, "agent-weather", protocol_name, body, seed=seed % 2, time_scale=gateway.time_scale,
-                             clock=player.InstantClock(), write=expected.extend)
+                await render(
+                    gateway.library,
+                    "agent-weather",
+                    protocol_name,
+                    body,
+                    seed=seed % 2,
+                    time_scale=gateway.time_scale,
+                    clock=player.InstantClock(),
+                    write=expected.extend,
+                )
                 assert live == bytes(expected), (result, stream)
                 answers.append(live)
     assert b"Hail" in answers[2] and b"Hail" not in answers[0]

@@ -32,6 +32,7 @@ def test_every_public_name_is_exported_from_where_it_is_made():
         if hasattr(value, "__module__") and name not in ("CONTROL_PREFIX", "__version__"):
             assert value.__module__.startswith("fakehop."), name
     assert set(fakehop.__all__) <= set(dir(fakehop))
+    assert set(fakehop.__all__) == {"CONTROL_PREFIX", "__version__", *fakehop._PUBLIC}  # each name has its module
 
 
 def test_an_unknown_name_is_an_attribute_error():

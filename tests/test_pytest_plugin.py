@@ -21,7 +21,7 @@ asyncio_default_fixture_loop_scope = function
 addopts = -p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio
 """
 
-HELPERS = '''
+HELPERS = """
 import openai
 import pytest
 
@@ -35,9 +35,11 @@ def chat_text(client):
 
 def openai_client(fakehop):
     return fakehop.openai_client(max_retries=0, timeout=10)
-'''
+"""
 
-SDK_TESTS = HELPERS + '''
+SDK_TESTS = (
+    HELPERS
+    + """
 
 def test_sync_openai_client_gets_the_default_scenario(fakehop):
     assert chat_text(openai_client(fakehop)) == "Hello! How can I help you today?"
@@ -149,7 +151,8 @@ def test_a_request_to_a_wrong_path_shows_in_requests(fakehop):
     [request] = fakehop.requests
     assert (request.path, request.protocol, request.status, request.end) == ("/chat/completions", None, 404, "rejected")
     assert "Unknown path /chat/completions" in request.error
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -164,7 +167,7 @@ def test_sdk_clients_marker_queue_and_journal(project):
     result.assert_outcomes(passed=11)
 
 
-FAILING_TESTS = '''
+FAILING_TESTS = """
 import pytest
 
 
@@ -207,7 +210,7 @@ def test_a_failing_test_shows_what_fakehop_saw(fakehop):
     fakehop.queue("rate-limited")
     client = fakehop.openai_client(max_retries=0, timeout=10)
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-'''
+"""
 
 
 def test_mistakes_fail_the_test_at_once_and_say_why(project):
@@ -215,10 +218,12 @@ def test_mistakes_fail_the_test_at_once_and_say_why(project):
     result = project.runpytest()
     result.assert_outcomes(passed=1, failed=4, errors=3)
     output = result.stdout.str()
-    result.stdout.fnmatch_lines([
-        "*- fakehop requests -*",
-        "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*- fakehop requests -*",
+            "#* POST /v1/chat/completions scenario=rate-limited: http_error 429: Rate limit reached for requests",
+        ]
+    )
     unknown = [line for line in result.outlines if "Unknown scenario 'nope'. Known scenarios: " in line]
     assert len(unknown) >= 3 and all("hang, hello" in line for line in unknown)
     assert "@pytest.mark.fakehop(scenario=...): Unknown scenario 'nope'" in output
@@ -227,7 +232,7 @@ def test_mistakes_fail_the_test_at_once_and_say_why(project):
     assert "@pytest.mark.fakehop: unknown option scenaro; it takes scenario, time_scale" in output
 
 
-OPTION_TEST = '''
+OPTION_TEST = """
 import json
 
 
@@ -236,7 +241,7 @@ def test_report_settings(fakehop):
     client = fakehop.openai_client(max_retries=0, timeout=10)
     answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     print("SETTINGS " + json.dumps({"text": answer.choices[0].message.content, "time_scale": fakehop.time_scale}))
-'''
+"""
 
 
 def greeting(text: str) -> str:
@@ -283,7 +288,7 @@ def test_a_broken_scenario_directory_fails_the_tests_that_use_fakehop(project):
     result.stdout.fnmatch_lines(["*fakehop could not load its scenarios:*", "*broken.yaml:2: *txet*"])
 
 
-XDIST_TESTS = '''
+XDIST_TESTS = """
 import json
 import os
 import urllib.request
@@ -303,13 +308,15 @@ def test_each_worker_has_its_own_server(fakehop, number):
     seen = {"worker": os.environ["PYTEST_XDIST_WORKER"], "url": fakehop.url}
     with open(os.environ["SEEN_FILE"], "a") as out:
         out.write(json.dumps(seen) + "\\n")
-'''
+"""
 
 
 def test_under_xdist_each_worker_runs_its_own_server(project, monkeypatch):
     seen_file = project.path / "seen.jsonl"
     monkeypatch.setenv("SEEN_FILE", str(seen_file))
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the workers import xdist and fakehop's plugin, not every one installed
+    monkeypatch.setenv(
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1"
+    )  # the workers import xdist and fakehop's plugin, not every one installed
     project.makepyfile(test_xdist=XDIST_TESTS)
     result = project.runpytest("-p", "xdist", "-p", "fakehop.testing.plugin", "-n", "2")
     result.assert_outcomes(passed=6)
@@ -322,7 +329,9 @@ def test_under_xdist_each_worker_runs_its_own_server(project, monkeypatch):
     assert urls_by_worker["gw0"] != urls_by_worker["gw1"]
 
 
-CONVERSATION_TESTS = HELPERS + '''
+CONVERSATION_TESTS = (
+    HELPERS
+    + """
 
 def test_a_queued_sequence_plays_its_whole_run(fakehop):
     assert fakehop.queue("flaky-then-ok") == ["flaky-then-ok"]
@@ -346,9 +355,10 @@ def test_a_tool_loop_and_its_turns_in_the_journal(fakehop):
     answer = client.chat.completions.create(model="m", messages=messages, tools=tools)
     assert answer.choices[0].message.content == "The weather in Paris: Sunny."
     assert [(r.turn, r.scenario) for r in fakehop.requests] == [(1, "agent-weather[1]"), (2, "agent-weather[2]")]
-'''
+"""
+)
 
-UNANSWERED_TOOL_CALL = '''
+UNANSWERED_TOOL_CALL = """
 import urllib.error
 import urllib.request
 import json
@@ -365,7 +375,7 @@ def test_report_status(fakehop):
     except urllib.error.HTTPError as error:
         status = error.code
     print(f"STATUS {status}")
-'''
+"""
 
 
 def test_the_fixture_plays_conversations_and_queued_sequences(project):
@@ -373,11 +383,14 @@ def test_the_fixture_plays_conversations_and_queued_sequences(project):
     project.runpytest().assert_outcomes(passed=2)
 
 
-@pytest.mark.parametrize("ini, options, status", [
-    ("", [], 400),
-    ("fakehop_lenient_conversations = true\n", [], 200),
-    ("", ["--fakehop-lenient-conversations"], 200),
-])
+@pytest.mark.parametrize(
+    "ini, options, status",
+    [
+        ("", [], 400),
+        ("fakehop_lenient_conversations = true\n", [], 200),
+        ("", ["--fakehop-lenient-conversations"], 200),
+    ],
+)
 def test_lenient_conversations_from_the_ini_or_the_command_line(project, ini, options, status):
     project.makeini(INI + ini)
     project.makepyfile(test_lenient=UNANSWERED_TOOL_CALL)

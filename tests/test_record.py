@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 
 from fakehop.cli import main as cli
+from fakehop.protocols import PROTOCOLS
 from fakehop.record import proxy as record
 from fakehop.scenario.library import Library
-from fakehop.protocols import PROTOCOLS
 from fakehop.scenario.reader import load_file, parse_text
 from fakehop.server.gateway import Gateway
 
@@ -32,7 +32,9 @@ from .timing import timed_frames
 LIBRARY = Library.load()
 UPSTREAM = with_fidelity(LIBRARY)  # the bundled scenarios and those of every fidelity step and setting
 CASES = [(name, protocol, stream) for name in UPSTREAM.names() for protocol in PROTOCOLS for stream in (True, False)]
-QUICK = FAST / 10  # a time scale for what does not hang on pauses: the bytes, and what the SDKs make of them (a stall takes 0.12 s)
+QUICK = (
+    FAST / 10
+)  # a time scale for what does not hang on pauses: the bytes, and what the SDKs make of them (a stall takes 0.12 s)
 WAIT_FOR_FILES = 15.0
 
 
@@ -124,7 +126,12 @@ async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, 
     assert request.scenario == path.stem  # picked by its match, with no header naming it
 
 
-AGENT_LOOPS = {"chat": ("chat", {}), "responses": ("responses", {}), "responses-chained": ("responses", {"chain": True}), "messages": ("messages", {})}
+AGENT_LOOPS = {
+    "chat": ("chat", {}),
+    "responses": ("responses", {}),
+    "responses-chained": ("responses", {"chain": True}),
+    "messages": ("messages", {}),
+}
 
 
 async def agent_loop(url: str, loop_name: str, stream: bool) -> tuple[Turn, Turn]:
@@ -146,7 +153,10 @@ async def test_a_recorded_agent_loop_replays_turn_by_turn(serve, proxy, loop_nam
     replay_gateway, replay_url = await replay(serve, out, FAST)
     replayed = await agent_loop(replay_url, loop_name, stream)
     assert replayed == original and replayed[1] == Turn("The weather in Paris: Rain, 12 °C.", [])
-    assert [(request.turn, request.scenario) for request in replay_gateway.journal.since()] == [(1, first.stem), (2, second.stem)]
+    assert [(request.turn, request.scenario) for request in replay_gateway.journal.since()] == [
+        (1, first.stem),
+        (2, second.stem),
+    ]
 
 
 # ---------------------------------------------------------------- time
@@ -186,7 +196,9 @@ async def test_timing_survives_at_time_scale_1(serve, proxy, name, protocol):
     assert [text for _, text in replayed] == [text for _, text in original]
     assert original[-1][0] > (2 if name == "slow-typing" else 45)
     for (then, text), (now, _) in zip(original, replayed):  # the first pass too may have been read up to LATE late
-        assert then - LATE - EARLY <= now <= then + LATE, f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
+        assert then - LATE - EARLY <= now <= then + LATE, (
+            f"{text!r} came at {now:.3f}s, recorded at {then:.3f}s\n{recording.read_text()}"
+        )
 
 
 async def test_a_recording_plays_faster_at_a_smaller_time_scale(serve, proxy):
@@ -206,7 +218,11 @@ async def test_the_proxy_streams_as_it_receives(serve, proxy):
     gateway = Gateway(LIBRARY, time_scale=1.0)
     gateway.global_session.add(parse_text("steps: [{text: first}, {delay: 1s}, {text: second}]", "<test>", "paced"))
     proxy_url, _ = await proxy(await serve(gateway))
-    frames = delta_offsets(await timed_frames(proxy_url + PROTOCOLS["chat"].PATH, request_body("chat", True), {"X-Fakehop-Scenario": "paced"}))
+    frames = delta_offsets(
+        await timed_frames(
+            proxy_url + PROTOCOLS["chat"].PATH, request_body("chat", True), {"X-Fakehop-Scenario": "paced"}
+        )
+    )
     assert [text for _, text in frames] == ["first", "second"]
     (first, _), (second, _) = frames
     assert first < 0.5
@@ -254,7 +270,9 @@ async def test_no_secret_of_the_request_reaches_a_recording(echoing):
     for name in ECHOING:
         for protocol in PROTOCOLS:
             for stream in (True, False):
-                await exchange(proxy_url, protocol, request_body(protocol, stream), {"X-Fakehop-Scenario": name, **SECRET_HEADERS})
+                await exchange(
+                    proxy_url, protocol, request_body(protocol, stream), {"X-Fakehop-Scenario": name, **SECRET_HEADERS}
+                )
     files = await recorded(out, len(ECHOING) * 6)
     assert len(files) == len(ECHOING) * 6
     for path in files:
@@ -287,7 +305,9 @@ async def test_an_upstream_that_cannot_be_reached_is_a_502_in_the_protocols_shap
     status, _, body, _ = await exchange(proxy_url, "messages", request_body("messages", False), {})
     error = json.loads(body)
     assert status == 502 and error["type"] == "error" and error["error"]["type"] == "api_error"
-    assert error["error"]["message"].startswith(f"fakehop record could not reach the upstream http://127.0.0.1:{unused_tcp_port}: ")
+    assert error["error"]["message"].startswith(
+        f"fakehop record could not reach the upstream http://127.0.0.1:{unused_tcp_port}: "
+    )
     assert not list(out.iterdir())
 
 
@@ -306,7 +326,9 @@ async def test_models_are_forwarded_and_other_paths_refused(recording):
 
 async def test_a_compressed_request_goes_upstream_as_it_came_and_is_read_for_its_match(recording):
     gateway, _, proxy_url, out = recording
-    body = gzip.compress(json.dumps(request_body("chat", False) | {"messages": [{"role": "user", "content": "Squeezed?"}]}).encode())
+    body = gzip.compress(
+        json.dumps(request_body("chat", False) | {"messages": [{"role": "user", "content": "Squeezed?"}]}).encode()
+    )
     async with aiohttp.ClientSession() as session:
         headers = {"Content-Encoding": "gzip", "Content-Type": "application/json", "X-Fakehop-Scenario": "hello"}
         async with session.post(proxy_url + PROTOCOLS["chat"].PATH, data=body, headers=headers) as response:

@@ -53,8 +53,12 @@ def chat_request(prompt: str = "Hello") -> dict:
 
 def har_of(prompt: str, status: int, content_type: str, body: str) -> dict:
     authorization = {"name": "Authorization", "value": f"Bearer {KEY}"}
-    request = {"method": "POST", "url": f"https://gateway.example{CHAT_PATH}", "headers": [authorization],
-               "postData": {"text": json.dumps(chat_request(prompt))}}
+    request = {
+        "method": "POST",
+        "url": f"https://gateway.example{CHAT_PATH}",
+        "headers": [authorization],
+        "postData": {"text": json.dumps(chat_request(prompt))},
+    }
     response = {"status": status, "content": {"text": body}}
     response["headers"] = [{"name": "Content-Type", "value": content_type}]
     return {"log": {"entries": [{"request": request, "response": response}]}}
@@ -70,8 +74,9 @@ async def record_one(bare, proxy, body: str, prompt: str = "Hello", status: int 
     return path, received, lines
 
 
-async def import_one(tmp_path: Path, prompt: str = "Hello", status: int = 200, content_type: str = STREAM,
-                     body: str = ENDING) -> tuple[Path, str]:
+async def import_one(
+    tmp_path: Path, prompt: str = "Hello", status: int = 200, content_type: str = STREAM, body: str = ENDING
+) -> tuple[Path, str]:
     har = tmp_path / "capture.har"
     har.write_text(json.dumps(har_of(prompt, status, content_type, body)))
     imported = await fakehop_here_async("import", str(har), "--out", str(tmp_path / "out"))
@@ -132,7 +137,11 @@ async def test_a_secret_in_the_model_is_taken_out_before_the_model_is_escaped(ba
     assert "0123456789" not in text and "redacted" in text.split("  model: ")[1].splitlines()[0], text
 
 
-UNPARSED = [f"Authorization: Bearer {KEY}\x01", f"Authorization Bearer {KEY}", f"Authorization: Bearer {KEY}{'x' * 70_000}"]
+UNPARSED = [
+    f"Authorization: Bearer {KEY}\x01",
+    f"Authorization Bearer {KEY}",
+    f"Authorization: Bearer {KEY}{'x' * 70_000}",
+]
 
 
 @pytest.mark.parametrize("header", UNPARSED, ids=["a control character", "no colon", "over the limit"])

@@ -13,10 +13,10 @@ import httpx2
 import openai
 import pytest
 
+from fakehop.play.player import FAIL_MESSAGES
 from fakehop.scenario import reader as sc
 from fakehop.scenario import yamlsource
 from fakehop.scenario.library import Library, resolve
-from fakehop.play.player import FAIL_MESSAGES
 from fakehop.state.stored import StoredResponses
 
 from . import clients
@@ -34,7 +34,11 @@ FAIL_CODES = {
     "interrupted": "server_error",
 }
 # The error `type` that goes with each code (OpenAI's rate-limit errors are of type `requests`).
-FAIL_TYPES = {"rate_limit_exceeded": "requests", "server_error": "server_error", "invalid_prompt": "invalid_request_error"}
+FAIL_TYPES = {
+    "rate_limit_exceeded": "requests",
+    "server_error": "server_error",
+    "invalid_prompt": "invalid_request_error",
+}
 # SCENARIOS.md: the HTTP status of a `fail` in an answer that was not streamed.
 FAIL_STATUSES = {"rate_limit": 429, "server_error": 500, "invalid_prompt": 400, "overloaded": 503, "interrupted": 500}
 SUMMARY = {"summary": "auto"}  # what a request sends to be shown reasoning summaries
@@ -112,7 +116,9 @@ def check_response_matches(response, script: sc.Script) -> None:
     summaries = [part.text for item in response.output if item.type == "reasoning" for part in item.summary]
     assert "".join(summaries) == joined(script, "reasoning")
     calls = [item for item in response.output if item.type == "function_call"]
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == [(t.name, json.loads(t.arguments)) for t in tool_calls(script)]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        (t.name, json.loads(t.arguments)) for t in tool_calls(script)
+    ]
     for call, step in zip(calls, tool_calls(script)):
         assert call.call_id == step.call_id if step.call_id else call.call_id.startswith("call_")
         assert call.status == "completed"
@@ -149,7 +155,9 @@ async def test_raw_stream_of_every_completing_scenario(openai_client, name):
 @pytest.mark.parametrize("name", COMPLETING)
 async def test_stream_helper_final_response_of_every_completing_scenario(openai_client, name):
     script = first_script(name)
-    async with openai_client.responses.stream(model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name)) as stream:
+    async with openai_client.responses.stream(
+        model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name)
+    ) as stream:
         snapshots = [event.snapshot async for event in stream if event.type == "response.output_text.delta"]
         final = await stream.get_final_response()
     check_response_matches(final, script)
@@ -159,20 +167,40 @@ async def test_stream_helper_final_response_of_every_completing_scenario(openai_
 
 async def test_stream_helper_parses_tool_arguments_for_strict_tools(openai_client):
     tool = {**WEATHER_TOOL, "strict": True}
-    tool["parameters"] = {**tool["parameters"], "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city", "unit"], "additionalProperties": False}
-    async with openai_client.responses.stream(model=MODEL, input="Weather in Paris?", tools=[tool], extra_headers=header("weather-tool")) as stream:
-        argument_snapshots = [event.snapshot async for event in stream if event.type == "response.function_call_arguments.delta"]
+    tool["parameters"] = {
+        **tool["parameters"],
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+        "required": ["city", "unit"],
+        "additionalProperties": False,
+    }
+    async with openai_client.responses.stream(
+        model=MODEL, input="Weather in Paris?", tools=[tool], extra_headers=header("weather-tool")
+    ) as stream:
+        argument_snapshots = [
+            event.snapshot async for event in stream if event.type == "response.function_call_arguments.delta"
+        ]
         final = await stream.get_final_response()
     call = next(item for item in final.output if item.type == "function_call")
-    assert (call.name, call.call_id, call.parsed_arguments) == ("get_weather", "call_weather_1", {"city": "Paris", "unit": "celsius"})
+    assert (call.name, call.call_id, call.parsed_arguments) == (
+        "get_weather",
+        "call_weather_1",
+        {"city": "Paris", "unit": "celsius"},
+    )
     assert argument_snapshots[-1] == call.arguments
     assert final.tools[0].name == "get_weather"
 
 
 async def test_response_echoes_the_request(openai_client):
     events = await stream_events(
-        openai_client, "hello", instructions="Be brief.", tools=[WEATHER_TOOL], tool_choice="required",
-        max_output_tokens=500, metadata={"run": "7"}, temperature=0.2, reasoning={"effort": "low"},
+        openai_client,
+        "hello",
+        instructions="Be brief.",
+        tools=[WEATHER_TOOL],
+        tool_choice="required",
+        max_output_tokens=500,
+        metadata={"run": "7"},
+        temperature=0.2,
+        reasoning={"effort": "low"},
     )
     for response in (events[0].response, events[-1].response):
         assert response.instructions == "Be brief."
@@ -201,7 +229,9 @@ async def test_response_echoes_the_request(openai_client):
     ids=["string", "parts", "earlier-message"],
 )
 async def test_match_reads_the_last_user_message(openai_client, gateway, prompt_input, scenario):
-    gateway.global_session.add(sc.parse_text("match: {protocol: responses, prompt: weather}\nsteps: [{text: Sunny.}]", "test", "sunny"))
+    gateway.global_session.add(
+        sc.parse_text("match: {protocol: responses, prompt: weather}\nsteps: [{text: Sunny.}]", "test", "sunny")
+    )
     response = await openai_client.responses.create(model=MODEL, input=prompt_input)
     assert gateway.journal.records[-1].scenario == scenario
     assert response.output_text == ("Sunny." if scenario == "sunny" else "Hello! How can I help you today?")
@@ -276,7 +306,10 @@ def without_error_event(name: str) -> dict:
     """A failing bundled scenario, its `fail` set to send `response.failed` alone."""
     steps = [{"text": joined(first_script(name), "text")}]
     fail = first_script(name).steps[-1]
-    return {"steps": steps + [{"fail": {"kind": fail.kind, "message": fail.message or FAIL_MESSAGES[fail.kind], "error_event": False}}]}
+    return {
+        "steps": steps
+        + [{"fail": {"kind": fail.kind, "message": fail.message or FAIL_MESSAGES[fail.kind], "error_event": False}}]
+    }
 
 
 FAILING_WITH_FAIL = [name for name in FAILING if isinstance(first_script(name).steps[-1], sc.Fail)]
@@ -285,7 +318,9 @@ FAILING_WITH_FAIL = [name for name in FAILING if isinstance(first_script(name).s
 @pytest.mark.parametrize("name", FAILING_WITH_FAIL)
 async def test_without_the_error_event_failures_arrive_as_response_failed(openai_client, gateway, name):
     code, message = expected_failure(first_script(name))
-    gateway.global_session.add(sc.parse_document(yamlsource.load(json.dumps(without_error_event(name))), "test", "quiet-failure"))
+    gateway.global_session.add(
+        sc.parse_document(yamlsource.load(json.dumps(without_error_event(name))), "test", "quiet-failure")
+    )
     events = await stream_events(openai_client, "quiet-failure")
     assert [e.sequence_number for e in events] == list(range(len(events)))
     failed = events[-1]
@@ -306,7 +341,9 @@ def test_every_fail_kind_is_covered_by_a_bundled_scenario():
 async def test_stream_helper_raises_the_error_event(openai_client):
     events = []
     with pytest.raises(openai.APIError) as raised:
-        async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("fail-rate-limit")) as stream:
+        async with openai_client.responses.stream(
+            model=MODEL, input="Hello", extra_headers=header("fail-rate-limit")
+        ) as stream:
             async for event in stream:
                 events.append(event)
     assert (raised.value.code, raised.value.type) == ("rate_limit_exceeded", "requests")
@@ -314,8 +351,12 @@ async def test_stream_helper_raises_the_error_event(openai_client):
 
 
 async def test_stream_helper_sees_response_failed_without_the_error_event(openai_client, gateway):
-    gateway.global_session.add(sc.parse_text("steps: [{text: Hi}, {fail: {kind: rate_limit, error_event: false}}]", "test", "quiet-failure"))
-    async with openai_client.responses.stream(model=MODEL, input="Hello", extra_headers=header("quiet-failure")) as stream:
+    gateway.global_session.add(
+        sc.parse_text("steps: [{text: Hi}, {fail: {kind: rate_limit, error_event: false}}]", "test", "quiet-failure")
+    )
+    async with openai_client.responses.stream(
+        model=MODEL, input="Hello", extra_headers=header("quiet-failure")
+    ) as stream:
         events = [event async for event in stream]
         with pytest.raises(RuntimeError, match="response.completed"):
             await stream.get_final_response()
@@ -324,14 +365,27 @@ async def test_stream_helper_sees_response_failed_without_the_error_event(openai
 
 
 async def test_a_failure_takes_the_type_code_and_param_the_scenario_gives(openai_client, gateway):
-    gateway.global_session.add(sc.parse_text(
-        "steps: [{fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, param: input, message: Pay up}}]",
-        "test", "quota"))
+    gateway.global_session.add(
+        sc.parse_text(
+            "steps: [{fail: {kind: rate_limit, type: insufficient_quota, code: insufficient_quota, param: input, message: Pay up}}]",
+            "test",
+            "quota",
+        )
+    )
     events, error = await events_until_error(openai_client, "quota")
-    assert (error.type, error.code, error.param, error.message) == ("insufficient_quota", "insufficient_quota", "input", "Pay up")
+    assert (error.type, error.code, error.param, error.message) == (
+        "insufficient_quota",
+        "insufficient_quota",
+        "input",
+        "Pay up",
+    )
     with pytest.raises(openai.RateLimitError) as raised:
         await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("quota"))
-    assert (raised.value.type, raised.value.code, raised.value.param) == ("insufficient_quota", "insufficient_quota", "input")
+    assert (raised.value.type, raised.value.code, raised.value.param) == (
+        "insufficient_quota",
+        "insufficient_quota",
+        "input",
+    )
 
 
 async def test_an_interrupted_stream_is_not_retried_and_the_next_request_succeeds(retrying_client, gateway):
@@ -348,7 +402,9 @@ async def test_http_errors_are_retried_then_succeed(retrying_client, gateway, st
         events = await stream_events(retrying_client, "flaky-then-ok")
         response = events[-1].response
     else:
-        response = await retrying_client.responses.create(model=MODEL, input="Hello", extra_headers=header("flaky-then-ok"))
+        response = await retrying_client.responses.create(
+            model=MODEL, input="Hello", extra_headers=header("flaky-then-ok")
+        )
     assert response.output_text == "Hello! How can I help you today?"
     assert [r.status for r in gateway.journal.records] == [429, 500, 200]
     assert [r.headers.get("x-stainless-retry-count") for r in gateway.journal.records] == ["0", "1", "2"]
@@ -400,7 +456,9 @@ async def test_keepalives_never_reach_the_sdk(openai_client, base_url, name):
 
 @pytest.mark.parametrize("name", COMPLETING)
 async def test_whole_response_of_every_completing_scenario(openai_client, name):
-    response = await openai_client.responses.create(model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name))
+    response = await openai_client.responses.create(
+        model=MODEL, input="Hello", reasoning=SUMMARY, extra_headers=header(name)
+    )
     assert (response.object, response.status, response.model) == ("response", "completed", MODEL)
     assert response.id.startswith("resp_")
     check_response_matches(response, first_script(name))
@@ -408,7 +466,11 @@ async def test_whole_response_of_every_completing_scenario(openai_client, name):
 
 async def test_whole_response_when_cut_short(openai_client):
     response = await openai_client.responses.create(model=MODEL, input="Hello", extra_headers=header("max-tokens"))
-    assert (response.status, response.incomplete_details.reason, response.output[-1].status) == ("incomplete", "max_output_tokens", "incomplete")
+    assert (response.status, response.incomplete_details.reason, response.output[-1].status) == (
+        "incomplete",
+        "max_output_tokens",
+        "incomplete",
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in FAILING if isinstance(first_script(n).steps[-1], sc.Fail)])
@@ -454,7 +516,11 @@ async def test_a_previous_response_id_chain_of_three_turns_advances_the_turn(ope
     third = await agent.ask()
     assert [call.name for call in first.calls + second.calls] == ["get_weather", "get_time"]
     assert third.text == "It is 07:30[]."  # a quote reads the results the request ends with
-    assert [(r.turn, r.scenario) for r in gateway.journal.records] == [(1, "three-turns[1]"), (2, "three-turns[2]"), (3, "three-turns[3]")]
+    assert [(r.turn, r.scenario) for r in gateway.journal.records] == [
+        (1, "three-turns[1]"),
+        (2, "three-turns[2]"),
+        (3, "three-turns[3]"),
+    ]
     assert [r.body.get("previous_response_id") for r in gateway.journal.records][1:] != [None, None]
 
 
@@ -462,7 +528,12 @@ async def test_an_unknown_previous_response_id_is_the_real_apis_400(openai_clien
     with pytest.raises(openai.BadRequestError) as caught:
         await openai_client.responses.create(model=MODEL, input="And tomorrow?", previous_response_id="resp_unknown")
     error = caught.value
-    assert (error.status_code, error.code, error.param, error.type) == (400, "previous_response_not_found", "previous_response_id", "invalid_request_error")
+    assert (error.status_code, error.code, error.param, error.type) == (
+        400,
+        "previous_response_not_found",
+        "previous_response_id",
+        "invalid_request_error",
+    )
     assert error.body["message"] == "Previous response with id 'resp_unknown' not found."
     assert gateway.journal.records[-1].end == "rejected"
 
@@ -472,7 +543,13 @@ async def test_a_stored_response_is_retrieved_then_deleted(openai_client, stream
     agent = ResponsesAgent(openai_client, stream=stream)
     await agent.ask()
     kept, answered = await openai_client.responses.retrieve(agent.response.id), agent.response
-    assert (kept.id, kept.status, kept.output_text, kept.usage, kept.created_at) == (answered.id, answered.status, answered.output_text, answered.usage, answered.created_at)
+    assert (kept.id, kept.status, kept.output_text, kept.usage, kept.created_at) == (
+        answered.id,
+        answered.status,
+        answered.output_text,
+        answered.usage,
+        answered.created_at,
+    )
     assert [(item.id, item.type) for item in kept.output] == [(item.id, item.type) for item in answered.output]
     assert await openai_client.responses.delete(agent.response.id) is None
     with pytest.raises(openai.NotFoundError) as caught:

@@ -11,13 +11,14 @@ from hypothesis import strategies as st
 
 from fakehop.protocols import responses
 from fakehop.protocols.common import Template, dumps, event_frame
-
 from fakehop.scenario.library import Library
 
 from .golden_files import GOLDEN_DIR, raw_frames
 
 # The .sse files of scenarios that answer with an HTTP error hold that error's JSON body instead.
-GOLDEN_STREAMS = [p for p in sorted((GOLDEN_DIR / "responses").glob("*.sse")) if not p.read_text().startswith('{"error":')]
+GOLDEN_STREAMS = [
+    p for p in sorted((GOLDEN_DIR / "responses").glob("*.sse")) if not p.read_text().startswith('{"error":')
+]
 TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 KEEPALIVE = ": hopbase-keepalive"
 RAW_FRAMES = raw_frames(Library.load())
@@ -63,13 +64,18 @@ def test_golden_stream_items_are_announced_closed_and_collected(path):
         assert [(i["id"], i["type"]) for i in output] == [(e["item"]["id"], e["item"]["type"]) for e in added]
 
 
-@pytest.mark.parametrize("path", [p for p in GOLDEN_STREAMS if "event: response.failed" in p.read_text()], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for p in GOLDEN_STREAMS if "event: response.failed" in p.read_text()], ids=lambda p: p.name
+)
 def test_golden_failure_is_a_nested_error_event_then_response_failed(path):
     error_event, failed = events_of(path)[-2:]
     assert failed["type"] == "response.failed"
     assert list(error_event) == ["type", "sequence_number", "error"]
     assert list(error_event["error"]) == ["type", "code", "message", "param"]
-    assert (error_event["error"]["code"], error_event["error"]["message"]) == (failed["response"]["error"]["code"], failed["response"]["error"]["message"])
+    assert (error_event["error"]["code"], error_event["error"]["message"]) == (
+        failed["response"]["error"]["code"],
+        failed["response"]["error"]["message"],
+    )
 
 
 def ends_well(path) -> bool:
@@ -86,7 +92,10 @@ def test_golden_whole_response_equals_the_streamed_final_response(path):
 def test_sequenced_template_gives_the_bytes_of_the_whole_event(number, text):
     def event(sequence_number, delta):
         fields = {"item_id": "msg_1", "output_index": 3, "content_index": 0, "delta": delta, "logprobs": []}
-        return event_frame("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": sequence_number, **fields})
+        return event_frame(
+            "response.output_text.delta",
+            {"type": "response.output_text.delta", "sequence_number": sequence_number, **fields},
+        )
 
     template = responses.SequencedTemplate(event(responses.SequencedTemplate.NUMBER, Template.SLOT))
     assert template.fill(number, text) == event(number, text)

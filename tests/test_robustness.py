@@ -13,8 +13,15 @@ import typing
 import pytest
 
 from fakehop.scenario import reader as sc
-
-from soak.runs import LOAD_TIME_SCALE, RSS_TOLERANCE_MIB, SLOW_MEMORY_BOUND_MIB, SOAK_TIME_SCALE, aborts, load, slow_readers
+from soak.runs import (
+    LOAD_TIME_SCALE,
+    RSS_TOLERANCE_MIB,
+    SLOW_MEMORY_BOUND_MIB,
+    SOAK_TIME_SCALE,
+    aborts,
+    load,
+    slow_readers,
+)
 from soak.server import ServerProcess
 from soak.streams import library_with_every_step
 

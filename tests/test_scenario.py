@@ -9,11 +9,23 @@ from pathlib import Path
 import pytest
 from multidict import CIMultiDict
 
+from fakehop.protocols import chat
 from fakehop.scenario import quoting
 from fakehop.scenario.library import Library, SequenceCounters, resolve
-from fakehop.protocols import chat
+from fakehop.scenario.model import (
+    Delay,
+    Disconnect,
+    Fail,
+    Hang,
+    KeepaliveNow,
+    Output,
+    Quote,
+    QuoteRef,
+    Raw,
+    Stall,
+    ToolCall,
+)
 from fakehop.scenario.reader import MAX_TEXT_CHARS, ScenarioError, load_file, parse_duration, parse_text, split_deltas
-from fakehop.scenario.model import Delay, Disconnect, Fail, Hang, KeepaliveNow, Output, Quote, QuoteRef, Raw, Stall, ToolCall
 
 
 def parse(text: str, name: str = "t"):
@@ -62,8 +74,14 @@ def test_every_step_kind_parses():
         Delay(0.25),
         Output("reasoning", ("Hmm.",), 0.01),
         ToolCall("f", '{"city":"Paris"}', "call_1", ('{"city":', '"Paris"}'), 0.01),
-        KeepaliveNow(), Stall(True), Raw("data: {not json\n\n"), Stall(False),
-        Hang(), Fail("rate_limit", None), Fail("server_error", "gone"), Disconnect(),
+        KeepaliveNow(),
+        Stall(True),
+        Raw("data: {not json\n\n"),
+        Stall(False),
+        Hang(),
+        Fail("rate_limit", None),
+        Fail("server_error", "gone"),
+        Disconnect(),
     )
 
 
@@ -73,7 +91,9 @@ def test_scenarios_are_immutable():
         scenario.name = "other"
 
 
-@pytest.mark.parametrize("value,seconds", [(0.25, 0.25), (2, 2.0), ("250ms", 0.25), ("2s", 2.0), ("1.5m", 90.0), ("1h", 3600.0), ("3", 3.0)])
+@pytest.mark.parametrize(
+    "value,seconds", [(0.25, 0.25), (2, 2.0), ("250ms", 0.25), ("2s", 2.0), ("1.5m", 90.0), ("1h", 3600.0), ("3", 3.0)]
+)
 def test_durations(value, seconds):
     assert parse_duration(value) == seconds
 
@@ -84,12 +104,15 @@ def test_bad_durations(value):
         parse_duration(value)
 
 
-@pytest.mark.parametrize("chunk,deltas", [
-    (None, ("The quick brown",)),
-    ("word", ("The", " quick", " brown")),
-    ("char", tuple("The quick brown")),
-    (4, ("The ", "quic", "k br", "own")),
-])
+@pytest.mark.parametrize(
+    "chunk,deltas",
+    [
+        (None, ("The quick brown",)),
+        ("word", ("The", " quick", " brown")),
+        ("char", tuple("The quick brown")),
+        (4, ("The ", "quic", "k br", "own")),
+    ],
+)
 def test_chunking(chunk, deltas):
     assert split_deltas("The quick brown", chunk) == deltas
 
@@ -123,7 +146,9 @@ def test_unknown_key_names_file_line_and_suggests():
 
 
 def test_unknown_top_level_key_suggests():
-    assert problems("stepz: [{text: hi}]\n")[0].startswith("t.yaml:1: unknown key 'stepz' in the scenario; did you mean 'steps'?")
+    assert problems("stepz: [{text: hi}]\n")[0].startswith(
+        "t.yaml:1: unknown key 'stepz' in the scenario; did you mean 'steps'?"
+    )
 
 
 def test_every_problem_is_listed():
@@ -137,7 +162,10 @@ def test_every_problem_is_listed():
           - jump
     """)
     assert [p.split(":")[1] for p in found] == ["2", "5", "6", "7", "8"]
-    assert found[3] == "t.yaml:7: fail: unknown kind 'meltdown'; kinds: interrupted, invalid_prompt, overloaded, rate_limit, server_error"
+    assert (
+        found[3]
+        == "t.yaml:7: fail: unknown kind 'meltdown'; kinds: interrupted, invalid_prompt, overloaded, rate_limit, server_error"
+    )
 
 
 def test_wrong_types_are_named():
@@ -181,7 +209,9 @@ def test_match_rules():
     assert not match.fits("chat", asked("claude", "weather"), CIMultiDict())
     assert not match.fits("chat", asked("gpt-4o", "hello"), CIMultiDict())
     regex = parse("match: {prompt: '/^hi\\b/'}\nsteps: [{text: a}]").match
-    assert regex.fits("chat", asked("m", "hi there"), CIMultiDict()) and not regex.fits("chat", asked("m", "oh hi"), CIMultiDict())
+    assert regex.fits("chat", asked("m", "hi there"), CIMultiDict()) and not regex.fits(
+        "chat", asked("m", "oh hi"), CIMultiDict()
+    )
 
 
 def test_sequence_entries_inherit_settings_and_last_repeats(library):
@@ -237,15 +267,18 @@ def test_every_bundled_scenario_has_a_description(library):
     assert all(library[name].description for name in library.names())
 
 
-@pytest.mark.parametrize("headers,says", [
-    ("{Content-Type: text/html}", "headers: Content-Type frames the answer"),
-    ("{content-length: 5}", "headers: content-length frames the answer"),
-    ("{Transfer-Encoding: chunked}", "headers: Transfer-Encoding frames the answer"),
-    ("{Connection: close}", "headers: Connection frames the answer"),
-    ("{'X-Evil': \"a\\r\\nSet-Cookie: x=1\"}", "headers: the value of X-Evil holds a line break"),
-    ("{'': x}", "headers: '' is not a header name"),
-    ("{'bad name': x}", "headers: 'bad name' is not a header name"),
-])
+@pytest.mark.parametrize(
+    "headers,says",
+    [
+        ("{Content-Type: text/html}", "headers: Content-Type frames the answer"),
+        ("{content-length: 5}", "headers: content-length frames the answer"),
+        ("{Transfer-Encoding: chunked}", "headers: Transfer-Encoding frames the answer"),
+        ("{Connection: close}", "headers: Connection frames the answer"),
+        ("{'X-Evil': \"a\\r\\nSet-Cookie: x=1\"}", "headers: the value of X-Evil holds a line break"),
+        ("{'': x}", "headers: '' is not a header name"),
+        ("{'bad name': x}", "headers: 'bad name' is not a header name"),
+    ],
+)
 def test_http_error_headers_that_would_garble_the_connection_are_refused(headers, says):
     text = f"http_error:\n  status: 500\n  headers:\n    X-Fine: ok\n    {headers[1:-1]}\n"
     [problem] = problems(text)
@@ -261,9 +294,11 @@ def test_a_retry_after_among_the_headers_in_any_case_is_the_retry_after():
     error = parse("http_error:\n  status: 429\n  headers: {retry-after: 3, x-other: y}\n").entries[0].script.http_error
     assert (error.retry_after, error.headers) == ("3", (("x-other", "y"),))
     assert problems("http_error:\n  status: 429\n  retry_after: 2\n  headers:\n    RETRY-AFTER: 3\n") == [
-        "t.yaml:5: headers: RETRY-AFTER says again what retry_after says; give the wait once"]
+        "t.yaml:5: headers: RETRY-AFTER says again what retry_after says; give the wait once"
+    ]
     assert problems("http_error:\n  status: 429\n  headers:\n    Retry-After: 1\n    retry-after: 2\n") == [
-        "t.yaml:5: headers: Retry-After is given twice (Retry-After, retry-after); give it once"]
+        "t.yaml:5: headers: Retry-After is given twice (Retry-After, retry-after); give it once"
+    ]
 
 
 def test_keepalive_below_a_millisecond_is_refused():
@@ -279,14 +314,18 @@ def test_regexes_re2_does_not_take_are_refused_at_load_naming_the_line(pattern):
 
 
 def test_explicit_pieces_stream_as_they_are():
-    script = parse("""
+    script = (
+        parse("""
         steps:
           - text: ["Hel", "lo", ""]
             interval: 20ms
           - reasoning: ["Think", "ing"]
             signature: "c2lnbmVk"
           - tool_call: {name: f, arguments: ['{"ci', 'ty":"Paris"}'], id: call_1}
-    """).entries[0].script
+    """)
+        .entries[0]
+        .script
+    )
     assert script.steps == (
         Output("text", ("Hel", "lo", ""), 0.02),
         Output("reasoning", ("Think", "ing"), 0.0, "c2lnbmVk"),
@@ -296,17 +335,28 @@ def test_explicit_pieces_stream_as_they_are():
 
 def test_tool_call_pieces_are_not_checked_as_json():
     """A call cut short keeps what it had: a recording of a stream that broke mid-arguments."""
-    step = parse("""steps: [{tool_call: {name: f, arguments: ['{"city": "Pa']}}, disconnect]""").entries[0].script.steps[0]
+    step = (
+        parse("""steps: [{tool_call: {name: f, arguments: ['{"city": "Pa']}}, disconnect]""").entries[0].script.steps[0]
+    )
     assert step.arguments == '{"city": "Pa' and step.deltas == ('{"city": "Pa',)
 
 
 def test_bad_pieces_are_named_with_their_line():
-    assert problems("steps:\n  - text: [a, b]\n    chunk: word\n") == ["t.yaml:3: chunk: text is already a list of pieces; leave chunk out"]
-    assert problems("steps: [{reasoning: []}]") == ['t.yaml:1: reasoning: is an empty list; give at least one piece, such as ["Hel", "lo"]']
-    assert problems("steps:\n  - text:\n      - fine\n      - {no: pieces}\n") == ["t.yaml:4: text: piece 2 is a mapping; every piece must be a string"]
-    assert problems("steps:\n  - tool_call: {name: f, arguments: ['{}', 3]}\n") == ["t.yaml:2: tool_call arguments: piece 2 is a number; every piece must be a string"]
+    assert problems("steps:\n  - text: [a, b]\n    chunk: word\n") == [
+        "t.yaml:3: chunk: text is already a list of pieces; leave chunk out"
+    ]
+    assert problems("steps: [{reasoning: []}]") == [
+        't.yaml:1: reasoning: is an empty list; give at least one piece, such as ["Hel", "lo"]'
+    ]
+    assert problems("steps:\n  - text:\n      - fine\n      - {no: pieces}\n") == [
+        "t.yaml:4: text: piece 2 is a mapping; every piece must be a string"
+    ]
+    assert problems("steps:\n  - tool_call: {name: f, arguments: ['{}', 3]}\n") == [
+        "t.yaml:2: tool_call arguments: piece 2 is a number; every piece must be a string"
+    ]
     assert problems("steps:\n  - tool_call: {name: f, arguments: ['{}']}\n    chunk: 2\n") == [
-        "t.yaml:3: chunk: tool_call arguments is already a list of pieces; leave chunk out"]
+        "t.yaml:3: chunk: tool_call arguments is already a list of pieces; leave chunk out"
+    ]
     assert "unknown key 'signature' in a text step" in problems("steps: [{text: a, signature: s}]")[0]
 
 
@@ -327,7 +377,10 @@ def at_turn(turn: int, result: str = "Sunny"):
     messages = [{"role": "user", "content": "Weather?"}]
     for earlier in range(1, turn):
         call = {"id": f"c{earlier}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "tool_call_id": f"c{earlier}", "content": result}]
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{earlier}", "content": result},
+        ]
     return chat.parse({"model": "m", "messages": messages})
 
 
@@ -345,7 +398,11 @@ def test_a_conversation_answers_each_turn_with_its_entry_and_repeats_the_last(li
     played = [resolve(talk, "talk", 99, at_turn(turn, f"result {turn}")) for turn in (1, 2, 3, 7)]
     assert [label for label, _ in played] == ["talk[1]", "talk[2]", "talk[3]", "talk[3]"]
     assert played[1][1].http_error.status == 503
-    assert [script.steps[0].deltas for _, script in (played[0], played[2], played[3])] == [("one",), ("result 3",), ("result 7",)]
+    assert [script.steps[0].deltas for _, script in (played[0], played[2], played[3])] == [
+        ("one",),
+        ("result 3",),
+        ("result 7",),
+    ]
     assert {script.model for _, script in played} == {"talk-model"}
 
 
@@ -353,14 +410,25 @@ def test_a_use_of_a_sequence_inside_a_conversation_keeps_the_sequences_own_count
     talk = library.with_scenario(parse("name: talk\nconversation: [{steps: [{text: first}]}, {use: flaky-then-ok}]"))
     counters = SequenceCounters()
     labels = [counters.next_script(talk, "talk", at_turn(turn))[0] for turn in (2, 1, 2, 2)]
-    assert labels == ["talk[2]->flaky-then-ok[1]", "talk[1]", "talk[2]->flaky-then-ok[2]", "talk[2]->flaky-then-ok[3]->hello"]
+    assert labels == [
+        "talk[2]->flaky-then-ok[1]",
+        "talk[1]",
+        "talk[2]->flaky-then-ok[2]",
+        "talk[2]->flaky-then-ok[3]->hello",
+    ]
 
 
 def test_quotes_take_the_pieces_of_a_template():
-    [step] = parse("steps: [{text: {template: 'It is {tool_result:get_time}; {{ {prompt} }}'}, chunk: word}]").entries[0].script.steps
+    [step] = (
+        parse("steps: [{text: {template: 'It is {tool_result:get_time}; {{ {prompt} }}'}, chunk: word}]")
+        .entries[0]
+        .script.steps
+    )
     assert step.pieces == ("It is ", QuoteRef("tool_result", "get_time"), "; { ", QuoteRef("prompt"), " }")
     script = parse("steps: [{reasoning: {from: tool_result, tool: get_weather}}, {text: plain}]").entries[0].script
-    assert script.request_text and script.steps[0] == Quote("reasoning", (QuoteRef("tool_result", "get_weather"),), None, 0.0)
+    assert script.request_text and script.steps[0] == Quote(
+        "reasoning", (QuoteRef("tool_result", "get_weather"),), None, 0.0
+    )
     assert not parse("steps: [{text: plain}]").entries[0].script.request_text
 
 
@@ -368,27 +436,71 @@ def test_filled_quotes_split_as_the_step_says():
     script = parse("steps: [{text: {template: 'Got {tool_result}, asked {prompt}'}, chunk: word}]").entries[0].script
     [output] = quoting.filled(script, at_turn(2, "light rain")).steps
     assert output == Output("text", ("Got", " light", " rain,", " asked", " Weather?"), 0.0)
-    assert quoting.filled(script, at_turn(1)).steps[0].deltas == ("Got", " ,", " asked", " Weather?")  # no tool result: ""
+    assert quoting.filled(script, at_turn(1)).steps[0].deltas == (
+        "Got",
+        " ,",
+        " asked",
+        " Weather?",
+    )  # no tool result: ""
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("steps: [{text: {from: answer}}]", "t.yaml:1: text: cannot quote 'answer'; a quote takes prompt or tool_result"),
-    ("steps: [{text: {from: prompt, tool: f}}]", "t.yaml:1: text: only tool_result takes a tool name, not prompt"),
-    ("steps: [{text: {tool: f}}]", "t.yaml:1: text: a quote needs from: prompt or tool_result"),
-    ("steps:\n  - text:\n      template: 'a } b'", "t.yaml:3: text: template: a lone '}'; write }} for the brace itself"),
-    ("steps: [{text: {template: '{toolresult}'}}]", "t.yaml:1: text: cannot quote 'toolresult'; a quote takes prompt or tool_result"),
-    ("steps: [{text: {template: 'x', from: prompt}}]", "t.yaml:1: text: a quote takes from (and tool) or template, not both"),
-    ("steps: [{text: {from: prompt, tol: f}}]", "t.yaml:1: unknown key 'tol' in a quoting text; did you mean 'tool'?"),
-    ("conversation: []", "t.yaml:1: conversation: expected a non-empty list of entries"),
-    ("conversation: [{steps: [{text: a}]}]\nsteps: [{text: b}]", "t.yaml:1: conversation: a scenario has either a conversation or its own steps/http_error, not both"),
-    ("conversation:\n  - stepz: []", "t.yaml:2: unknown key 'stepz' in a conversation entry; did you mean 'steps'?"),
-    ("sequence: [{use: hello}]\nconversation: [{use: hello}]", "t.yaml:2: a scenario has either a sequence or a conversation, not both"),
-    ("match:\n  turn: [2, '<3']\nsteps: [{text: a}]", "t.yaml:2: match turn: expected a turn number from 1, a list of them, or \">=N\", got '<3'"),
-    ("match: {tool_result: ''}\nsteps: [{text: a}]", "t.yaml:1: match tool_result: expected true, false or a tool's name, got a string"),
-    ("match: {header: [X-Tenant]}\nsteps: [{text: a}]", 't.yaml:1: match header: expected a mapping of header names to globs, such as {X-Tenant: "acme-*"}'),
-    ("match:\n  system: '/(/'\nsteps: [{text: a}]", "t.yaml:2: match system: not a valid regular expression (missing ): (); match regexes run on RE2"),
-    ("match: {tool: f}\nsteps: [{text: a}]", "t.yaml:1: unknown key 'tool' in match; did you mean 'tools'?"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        (
+            "steps: [{text: {from: answer}}]",
+            "t.yaml:1: text: cannot quote 'answer'; a quote takes prompt or tool_result",
+        ),
+        ("steps: [{text: {from: prompt, tool: f}}]", "t.yaml:1: text: only tool_result takes a tool name, not prompt"),
+        ("steps: [{text: {tool: f}}]", "t.yaml:1: text: a quote needs from: prompt or tool_result"),
+        (
+            "steps:\n  - text:\n      template: 'a } b'",
+            "t.yaml:3: text: template: a lone '}'; write }} for the brace itself",
+        ),
+        (
+            "steps: [{text: {template: '{toolresult}'}}]",
+            "t.yaml:1: text: cannot quote 'toolresult'; a quote takes prompt or tool_result",
+        ),
+        (
+            "steps: [{text: {template: 'x', from: prompt}}]",
+            "t.yaml:1: text: a quote takes from (and tool) or template, not both",
+        ),
+        (
+            "steps: [{text: {from: prompt, tol: f}}]",
+            "t.yaml:1: unknown key 'tol' in a quoting text; did you mean 'tool'?",
+        ),
+        ("conversation: []", "t.yaml:1: conversation: expected a non-empty list of entries"),
+        (
+            "conversation: [{steps: [{text: a}]}]\nsteps: [{text: b}]",
+            "t.yaml:1: conversation: a scenario has either a conversation or its own steps/http_error, not both",
+        ),
+        (
+            "conversation:\n  - stepz: []",
+            "t.yaml:2: unknown key 'stepz' in a conversation entry; did you mean 'steps'?",
+        ),
+        (
+            "sequence: [{use: hello}]\nconversation: [{use: hello}]",
+            "t.yaml:2: a scenario has either a sequence or a conversation, not both",
+        ),
+        (
+            "match:\n  turn: [2, '<3']\nsteps: [{text: a}]",
+            "t.yaml:2: match turn: expected a turn number from 1, a list of them, or \">=N\", got '<3'",
+        ),
+        (
+            "match: {tool_result: ''}\nsteps: [{text: a}]",
+            "t.yaml:1: match tool_result: expected true, false or a tool's name, got a string",
+        ),
+        (
+            "match: {header: [X-Tenant]}\nsteps: [{text: a}]",
+            't.yaml:1: match header: expected a mapping of header names to globs, such as {X-Tenant: "acme-*"}',
+        ),
+        (
+            "match:\n  system: '/(/'\nsteps: [{text: a}]",
+            "t.yaml:2: match system: not a valid regular expression (missing ): (); match regexes run on RE2",
+        ),
+        ("match: {tool: f}\nsteps: [{text: a}]", "t.yaml:1: unknown key 'tool' in match; did you mean 'tools'?"),
+    ],
+)
 def test_conversation_mistakes_are_found_at_load_with_their_line(text, problem):
     assert any(found.startswith(problem) for found in problems(text)), problems(text)
 

@@ -11,16 +11,31 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fakehop.scenario.reader import ACTION_KEYS, ENTRY_KEYS, FAIL_KINDS, TOP_KEYS, ScenarioError, parse_text
 from fakehop.scenario.model import Scenario
+from fakehop.scenario.reader import ACTION_KEYS, ENTRY_KEYS, FAIL_KINDS, TOP_KEYS, ScenarioError, parse_text
 
-KEYS = st.sampled_from(TOP_KEYS + ENTRY_KEYS + ACTION_KEYS + ("chunk", "interval", "name", "arguments", "kind", "status", "faker", "seed", "nb")) | st.text(max_size=8)
+KEYS = st.sampled_from(
+    TOP_KEYS
+    + ENTRY_KEYS
+    + ACTION_KEYS
+    + ("chunk", "interval", "name", "arguments", "kind", "status", "faker", "seed", "nb")
+) | st.text(max_size=8)
 SCALARS = (
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=20) | st.sampled_from(["2s", "250ms", "word", "char", "continue", "paragraph", *FAIL_KINDS, "hang", "stall"])
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20)
+    | st.sampled_from(["2s", "250ms", "word", "char", "continue", "paragraph", *FAIL_KINDS, "hang", "stall"])
 )
-DOCUMENTS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5), max_leaves=25)
-FUZZ = settings(max_examples=int(os.environ.get("FAKEHOP_FUZZ_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DOCUMENTS = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5), max_leaves=25
+)
+FUZZ = settings(
+    max_examples=int(os.environ.get("FAKEHOP_FUZZ_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def check(text: str) -> None:
@@ -60,7 +75,29 @@ def test_any_bytes_decoded_leniently(data):
 
 
 @FUZZ
-@given(st.lists(st.sampled_from(["steps:", "  - text: a", "  - stall", "- ", "{", "}", "[", "&a", "*a", "!!python/name:os.system", "sequence:", "  - use: x", ": :", "\t"]), max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "steps:",
+                "  - text: a",
+                "  - stall",
+                "- ",
+                "{",
+                "}",
+                "[",
+                "&a",
+                "*a",
+                "!!python/name:os.system",
+                "sequence:",
+                "  - use: x",
+                ": :",
+                "\t",
+            ]
+        ),
+        max_size=12,
+    )
+)
 def test_yaml_fragments(lines):
     check("\n".join(lines))
 

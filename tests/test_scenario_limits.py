@@ -29,7 +29,9 @@ def problems_within_bounds(text: str, trace_memory: bool = True) -> list[str]:
     """The problems parse_text finds in `text`, asserting it found them quickly (and in little memory)."""
     if trace_memory:
         tracemalloc.start()
-    started = time.thread_time()  # the work done, which other processes on a loaded machine do not stretch as they do the wall clock
+    started = (
+        time.thread_time()
+    )  # the work done, which other processes on a loaded machine do not stretch as they do the wall clock
     try:
         parse_text(text, "bomb.yaml", "bomb")
     except ScenarioError as exc:
@@ -47,16 +49,21 @@ def problems_within_bounds(text: str, trace_memory: bool = True) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("use", [
-    "steps: [{tool_call: {name: f, arguments: {rows: BOMB}}}]",  # arguments become JSON: every node expanded
-    "steps: [{text: hi}]\nmetadata: BOMB",
-    "steps: BOMB",
-    "usage: BOMB\nsteps: [{text: hi}]",
-    "sequence: [{steps: [{text: hi}], usage: BOMB}]",
-])
+@pytest.mark.parametrize(
+    "use",
+    [
+        "steps: [{tool_call: {name: f, arguments: {rows: BOMB}}}]",  # arguments become JSON: every node expanded
+        "steps: [{text: hi}]\nmetadata: BOMB",
+        "steps: BOMB",
+        "usage: BOMB\nsteps: [{text: hi}]",
+        "sequence: [{steps: [{text: hi}], usage: BOMB}]",
+    ],
+)
 def test_billion_laughs_is_refused_in_bounded_time_and_memory(use):
     found = problems_within_bounds(billion_laughs(use))
-    assert found == [f"bomb.yaml:8: aliases expand this document to more than {MAX_EXPANDED_SIZE:,} nodes and characters"]
+    assert found == [
+        f"bomb.yaml:8: aliases expand this document to more than {MAX_EXPANDED_SIZE:,} nodes and characters"
+    ]
 
 
 def test_one_long_string_aliased_many_times_is_refused():
@@ -67,18 +74,26 @@ def test_one_long_string_aliased_many_times_is_refused():
 
 
 def test_an_alias_that_contains_itself_is_refused():
-    assert problems_within_bounds("x: &a [1, *a]\nsteps: [{text: hi}]") == ["bomb.yaml:1: an alias refers to a node that contains it"]
-    assert problems_within_bounds("steps: &s [{text: hi}, {text: *s}]")[0].endswith("an alias refers to a node that contains it")
+    assert problems_within_bounds("x: &a [1, *a]\nsteps: [{text: hi}]") == [
+        "bomb.yaml:1: an alias refers to a node that contains it"
+    ]
+    assert problems_within_bounds("steps: &s [{text: hi}, {text: *s}]")[0].endswith(
+        "an alias refers to a node that contains it"
+    )
 
 
 def test_aliases_used_sensibly_still_work():
-    scenario = parse_text("""
+    scenario = parse_text(
+        """
         sequence:
           - &failing
             http_error: {status: 500, message: &why "upstream went away"}
           - *failing
           - steps: [{text: *why}, {fail: {kind: server_error, message: *why}}]
-    """.replace("\n        ", "\n"), "ok.yaml", "ok")
+    """.replace("\n        ", "\n"),
+        "ok.yaml",
+        "ok",
+    )
     assert [entry.script.http_error.status for entry in scenario.entries[:2]] == [500, 500]
     assert scenario.entries[2].script.steps[0].deltas == ("upstream went away",)
 
@@ -98,8 +113,12 @@ def test_text_just_under_the_limit_is_accepted():
 async def test_an_alias_bomb_sent_to_the_control_api_is_a_400(base_url):
     async with aiohttp.ClientSession() as session:
         bomb = billion_laughs("steps: [{tool_call: {name: f, arguments: {rows: BOMB}}}]")
-        async with session.post(base_url + "/_fakehop/scenarios", params={"name": "bomb"}, data=bomb,
-                                headers={"Content-Type": "application/yaml"}) as response:
+        async with session.post(
+            base_url + "/_fakehop/scenarios",
+            params={"name": "bomb"},
+            data=bomb,
+            headers={"Content-Type": "application/yaml"},
+        ) as response:
             answer = await response.json()
         assert response.status == 400
         assert "aliases expand this document" in answer["problems"][0]
@@ -111,8 +130,12 @@ async def test_an_alias_bomb_sent_to_the_control_api_is_a_400(base_url):
 async def test_a_match_reads_the_prompt_to_its_prefix_and_no_further(base_url, rule):
     """Text that ends with the prefix's last character fits; one character later, it does not."""
     async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + "/_fakehop/scenarios", params={"name": "needle"}, headers={"Content-Type": "application/yaml"},
-                                data=f"match: {{prompt: '{rule}'}}\nsteps: [{{text: found}}]") as response:
+        async with session.post(
+            base_url + "/_fakehop/scenarios",
+            params={"name": "needle"},
+            headers={"Content-Type": "application/yaml"},
+            data=f"match: {{prompt: '{rule}'}}\nsteps: [{{text: found}}]",
+        ) as response:
             assert response.status == 201
         got = []
         for before in (MATCH_PREFIX_CHARS - len("NEEDLE"), MATCH_PREFIX_CHARS - len("NEEDLE") + 1):

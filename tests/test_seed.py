@@ -18,8 +18,11 @@ from .golden_files import Case
 async def live_bytes(url: str, protocol: str, scenario: str, stream: bool, seed: str | None) -> tuple[bytes, str]:
     headers = {"X-Fakehop-Scenario": scenario, **({"X-Fakehop-Seed": seed} if seed is not None else {})}
     async with aiohttp.ClientSession() as session:
-        async with session.post(url + PROTOCOLS[protocol].PATH, json=dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, stream=stream),
-                                headers=headers) as response:
+        async with session.post(
+            url + PROTOCOLS[protocol].PATH,
+            json=dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, stream=stream),
+            headers=headers,
+        ) as response:
             return await response.read(), response.headers[PROTOCOLS[protocol].REQUEST_ID_HEADER]
 
 
@@ -57,8 +60,10 @@ async def test_without_a_seed_ids_and_times_differ_between_answers(base_url):
 
 async def test_the_sdk_sees_the_seeded_ids(openai_client):
     completion = await openai_client.chat.completions.create(
-        model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hello"}],
-        extra_headers={"X-Fakehop-Seed": "0", "X-Fakehop-Scenario": "hello"})
+        model="gpt-5.6-sol",
+        messages=[{"role": "user", "content": "Hello"}],
+        extra_headers={"X-Fakehop-Seed": "0", "X-Fakehop-Scenario": "hello"},
+    )
     golden = json.loads(Case("chat", "hello", False, 0).path.read_bytes())
     assert completion.id == golden["id"] and completion.created == golden["created"]
     assert completion._request_id == seeded_request_id(0)

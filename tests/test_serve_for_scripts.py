@@ -19,8 +19,13 @@ WAIT = 15.0  # seconds: generous, for a loaded machine
 
 def serve(*options: str, env: dict | None = None) -> subprocess.Popen:
     environment = {**{k: v for k, v in os.environ.items() if not k.startswith("FAKEHOP_")}, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", *options],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
 
 
 def stop(server: subprocess.Popen, signal_number: int = signal.SIGTERM) -> tuple[str, str]:
@@ -67,10 +72,13 @@ def test_the_ready_file_replaces_a_stale_one_and_goes_on_ctrl_c(tmp_path: Path):
     assert server.returncode == 0 and not ready.exists()
 
 
-@pytest.mark.parametrize("where,says", [
-    ("missing/fakehop.url", "No such file or directory"),
-    (".", "Is a directory"),
-])
+@pytest.mark.parametrize(
+    "where,says",
+    [
+        ("missing/fakehop.url", "No such file or directory"),
+        (".", "Is a directory"),
+    ],
+)
 def test_a_ready_file_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, where: str, says: str):
     path = tmp_path / where
     server = serve("--ready-file", str(path))
@@ -78,15 +86,21 @@ def test_a_ready_file_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Pa
     assert server.returncode == 2
     assert stderr == f"fakehop: cannot write --ready-file {path}: {says}\n"
     assert stdout == ""  # it never said it was listening
-    assert list(tmp_path.iterdir()) == [] and not path.with_name(f".{path.name}.partial").exists()  # nothing half-written left
+    assert (
+        list(tmp_path.iterdir()) == [] and not path.with_name(f".{path.name}.partial").exists()
+    )  # nothing half-written left
 
 
 def test_serve_takes_the_admin_token_from_the_environment_and_the_option_wins(tmp_path: Path):
     by_environment = serve("--ready-file", str(tmp_path / "a"), env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
-    by_option = serve("--ready-file", str(tmp_path / "b"), "--admin-token", "other", env={"FAKEHOP_ADMIN_TOKEN": "s3cret"})
+    by_option = serve(
+        "--ready-file", str(tmp_path / "b"), "--admin-token", "other", env={"FAKEHOP_ADMIN_TOKEN": "s3cret"}
+    )
     empty = serve("--ready-file", str(tmp_path / "c"), env={"FAKEHOP_ADMIN_TOKEN": ""})
     try:
-        urls = [appeared(tmp_path / name, server).strip() for name, server in zip("abc", (by_environment, by_option, empty))]
+        urls = [
+            appeared(tmp_path / name, server).strip() for name, server in zip("abc", (by_environment, by_option, empty))
+        ]
         with pytest.raises(ControlFailed, match="HTTP 401"):
             ControlClient(urls[0]).call("GET", "/health")
         assert ControlClient(urls[0], "s3cret").call("GET", "/health")["status"] == "ok"

@@ -21,8 +21,13 @@ BURST = 600  # more than aiohttp's default listen backlog of 128
 
 
 def start_serve(preexec_fn=None) -> tuple[subprocess.Popen, tuple[str, int]]:
-    server = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
+    )
     url = urlsplit(server.stdout.readline().split()[-1])
     return server, (url.hostname, url.port)
 

@@ -28,12 +28,15 @@ def content_of(answer: dict) -> str:
     return answer["choices"][0]["message"]["content"]
 
 
-@pytest.mark.parametrize("data,message", [
-    (b"{not json", "could not parse the JSON body"),
-    (b"[1, 2]", "must be a JSON object"),
-    (b"", "body is empty"),
-    (b'"text"', "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        (b"{not json", "could not parse the JSON body"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"", "body is empty"),
+        (b'"text"', "must be a JSON object"),
+    ],
+)
 async def test_bad_json_is_a_400_in_openai_shape(base_url, data, message):
     status, body, headers = await post(base_url, data=data, headers={"Content-Type": "application/json"})
     assert status == 400
@@ -42,17 +45,20 @@ async def test_bad_json_is_a_400_in_openai_shape(base_url, data, message):
     assert headers["x-request-id"].startswith("req_")
 
 
-@pytest.mark.parametrize("body,param", [
-    ({"model": "m"}, "messages"),
-    ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
-    ({"model": "m", "messages": "hi"}, "messages"),
-    ({"model": "m", "messages": []}, "messages"),
-    ({"model": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
-    ({**BODY, "stream": "yes"}, "stream"),
-    ({**BODY, "max_tokens": 0}, "max_tokens"),
-    ({**BODY, "max_tokens": "ten"}, "max_tokens"),
-    ({**BODY, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
-])
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        ({"model": "m"}, "messages"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ({"model": "m", "messages": "hi"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": 5, "messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ({**BODY, "stream": "yes"}, "stream"),
+        ({**BODY, "max_tokens": 0}, "max_tokens"),
+        ({**BODY, "max_tokens": "ten"}, "max_tokens"),
+        ({**BODY, "stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
+    ],
+)
 async def test_invalid_fields_name_the_param(base_url, body, param):
     status, answer, _ = await post(base_url, json=body)
     assert status == 400
@@ -119,7 +125,9 @@ async def test_unknown_path_and_method_in_protocol_shape(base_url):
 
 
 async def test_body_over_the_limit_is_a_413(serve, gateway):
-    status, body, _ = await post(await serve(gateway), data=b"{" + b" " * (40 * 1024 * 1024) + b"}", headers={"Content-Type": "application/json"})
+    status, body, _ = await post(
+        await serve(gateway), data=b"{" + b" " * (40 * 1024 * 1024) + b"}", headers={"Content-Type": "application/json"}
+    )
     assert status == 413
     assert "larger than the limit" in body["error"]["message"]
 
@@ -131,7 +139,9 @@ async def test_models_health_journal_and_reset(base_url, gateway):
         assert "gpt-5.6-sol" in [m["id"] for m in models["data"]]
         async with session.get(base_url + "/_fakehop/health") as response:
             assert (await response.json())["status"] == "ok"
-        await session.post(base_url + CHAT, json={**BODY, "stream": True}, headers={"X-Fakehop-Scenario": "flaky-then-ok"})
+        await session.post(
+            base_url + CHAT, json={**BODY, "stream": True}, headers={"X-Fakehop-Scenario": "flaky-then-ok"}
+        )
         async with session.get(base_url + "/_fakehop/requests") as response:
             [record] = (await response.json())["requests"]
         assert record["path"] == CHAT and record["protocol"] == "chat" and record["scenario"] == "flaky-then-ok[1]"
@@ -140,20 +150,28 @@ async def test_models_health_journal_and_reset(base_url, gateway):
             assert response.status == 200
         async with session.get(base_url + "/_fakehop/requests") as response:
             assert (await response.json())["requests"] == []
-        async with session.post(base_url + CHAT, json=BODY, headers={"X-Fakehop-Scenario": "flaky-then-ok"}) as response:
+        async with session.post(
+            base_url + CHAT, json=BODY, headers={"X-Fakehop-Scenario": "flaky-then-ok"}
+        ) as response:
             assert response.status == 429  # the sequence counter was reset too
 
 
 async def test_journal_records_how_streams_ended(base_url, gateway):
     async with aiohttp.ClientSession() as session:
         for name in ("hello", "fail-rate-limit", "disconnect"):
-            async with session.post(base_url + CHAT, json={**BODY, "stream": True}, headers={"X-Fakehop-Scenario": name}) as response:
+            async with session.post(
+                base_url + CHAT, json={**BODY, "stream": True}, headers={"X-Fakehop-Scenario": name}
+            ) as response:
                 try:
                     await response.read()
                 except aiohttp.ClientPayloadError:
                     pass
     ends = [(r.scenario, r.end, r.events > 0) for r in gateway.journal.since(0)]
-    assert ends == [("hello", "completed", True), ("fail-rate-limit", "failed", True), ("disconnect", "disconnected", True)]
+    assert ends == [
+        ("hello", "completed", True),
+        ("fail-rate-limit", "failed", True),
+        ("disconnect", "disconnected", True),
+    ]
     assert gateway.journal.since(0)[1].error.startswith("rate_limit: ")
 
 
@@ -165,14 +183,23 @@ async def streamed_events(url: str, path: str, body: dict, scenario: str) -> lis
 
 
 async def test_unseeded_answers_get_fresh_ids_of_the_official_shape(base_url):
-    messages_body = {"model": "claude-sonnet-5", "max_tokens": 100, "stream": True, "messages": [{"role": "user", "content": "hi"}],
-                     "thinking": {"type": "adaptive"}}
+    messages_body = {
+        "model": "claude-sonnet-5",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "adaptive"},
+    }
     chat_body = {**BODY, "stream": True}
     ids = []
     for _ in range(2):
         events = await streamed_events(base_url, "/v1/messages", messages_body, "think-then-tool")
         message_id = events[0]["message"]["id"]
-        tool_id = next(e["content_block"]["id"] for e in events if e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use")
+        tool_id = next(
+            e["content_block"]["id"]
+            for e in events
+            if e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use"
+        )
         signature = next(e["delta"]["signature"] for e in events if e.get("delta", {}).get("type") == "signature_delta")
         chunk_id = (await streamed_events(base_url, CHAT, chat_body, "hello"))[0]["id"]
         assert re.fullmatch(r"msg_01[A-Za-z0-9]{22}", message_id)
@@ -187,22 +214,25 @@ MESSAGES_BODY = {"model": "claude-x", "max_tokens": 50, "messages": [{"role": "u
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 
 
-@pytest.mark.parametrize("method,path,body,headers,names", [
-    ("POST", CHAT, {**BODY, "stream": True}, {}, ["x-request-id"]),
-    ("POST", CHAT, BODY, {}, ["x-request-id"]),
-    ("POST", CHAT, {"model": "m"}, {}, ["x-request-id"]),
-    ("POST", "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, {}, ["x-request-id"]),
-    ("POST", "/v1/messages", {**MESSAGES_BODY, "stream": True}, ANTHROPIC, ["request-id"]),
-    ("POST", "/v1/messages", MESSAGES_BODY, ANTHROPIC, ["request-id"]),
-    ("POST", "/v1/messages", {"model": "m"}, ANTHROPIC, ["request-id"]),
-    ("POST", "/v1/nowhere", BODY, {}, ["x-request-id"]),
-    ("POST", "/v1/nowhere", BODY, ANTHROPIC, ["request-id"]),
-    ("GET", CHAT, None, {}, ["x-request-id"]),
-    ("GET", "/v1/models", None, {}, ["x-request-id"]),
-    ("GET", "/v1/models", None, ANTHROPIC, ["request-id"]),
-    ("GET", "/_fakehop/health", None, {}, ["x-request-id", "request-id"]),
-    ("GET", "/_fakehop/nowhere", None, {}, ["x-request-id", "request-id"]),
-])
+@pytest.mark.parametrize(
+    "method,path,body,headers,names",
+    [
+        ("POST", CHAT, {**BODY, "stream": True}, {}, ["x-request-id"]),
+        ("POST", CHAT, BODY, {}, ["x-request-id"]),
+        ("POST", CHAT, {"model": "m"}, {}, ["x-request-id"]),
+        ("POST", "/v1/responses", {"model": "m", "input": "Hi", "stream": True}, {}, ["x-request-id"]),
+        ("POST", "/v1/messages", {**MESSAGES_BODY, "stream": True}, ANTHROPIC, ["request-id"]),
+        ("POST", "/v1/messages", MESSAGES_BODY, ANTHROPIC, ["request-id"]),
+        ("POST", "/v1/messages", {"model": "m"}, ANTHROPIC, ["request-id"]),
+        ("POST", "/v1/nowhere", BODY, {}, ["x-request-id"]),
+        ("POST", "/v1/nowhere", BODY, ANTHROPIC, ["request-id"]),
+        ("GET", CHAT, None, {}, ["x-request-id"]),
+        ("GET", "/v1/models", None, {}, ["x-request-id"]),
+        ("GET", "/v1/models", None, ANTHROPIC, ["request-id"]),
+        ("GET", "/_fakehop/health", None, {}, ["x-request-id", "request-id"]),
+        ("GET", "/_fakehop/nowhere", None, {}, ["x-request-id", "request-id"]),
+    ],
+)
 async def test_every_answer_carries_its_request_id_where_its_sdk_reads_it(base_url, method, path, body, headers, names):
     async with aiohttp.ClientSession() as session:
         async with session.request(method, base_url + path, json=body, headers=headers) as response:

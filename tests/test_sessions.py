@@ -29,7 +29,11 @@ class App:
     named by the header or by the API key alone."""
 
     def __init__(self, base_url: str, name: str, sdk: str, by_key: bool):
-        options = {"api_key": f"sk-fakehop-{name}"} if by_key else {"api_key": "sk-app", "default_headers": {"X-Fakehop-Session": name}}
+        options = (
+            {"api_key": f"sk-fakehop-{name}"}
+            if by_key
+            else {"api_key": "sk-app", "default_headers": {"X-Fakehop-Session": name}}
+        )
         self.sdk = sdk
         self.question = f"{QUESTION} ({name})"
         if sdk == "openai":
@@ -42,9 +46,13 @@ class App:
         messages = [{"role": "user", "content": self.question}]
         try:
             if self.sdk == "openai":
-                stream = await self.client.chat.completions.create(model="gpt-5.6-sol", messages=messages, stream=True, **extra)
+                stream = await self.client.chat.completions.create(
+                    model="gpt-5.6-sol", messages=messages, stream=True, **extra
+                )
                 return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
-            async with self.client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=messages, **extra) as stream:
+            async with self.client.messages.stream(
+                model="claude-sonnet-5", max_tokens=100, messages=messages, **extra
+            ) as stream:
                 return "".join([text async for text in stream.text_stream])
         except (openai.APIStatusError, anthropic.APIStatusError) as exc:
             return f"HTTP {exc.status_code}"
@@ -55,9 +63,22 @@ async def run_session(control: Control, base_url: str, number: int) -> tuple[lis
     as every other session's), then makes six requests; returns the answers and its journal."""
     name = f"worker-{number}"
     status = FAULT_STATUSES[number]
-    await control.ok("PUT", "/default", json={"scenario": {"name": "mine", "steps": [{"text": f"default of {name}"}]}}, **in_session(name))
-    await control.ok("POST", "/queue", json={"scenario": {"name": "fault", "http_error": {"status": status, "message": f"fault of {name}"}}}, **in_session(name))
-    answer = {"name": "answer", "steps": [{"text": f"the answer of {name}", "chunk": "word", "interval": "1s"}]}  # 10 ms a word at FAST
+    await control.ok(
+        "PUT",
+        "/default",
+        json={"scenario": {"name": "mine", "steps": [{"text": f"default of {name}"}]}},
+        **in_session(name),
+    )
+    await control.ok(
+        "POST",
+        "/queue",
+        json={"scenario": {"name": "fault", "http_error": {"status": status, "message": f"fault of {name}"}}},
+        **in_session(name),
+    )
+    answer = {
+        "name": "answer",
+        "steps": [{"text": f"the answer of {name}", "chunk": "word", "interval": "1s"}],
+    }  # 10 ms a word at FAST
     await control.ok("POST", "/queue", json={"scenario": answer}, **in_session(name))
     app = App(base_url, name, ("openai", "anthropic")[number % 2], by_key=number % 4 >= 2)
     async with app.client:
@@ -73,8 +94,22 @@ async def test_eight_sessions_at_once_each_get_their_own_answers_and_journal(con
 
     for number, (answers, journal) in enumerate(results):
         name = f"worker-{number}"
-        assert answers == [f"HTTP {FAULT_STATUSES[number]}", f"the answer of {name}", "HTTP 429", "HTTP 500", HELLO, f"default of {name}"]
-        assert [r["scenario"] for r in journal] == ["fault", "answer", "flaky-then-ok[1]", "flaky-then-ok[2]", "flaky-then-ok[3]->hello", "mine"]
+        assert answers == [
+            f"HTTP {FAULT_STATUSES[number]}",
+            f"the answer of {name}",
+            "HTTP 429",
+            "HTTP 500",
+            HELLO,
+            f"default of {name}",
+        ]
+        assert [r["scenario"] for r in journal] == [
+            "fault",
+            "answer",
+            "flaky-then-ok[1]",
+            "flaky-then-ok[2]",
+            "flaky-then-ok[3]->hello",
+            "mine",
+        ]
         assert {r["session"] for r in journal} == {name}
         assert all(r["body"]["messages"] == [{"role": "user", "content": f"{QUESTION} ({name})"}] for r in journal)
         assert journal[0]["error"] == f"fault of {name}"
@@ -87,23 +122,31 @@ async def test_eight_sessions_at_once_each_get_their_own_answers_and_journal(con
 async def test_an_api_key_alone_puts_an_app_in_its_session(control, base_url):
     await control.ok("POST", "/queue", json={"scenario": {"steps": [{"text": "for a"}]}}, **in_session("a"))
     await control.ok("POST", "/queue", json={"scenario": {"steps": [{"text": "for b"}]}}, **in_session("b"))
-    async with (clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-a", max_retries=0) as app_a,
-                clients.anthropic_async(base_url=base_url, api_key="sk-fakehop-b", max_retries=0) as app_b,
-                clients.openai_async(base_url=base_url + "/v1", api_key="sk-anything", max_retries=0) as other):
+    async with (
+        clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-a", max_retries=0) as app_a,
+        clients.anthropic_async(base_url=base_url, api_key="sk-fakehop-b", max_retries=0) as app_b,
+        clients.openai_async(base_url=base_url + "/v1", api_key="sk-anything", max_retries=0) as other,
+    ):
         stream = await other.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert stream.choices[0].message.content == HELLO  # the global session has nothing queued
-        answer_b = await app_b.messages.create(model="claude-sonnet-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+        answer_b = await app_b.messages.create(
+            model="claude-sonnet-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+        )
         answer_a = await app_a.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert answer_a.choices[0].message.content == "for a"
     assert answer_b.content[0].text == "for b"
     journal_b = (await control.ok("GET", "/requests", **in_session("b")))["requests"]
-    assert [(r["session"], r["path"], r["headers"]["Authorization"]) for r in journal_b] == [("b", "/v1/messages", "Bearer ****op-b")]  # redacted
+    assert [(r["session"], r["path"], r["headers"]["Authorization"]) for r in journal_b] == [
+        ("b", "/v1/messages", "Bearer ****op-b")
+    ]  # redacted
 
 
 async def test_the_bearer_scheme_may_come_in_any_case(control, session, base_url):
     await control.ok("POST", "/queue", json={"scenario": "server-error"}, **in_session("any-case"))
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    async with session.post(base_url + "/v1/chat/completions", json=body, headers={"Authorization": "BEARER sk-fakehop-any-case"}) as response:
+    async with session.post(
+        base_url + "/v1/chat/completions", json=body, headers={"Authorization": "BEARER sk-fakehop-any-case"}
+    ) as response:
         assert response.status == 500
     assert [r["session"] for r in (await control.ok("GET", "/requests"))["requests"]] == ["any-case"]
 
@@ -118,13 +161,17 @@ async def test_an_x_api_key_names_a_session_too(control, session, base_url):
 
 
 async def test_a_session_has_its_own_scenarios_default_and_time_scale(control, base_url, library):
-    await control.ok("POST", "/scenarios", data="name: hello\nmodel: my-model\nsteps: [{text: replaced}]\n", **in_session("mine"))
+    await control.ok(
+        "POST", "/scenarios", data="name: hello\nmodel: my-model\nsteps: [{text: replaced}]\n", **in_session("mine")
+    )
     await control.ok("PUT", "/time_scale", json={"time_scale": 0.5}, **in_session("mine"))
 
     mine = await control.ok("GET", "/health", **in_session("mine"))
     assert (mine["session"], mine["time_scale"], mine["strict"]) == ("mine", 0.5, False)
     assert (await control.ok("GET", "/health"))["time_scale"] == FAST
-    assert {s["name"]: s["origin"] for s in (await control.ok("GET", "/scenarios", **in_session("mine")))["scenarios"]}["hello"] == "api"
+    assert {s["name"]: s["origin"] for s in (await control.ok("GET", "/scenarios", **in_session("mine")))["scenarios"]}[
+        "hello"
+    ] == "api"
     assert {s["name"]: s["origin"] for s in (await control.ok("GET", "/scenarios"))["scenarios"]}["hello"] == "bundled"
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-mine", max_retries=0) as app:
         models = [model.id async for model in app.models.list()]
@@ -163,7 +210,10 @@ async def test_sessions_are_listed_and_dropped(control, base_url):
     assert by_name["one"]["default"] == "hello" and by_name["one"]["idle"] >= 0
 
     assert await control.ok("DELETE", "/sessions/one") == {"dropped": "one"}
-    assert await control.call("DELETE", "/sessions/one") == (404, {"error": "no session 'one'; GET /_fakehop/sessions lists them"})
+    assert await control.call("DELETE", "/sessions/one") == (
+        404,
+        {"error": "no session 'one'; GET /_fakehop/sessions lists them"},
+    )
     assert await control.ok("POST", "/reset", **in_session("two")) == {"status": "reset", "default": "hello"}
     assert (await control.ok("GET", "/sessions"))["sessions"] == []
     assert (await control.ok("GET", "/queue", **in_session("one")))["queue"] == []  # made afresh by this call
@@ -174,13 +224,17 @@ async def test_sessions_are_listed_and_dropped(control, base_url):
 async def test_global_reset_and_clear_leave_the_sessions_alone(control, base_url):
     await control.ok("POST", "/queue", json={"scenario": "server-error"}, **in_session("kept"))
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-fakehop-kept", max_retries=0) as app:
-        await app.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Fakehop-Scenario": "hello"})
+        await app.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Fakehop-Scenario": "hello"}
+        )
 
     assert (await control.ok("DELETE", "/requests")) == {"removed": 1}
     await control.ok("POST", "/reset")
 
     assert (await control.ok("GET", "/requests"))["requests"] == []
-    assert [r["scenario"] for r in (await control.ok("GET", "/requests", **in_session("kept")))["requests"]] == ["hello"]
+    assert [r["scenario"] for r in (await control.ok("GET", "/requests", **in_session("kept")))["requests"]] == [
+        "hello"
+    ]
     assert (await control.ok("GET", "/queue", **in_session("kept")))["queue"] == ["server-error"]
     assert (await control.ok("DELETE", "/requests", **in_session("kept"))) == {"removed": 1}
     assert (await control.ok("GET", "/requests", **in_session("kept")))["requests"] == []
@@ -215,13 +269,16 @@ async def test_idle_sessions_are_dropped_and_the_number_kept_is_bounded(serve, m
     assert (await control.ok("GET", "/queue", **in_session("a")))["queue"] == []
 
 
-@pytest.mark.parametrize("headers", [
-    {"X-Fakehop-Session": "has space"},
-    {"X-Fakehop-Session": "-leading-dash"},
-    {"X-Fakehop-Session": "x" * 129},
-    {"Authorization": "Bearer sk-fakehop-no/slash"},
-    {"Authorization": "Bearer sk-fakehop-"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Fakehop-Session": "has space"},
+        {"X-Fakehop-Session": "-leading-dash"},
+        {"X-Fakehop-Session": "x" * 129},
+        {"Authorization": "Bearer sk-fakehop-no/slash"},
+        {"Authorization": "Bearer sk-fakehop-"},
+    ],
+)
 async def test_a_bad_session_name_is_a_400_in_the_openai_shape(session, base_url, headers):
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     async with session.post(base_url + "/v1/chat/completions", json=body, headers=headers) as response:
@@ -241,18 +298,30 @@ async def test_a_bad_session_name_is_a_400_in_the_anthropic_shape(session, base_
     assert answer["error"]["message"].startswith("Invalid session name 'bad!'")
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs", "message"), [
-    ("GET", "/queue", {"params": {"session": "bad name"}}, "Invalid session name 'bad name'"),
-    ("GET", "/queue", {"params": {"session": ""}}, "Invalid session name ''"),
-    ("POST", "/reset", {"headers": {"X-Fakehop-Session": "a:b"}}, "Invalid session name 'a:b'"),
-    ("DELETE", "/sessions/bad%21name", {}, "Invalid session name 'bad!name'"),
-    ("GET", "/queue", {"params": {"session": "a"}, "headers": {"X-Fakehop-Session": "b"}},
-     "the X-Fakehop-Session header names session 'b' and ?session= names 'a'; name one"),
-    ("POST", "/reset", {"params": {"sesion": "a"}}, "unknown query parameter 'sesion'; the only one is session"),
-    ("PUT", "/strict", {"json": {"strict": "yes"}}, 'strict: expected true or false, got "yes"'),
-    ("PUT", "/time_scale", {"json": {"time_scale": 0}}, "time_scale: expected a number more than 0, got 0"),
-    ("PUT", "/time_scale", {"json": {"time_scale": "fast"}}, 'time_scale: expected a number more than 0, got "fast"'),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "message"),
+    [
+        ("GET", "/queue", {"params": {"session": "bad name"}}, "Invalid session name 'bad name'"),
+        ("GET", "/queue", {"params": {"session": ""}}, "Invalid session name ''"),
+        ("POST", "/reset", {"headers": {"X-Fakehop-Session": "a:b"}}, "Invalid session name 'a:b'"),
+        ("DELETE", "/sessions/bad%21name", {}, "Invalid session name 'bad!name'"),
+        (
+            "GET",
+            "/queue",
+            {"params": {"session": "a"}, "headers": {"X-Fakehop-Session": "b"}},
+            "the X-Fakehop-Session header names session 'b' and ?session= names 'a'; name one",
+        ),
+        ("POST", "/reset", {"params": {"sesion": "a"}}, "unknown query parameter 'sesion'; the only one is session"),
+        ("PUT", "/strict", {"json": {"strict": "yes"}}, 'strict: expected true or false, got "yes"'),
+        ("PUT", "/time_scale", {"json": {"time_scale": 0}}, "time_scale: expected a number more than 0, got 0"),
+        (
+            "PUT",
+            "/time_scale",
+            {"json": {"time_scale": "fast"}},
+            'time_scale: expected a number more than 0, got "fast"',
+        ),
+    ],
+)
 async def test_bad_control_calls_about_sessions_are_json_400s(control, method, path, kwargs, message):
     status, body = await control.call(method, path, **kwargs)
     assert status == 400
@@ -275,7 +344,9 @@ async def test_the_same_request_gets_the_same_bytes_in_a_session(session, base_u
 async def ask_chat(base_url: str, api_key: str = "sk-app", **extra) -> str:
     async with clients.openai_async(base_url=base_url + "/v1", api_key=api_key, max_retries=0) as app:
         try:
-            completion = await app.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], **extra)
+            completion = await app.chat.completions.create(
+                model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], **extra
+            )
         except openai.BadRequestError as exc:
             return f"HTTP 400: {exc.body['message']}"
     return completion.choices[0].message.content
@@ -293,8 +364,10 @@ async def test_strict_mode_refuses_what_no_scenario_was_set_up_for(serve, make_g
     await control.ok("POST", "/scenarios", data="name: greet\nmatch: {prompt: hi}\nsteps: [{text: matched}]\n")
     matched = await ask_chat(base_url)
 
-    assert refused.startswith("HTTP 400: No scenario was set up for this request, and the global session of this fakehop server is strict, "
-                              "so it does not fall back to the default scenario. Name one with the X-Fakehop-Scenario header, queue one")
+    assert refused.startswith(
+        "HTTP 400: No scenario was set up for this request, and the global session of this fakehop server is strict, "
+        "so it does not fall back to the default scenario. Name one with the X-Fakehop-Scenario header, queue one"
+    )
     assert (named, queued, matched) == (HELLO, "queued", "matched")
     first, *_ = (await control.ok("GET", "/requests"))["requests"]
     assert (first["scenario"], first["status"], first["end"]) == (None, 400, "unmatched")
@@ -305,9 +378,13 @@ async def test_strict_mode_answers_anthropic_clients_in_their_shape(serve, make_
     base_url = await serve(make_gateway(strict=True))
     async with clients.anthropic_async(base_url=base_url, api_key="sk-fakehop-claude", max_retries=0) as app:
         with pytest.raises(anthropic.BadRequestError) as raised:
-            await app.messages.create(model="claude-sonnet-5", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+            await app.messages.create(
+                model="claude-sonnet-5", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
     assert raised.value.body["error"]["type"] == "invalid_request_error"
-    assert raised.value.body["error"]["message"].startswith("No scenario was set up for this request, and session 'claude' of this fakehop server is strict")
+    assert raised.value.body["error"]["message"].startswith(
+        "No scenario was set up for this request, and session 'claude' of this fakehop server is strict"
+    )
 
 
 async def test_strict_is_set_per_session(control, base_url):

@@ -44,7 +44,9 @@ def url(server) -> str:
 
 def app(url: str, session: str | None = None) -> openai.OpenAI:
     """The app under test; in `session` by its API key alone."""
-    return clients.openai_sync(base_url=url + "/v1", api_key=f"sk-fakehop-{session}" if session else "sk-test", max_retries=0)
+    return clients.openai_sync(
+        base_url=url + "/v1", api_key=f"sk-fakehop-{session}" if session else "sk-test", max_retries=0
+    )
 
 
 def test_control_commands_take_a_session(url):
@@ -52,21 +54,28 @@ def test_control_commands_take_a_session(url):
     default = fakehop_here("default", "rate-limited", "--session", "ci-1", url=url)
 
     assert (queued.returncode, default.returncode) == (0, 0), queued.stderr + default.stderr
-    assert queued.stdout == ("queued server-error for the next 2 requests that name no scenario in session ci-1; "
-                             "session ci-1's queue now: server-error x2\n")
+    assert queued.stdout == (
+        "queued server-error for the next 2 requests that name no scenario in session ci-1; "
+        "session ci-1's queue now: server-error x2\n"
+    )
     assert [ask(app(url, "ci-1")) for _ in range(3)] == ["HTTP 500", "HTTP 500", "HTTP 429"]
     assert ask(app(url, "ci-2")) == HELLO
     assert ask(app(url)) == HELLO
 
     printed = fakehop_here("requests", "--session", "ci-1", url=url).stdout.splitlines()
     everything = fakehop_here("requests", url=url).stdout.splitlines()
-    assert [line.split()[5:8] for line in printed] == [["server-error", "500", "http_error"]] * 2 + [["rate-limited", "429", "http_error"]]
+    assert [line.split()[5:8] for line in printed] == [["server-error", "500", "http_error"]] * 2 + [
+        ["rate-limited", "429", "http_error"]
+    ]
     assert all("s  session=ci-1  " in line for line in printed)
     assert len(everything) == 5 and sum("session=ci-2" in line for line in everything) == 1
     assert sum("session=" not in line for line in everything) == 1  # the global session's own request
 
     reset = fakehop_here("reset", "--session", "ci-1", url=url)
-    assert reset.stdout == "reset: session ci-1 dropped; its next use starts it as the server started; default scenario: hello\n"
+    assert (
+        reset.stdout
+        == "reset: session ci-1 dropped; its next use starts it as the server started; default scenario: hello\n"
+    )
     assert ask(app(url, "ci-1")) == HELLO
     assert fakehop_here("requests", "--session", "ci-1", url=url).stdout.count("\n") == 1
 
@@ -92,7 +101,9 @@ def test_a_bad_session_name_is_one_clear_line(url):
     result = fakehop_here("queue", "stall", "--session", "no spaces", url=url)
 
     assert result.returncode == 1
-    assert result.stderr.startswith("fakehop: HTTP 400: Invalid session name 'no spaces': a session name is 1 to 128 letters")
+    assert result.stderr.startswith(
+        "fakehop: HTTP 400: Invalid session name 'no spaces': a session name is 1 to 128 letters"
+    )
     assert result.stderr.count("\n") == 1
 
 
@@ -113,8 +124,9 @@ def test_serve_strict_refuses_what_was_not_set_up():
         refused = ask(app(server.url))
         health = ControlClient(server.url).call("GET", "/health")
         [record] = ControlClient(server.url).call("GET", "/requests")["requests"]
-        named = app(server.url).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
-                                                        extra_headers={"X-Fakehop-Scenario": "hello"})
+        named = app(server.url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Fakehop-Scenario": "hello"}
+        )
     finally:
         server.stop()
     assert refused == "HTTP 400" and health["strict"] is True
@@ -123,7 +135,12 @@ def test_serve_strict_refuses_what_was_not_set_up():
 
 
 def test_the_banner_says_the_server_is_strict():
-    process = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--strict"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--strict"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         process.stdout.readline()
         details = process.stdout.readline()
@@ -138,8 +155,12 @@ def test_the_banner_says_the_server_is_strict():
 def test_wait_for_a_server_that_starts_late():
     port = closed_port()
     url = f"http://127.0.0.1:{port}"
-    waiting = subprocess.Popen([sys.executable, "-m", "fakehop", "wait", "--url", url, "--timeout", "60"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "wait", "--url", url, "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     started = time.monotonic()
     try:
         time.sleep(1.0)
@@ -166,8 +187,10 @@ def test_wait_for_no_server_gives_up_after_the_timeout():
 
     waited = time.monotonic() - started
     assert result.returncode == 1
-    assert result.stderr == (f"fakehop: no fakehop server answered at {url} within 0.5s: cannot reach a fakehop server at {url} "
-                             "(Connection refused); start one with `fakehop serve` or pass --url\n")
+    assert result.stderr == (
+        f"fakehop: no fakehop server answered at {url} within 0.5s: cannot reach a fakehop server at {url} "
+        "(Connection refused); start one with `fakehop serve` or pass --url\n"
+    )
     assert 0.5 <= waited < WAIT
 
 
@@ -178,5 +201,8 @@ def test_wait_stops_at_once_when_the_server_refuses():
         allowed = fakehop_here("wait", "--admin-token", "s3cret", url=server.url)
     finally:
         server.stop()
-    assert (refused.returncode, refused.stderr) == (1, "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n")
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        "fakehop: HTTP 401: the control API needs Authorization: Bearer <admin token>\n",
+    )
     assert allowed.returncode == 0

@@ -19,11 +19,11 @@ import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from fakehop.cli.main import main
-from fakehop.server.intake import MAX_FINE_NAMES, unknown_fakehop_header
 from fakehop.scenario.library import Library, bundled_directory
-from fakehop.testing.remote import ControlClient
 from fakehop.scenario.reader import ScenarioError
 from fakehop.server.gateway import Gateway
+from fakehop.server.intake import MAX_FINE_NAMES, unknown_fakehop_header
+from fakehop.testing.remote import ControlClient
 from fakehop.testing.thread_server import ThreadServer
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -45,7 +45,9 @@ DEAD = "steps:\n  - text: partial\n  {ending}\n  - text: never played\n  - keepa
 
 def dead_steps_problem(source: str, ending: str) -> str:
     """The problem a DEAD scenario gets: at the first step after the ending (line 4), naming the ending's line (3)."""
-    return f"{source}:4: steps after {ending} never play: it ends the stream (line 3); remove them, or move them before it"
+    return (
+        f"{source}:4: steps after {ending} never play: it ends the stream (line 3); remove them, or move them before it"
+    )
 
 
 @pytest.mark.parametrize("written,ending", ENDINGS)
@@ -65,7 +67,9 @@ def test_a_stall_without_continue_is_told_how_to_go_on(tmp_path: Path, capsys):
 
 
 def test_steps_after_stall_continue_and_an_ending_that_ends_the_steps_are_fine(tmp_path: Path, capsys):
-    (tmp_path / "goes-on.yaml").write_text("steps:\n  - stall: continue\n  - raw: 'data: {}\\n\\n'\n  - text: after\n  - disconnect\n")
+    (tmp_path / "goes-on.yaml").write_text(
+        "steps:\n  - stall: continue\n  - raw: 'data: {}\\n\\n'\n  - text: after\n  - disconnect\n"
+    )
     (tmp_path / "fails-last.yaml").write_text("steps: [{text: a}, {fail: overloaded}]\n")
     assert main(["validate", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "ok: 2 scenarios\n"
@@ -73,7 +77,9 @@ def test_steps_after_stall_continue_and_an_ending_that_ends_the_steps_are_fine(t
 
 def test_steps_after_an_ending_in_a_sequence_or_conversation_entry_are_found_at_their_line(tmp_path: Path, capsys):
     (tmp_path / "seq.yaml").write_text("sequence:\n  - steps: [{text: a}]\n  - steps:\n      - hang\n      - text: b\n")
-    (tmp_path / "conv.yaml").write_text("conversation:\n  - steps:\n      - disconnect\n      - text: c\n  - use: hello\n")
+    (tmp_path / "conv.yaml").write_text(
+        "conversation:\n  - steps:\n      - disconnect\n      - text: c\n  - use: hello\n"
+    )
     assert main(["validate", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert f"{tmp_path / 'seq.yaml'}:5: steps after a hang never play: it ends the stream (line 4)" in err
@@ -96,7 +102,9 @@ async def test_the_control_api_refuses_steps_after_an_ending_and_adds_nothing(ba
         async with client.post(base_url + "/_fakehop/scenarios?name=dead", data=text, headers=yaml_type) as response:
             assert response.status == 400
             assert (await response.json())["problems"] == [dead_steps_problem(source, "a fail")]
-        async with client.post(base_url + "/_fakehop/scenarios?name=dead&check=true", data=text, headers=yaml_type) as response:
+        async with client.post(
+            base_url + "/_fakehop/scenarios?name=dead&check=true", data=text, headers=yaml_type
+        ) as response:
             checked = await response.json()
         assert checked["valid"] is False
         assert checked["problems"] == [{"line": 4, "message": dead_steps_problem(source, "a fail").split(":4: ")[1]}]
@@ -105,7 +113,9 @@ async def test_the_control_api_refuses_steps_after_an_ending_and_adds_nothing(ba
             async with client.request(method, base_url + path, json=inline) as response:
                 assert response.status == 400
                 [problem] = (await response.json())["problems"]
-                assert problem.endswith("steps after a hang never play: it ends the stream (line 0); remove them, or move them before it")
+                assert problem.endswith(
+                    "steps after a hang never play: it ends the stream (line 0); remove them, or move them before it"
+                )
         async with client.get(base_url + "/_fakehop/scenarios") as response:
             names = [scenario["name"] for scenario in (await response.json())["scenarios"]]
         assert names == Library.load().names()
@@ -129,16 +139,24 @@ BUNDLED_USE = "sequence:\n  - http_error: {status: 500}\n  - use: hello\n"
 def serve_and_ask(directory: Path, scenario: str, requests: int) -> tuple[list[int | str], str]:
     """`fakehop serve --scenarios directory` as a subprocess: what `requests` chat requests for
     `scenario` get (a status, or the answer's text), and everything it printed."""
-    server = subprocess.Popen([sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--scenarios", str(directory)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--quiet", "--scenarios", str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     answers: list[int | str] = []
     try:
         first = server.stdout.readline()
         url = first.split(" listening on ")[1].strip()
         body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
         for _ in range(requests):
-            request = urllib.request.Request(url + "/v1/chat/completions", data=body, method="POST",
-                                             headers={"Content-Type": "application/json", "X-Fakehop-Scenario": scenario})
+            request = urllib.request.Request(
+                url + "/v1/chat/completions",
+                data=body,
+                method="POST",
+                headers={"Content-Type": "application/json", "X-Fakehop-Scenario": scenario},
+            )
             try:
                 with urllib.request.urlopen(request, timeout=10) as response:
                     answers.append(json.load(response)["choices"][0]["message"]["content"])
@@ -230,12 +248,16 @@ def test_list_shows_each_scenarios_origin(replacing: Path, capsys):
 
 def test_list_url_shows_a_running_servers_origins_as_list_shows_the_files(replacing: Path, capsys):
     with ThreadServer(Gateway(Library.load([replacing]))) as server:
-        ControlClient(server.url).call("POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n")
+        ControlClient(server.url).call(
+            "POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n"
+        )
         assert main(["list", "--url", server.url]) == 0
     served = capsys.readouterr().out.splitlines()
     assert main(["list", "--scenarios", str(replacing)]) == 0
     assert [line for line in served if not line.startswith("posted ")] == capsys.readouterr().out.splitlines()
-    assert [line.split(None, 2) for line in served if line.startswith("posted ")] == [["posted", "api", "Added by a call."]]
+    assert [line.split(None, 2) for line in served if line.startswith("posted ")] == [
+        ["posted", "api", "Added by a call."]
+    ]
 
 
 # ---------------------------------------------------------------- X-Fakehop-* headers fakehop does not read
@@ -243,21 +265,30 @@ def test_list_url_shows_a_running_servers_origins_as_list_shows_the_files(replac
 
 async def test_a_misspelled_header_is_a_400_in_openai_shape_naming_the_known_ones(openai_client):
     with pytest.raises(openai.BadRequestError) as chat:
-        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Senario": "stall"})
+        await openai_client.chat.completions.create(
+            model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Senario": "stall"}
+        )
     with pytest.raises(openai.BadRequestError) as responses:
-        await openai_client.responses.create(model="gpt-5.6-sol", input="Hi", extra_headers={"x-fakehop-time-scale": "0.1"})
+        await openai_client.responses.create(
+            model="gpt-5.6-sol", input="Hi", extra_headers={"x-fakehop-time-scale": "0.1"}
+        )
     error = chat.value.body
     sent = error["param"]  # the name as it came (the SDK sends names in lower case)
     assert (sent.lower(), error["type"], chat.value.status_code) == ("x-fakehop-senario", "invalid_request_error", 400)
-    assert error["message"] == (f"Unknown header {sent}: fakehop reads only {KNOWN}, and refuses every other "
-                                "X-Fakehop-* header; did you mean X-Fakehop-Scenario?")
-    assert responses.value.body["message"].startswith(f"Unknown header x-fakehop-time-scale: fakehop reads only {KNOWN}")
+    assert error["message"] == (
+        f"Unknown header {sent}: fakehop reads only {KNOWN}, and refuses every other "
+        "X-Fakehop-* header; did you mean X-Fakehop-Scenario?"
+    )
+    assert responses.value.body["message"].startswith(
+        f"Unknown header x-fakehop-time-scale: fakehop reads only {KNOWN}"
+    )
 
 
 async def test_a_misspelled_header_is_a_400_in_anthropic_shape(anthropic_client):
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await anthropic_client.messages.create(model="claude-sonnet-5", max_tokens=100, messages=MESSAGES,
-                                               extra_headers={"X-Fakehop-Sesion": "checkout"})
+        await anthropic_client.messages.create(
+            model="claude-sonnet-5", max_tokens=100, messages=MESSAGES, extra_headers={"X-Fakehop-Sesion": "checkout"}
+        )
     assert caught.value.body["type"] == "error"
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert caught.value.body["error"]["message"].endswith("X-Fakehop-* header; did you mean X-Fakehop-Session?")
@@ -266,11 +297,14 @@ async def test_a_misspelled_header_is_a_400_in_anthropic_shape(anthropic_client)
 async def test_the_known_headers_pass_in_any_case_and_a_bad_one_beside_them_is_still_refused(openai_client, base_url):
     known = {"x-fakehop-scenario": "weather-tool", "X-FAKEHOP-SEED": "7", "X-Fakehop-Session": "tidy"}
     for _ in range(2):  # the second time, with every name seen before
-        completion = await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers=known)
+        completion = await openai_client.chat.completions.create(
+            model="gpt-5.6-sol", messages=MESSAGES, extra_headers=known
+        )
         assert completion.choices[0].message.tool_calls[0].function.name == "get_weather"
     with pytest.raises(openai.BadRequestError, match="(?i)Unknown header X-Fakehop-Scenarios"):
-        await openai_client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES,
-                                                    extra_headers={**known, "X-Fakehop-Scenarios": "hello"})
+        await openai_client.chat.completions.create(
+            model="gpt-5.6-sol", messages=MESSAGES, extra_headers={**known, "X-Fakehop-Scenarios": "hello"}
+        )
     async with aiohttp.ClientSession() as client:
         async with client.get(base_url + "/_fakehop/requests") as response:  # refused before its session is looked at
             last = (await response.json())["requests"][-1]
@@ -287,14 +321,16 @@ async def test_models_and_control_calls_refuse_an_unknown_header_and_take_the_se
             assert response.status == 400
             assert await response.json() == {
                 "error": f"Unknown header X-Fakehop-Sesion: fakehop reads only {KNOWN}, and refuses every other X-Fakehop-* header; "
-                         "did you mean X-Fakehop-Session?",
-                "known": ["X-Fakehop-Scenario", "X-Fakehop-Seed", "X-Fakehop-Session"]}
+                "did you mean X-Fakehop-Session?",
+                "known": ["X-Fakehop-Scenario", "X-Fakehop-Seed", "X-Fakehop-Session"],
+            }
         async with client.get(base_url + "/_fakehop/health", headers={"X-Fakehop-Session": "one"}) as response:
             assert response.status == 200 and (await response.json())["session"] == "one"
 
 
 def test_made_up_names_past_the_kept_ones_are_still_judged_right():
     """Names found fine are kept to pass the next request fast; past MAX_FINE_NAMES they start over."""
+
     def headers(*names: str) -> CIMultiDictProxy:
         return CIMultiDictProxy(CIMultiDict((name, "1") for name in ("Host", *names)))
 

@@ -11,14 +11,16 @@ STOPPED = 'finish: stop_sequence\nstop_sequence: "###"\nsteps: [{text: "Done"}]'
 LONG_CALL = "steps: [{text: Checking.}, {tool_call: {name: lookup, arguments: {query: 'a long query that goes on and on'}}, chunk: 4}]"
 
 
-
-
 async def test_messages_stop_sequence(base_url, gateway, anthropic_client):
     headers = add(gateway, "stopped", STOPPED)
-    events = await data_events(base_url, "/v1/messages", {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True}, headers)
+    events = await data_events(
+        base_url, "/v1/messages", {"model": "c", "max_tokens": 100, "messages": MESSAGES, "stream": True}, headers
+    )
     delta = next(e for e in events if e["type"] == "message_delta")["delta"]
     assert delta == {"stop_reason": "stop_sequence", "stop_sequence": "###", "stop_details": None}
-    async with anthropic_client.messages.stream(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers) as stream:
+    async with anthropic_client.messages.stream(
+        model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers
+    ) as stream:
         message = await stream.get_final_message()
     assert (message.stop_reason, message.stop_sequence, message.content[0].text) == ("stop_sequence", "###", "Done")
     whole = await anthropic_client.messages.create(model="c", max_tokens=100, messages=MESSAGES, extra_headers=headers)
@@ -27,7 +29,9 @@ async def test_messages_stop_sequence(base_url, gateway, anthropic_client):
 
 async def test_other_protocols_end_a_stop_sequence_as_a_stop(base_url, gateway, openai_client):
     headers = add(gateway, "stopped", STOPPED)
-    chunks = await data_events(base_url, "/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True}, headers)
+    chunks = await data_events(
+        base_url, "/v1/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True}, headers
+    )
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0]["finish_reason"]] == ["stop"]
     completion = await openai_client.chat.completions.create(model="m", messages=MESSAGES, extra_headers=headers)
     assert completion.choices[0].finish_reason == "stop"
@@ -46,14 +50,21 @@ def test_stop_sequence_and_its_finish_go_together():
 
 async def test_a_tool_use_block_cut_by_the_token_limit_is_left_open(base_url, gateway, anthropic_client):
     headers = add(gateway, "long-call", LONG_CALL)
-    body = {"model": "c", "max_tokens": 6, "messages": MESSAGES, "stream": True}  # 24 characters: the text and part of the call
+    body = {
+        "model": "c",
+        "max_tokens": 6,
+        "messages": MESSAGES,
+        "stream": True,
+    }  # 24 characters: the text and part of the call
     events = await data_events(base_url, "/v1/messages", body, headers)
     starts = [e["index"] for e in events if e["type"] == "content_block_start"]
     stops = [e["index"] for e in events if e["type"] == "content_block_stop"]
     assert (starts, stops) == ([0, 1], [0])
     assert [e["type"] for e in events[-2:]] == ["message_delta", "message_stop"]
     assert events[-2]["delta"]["stop_reason"] == "max_tokens"
-    async with anthropic_client.messages.stream(model="c", max_tokens=6, messages=MESSAGES, extra_headers=headers) as stream:
+    async with anthropic_client.messages.stream(
+        model="c", max_tokens=6, messages=MESSAGES, extra_headers=headers
+    ) as stream:
         message = await stream.get_final_message()
     assert message.stop_reason == "max_tokens"
     assert [block.type for block in message.content] == ["text", "tool_use"]
@@ -61,5 +72,7 @@ async def test_a_tool_use_block_cut_by_the_token_limit_is_left_open(base_url, ga
 
 async def test_a_text_block_cut_by_the_token_limit_is_closed(base_url, gateway):
     headers = add(gateway, "long-text", "steps: [{text: 'A sentence much longer than the limit allows', chunk: word}]")
-    events = await data_events(base_url, "/v1/messages", {"model": "c", "max_tokens": 2, "messages": MESSAGES, "stream": True}, headers)
+    events = await data_events(
+        base_url, "/v1/messages", {"model": "c", "max_tokens": 2, "messages": MESSAGES, "stream": True}, headers
+    )
     assert [e["index"] for e in events if e["type"] == "content_block_stop"] == [0]

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from fakehop.scenario.reader import ScenarioError
 from fakehop.scenario.library import UnknownScenario
+from fakehop.scenario.reader import ScenarioError
 from fakehop.testing import Fakehop, make_app, plain_http_tls
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
@@ -30,7 +30,9 @@ def open_stream(url: str, scenario: str) -> tuple[http.client.HTTPConnection, ht
     address = urlsplit(url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
     body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True})
-    connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json", "X-Fakehop-Scenario": scenario})
+    connection.request(
+        "POST", "/v1/chat/completions", body, {"Content-Type": "application/json", "X-Fakehop-Scenario": scenario}
+    )
     return connection, connection.getresponse()
 
 
@@ -135,7 +137,12 @@ def test_a_header_sent_twice_keeps_both_values(fakehop):
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
     body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
     connection.putrequest("POST", "/v1/chat/completions")
-    for name, value in [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("X-Tag", "a"), ("x-tag", "b")]:
+    for name, value in [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("X-Tag", "a"),
+        ("x-tag", "b"),
+    ]:
         connection.putheader(name, value)
     connection.endheaders(body)
     assert connection.getresponse().status == 200

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fakehop.state import journal as jr
 from fakehop.scenario.library import UnknownScenario
 from fakehop.server.gateway import Gateway
+from fakehop.state import journal as jr
 from fakehop.testing.thread_server import ThreadServer
 
 from .conftest import FAST
@@ -49,7 +49,9 @@ def test_serves_on_a_free_port_and_stops(library):
 
 
 def test_a_client_in_another_process_reaches_it(server):
-    script = f"import urllib.request; print(urllib.request.urlopen({server.url + '/_fakehop/health'!r}, timeout=10).status)"
+    script = (
+        f"import urllib.request; print(urllib.request.urlopen({server.url + '/_fakehop/health'!r}, timeout=10).status)"
+    )
     finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert finished.stdout.strip() == "200", finished.stderr
 
@@ -82,7 +84,9 @@ def test_stop_ends_a_stream_that_would_hang_forever(library):
     server = ThreadServer(Gateway(library), shutdown_timeout=0.2)
     address = urlsplit(server.start())
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
-    connection.request("POST", "/v1/chat/completions", CHAT_BODY, {"Content-Type": "application/json", "X-Fakehop-Scenario": "hang"})
+    connection.request(
+        "POST", "/v1/chat/completions", CHAT_BODY, {"Content-Type": "application/json", "X-Fakehop-Scenario": "hang"}
+    )
     response = connection.getresponse()
     assert b"Here" in response.read1()
     server.stop()
@@ -102,4 +106,8 @@ def test_what_is_posted_comes_before_what_is_sent_after(server):
         connection.request("POST", "/v1/chat/completions", CHAT_BODY, {"Content-Type": "application/json"})
         connection.getresponse().read()
         connection.close()
-    assert [r.scenario for r in server.call(server.gateway.journal.since, 0)] == ["fail-rate-limit", "hello", "fail-server-error"]
+    assert [r.scenario for r in server.call(server.gateway.journal.since, 0)] == [
+        "fail-rate-limit",
+        "hello",
+        "fail-server-error",
+    ]

@@ -19,9 +19,17 @@ LIBRARY = Library.load()
 HEADER = "X-Fakehop-Scenario"
 MESSAGES = [{"role": "user", "content": "Hello"}]
 EXPECTED_ENDINGS = {
-    "hello": "completed", "weather-tool": "completed", "fail-rate-limit": "failed", "stall": "failed",
-    "interrupted": "failed", "disconnect": "disconnected", "hang": "hung", "malformed": "malformed",
-    "rate-limited": "http 429", "flaky-then-ok": "http 429", "server-error": "http 500",
+    "hello": "completed",
+    "weather-tool": "completed",
+    "fail-rate-limit": "failed",
+    "stall": "failed",
+    "interrupted": "failed",
+    "disconnect": "disconnected",
+    "hang": "hung",
+    "malformed": "malformed",
+    "rate-limited": "http 429",
+    "flaky-then-ok": "http 429",
+    "server-error": "http 500",
 }
 TIMEOUT = 1.5  # a `hang` ends in the client's timeout
 
@@ -63,14 +71,16 @@ async def chat(url: str, name: str) -> Seen:
     seen = Seen()
     client = clients.openai_async(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
-        async for chunk in await client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_headers={HEADER: name}):
+        async for chunk in await client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, extra_headers={HEADER: name}
+        ):
             delta = chunk.choices[0].delta
             seen.text += delta.content or ""
             for call in delta.tool_calls or []:
                 if call.function.name:
                     seen.call(call.function.name)
                 seen.arguments(call.function.arguments or "")
-    except Exception as error:  # noqa: BLE001 - the kind of error is what is compared
+    except Exception as error:
         seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()
@@ -81,7 +91,9 @@ async def responses(url: str, name: str) -> Seen:
     seen = Seen()
     client = clients.openai_async(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
-        async for event in await client.responses.create(model="m", input="Hello", stream=True, extra_headers={HEADER: name}):
+        async for event in await client.responses.create(
+            model="m", input="Hello", stream=True, extra_headers={HEADER: name}
+        ):
             if event.type == "response.output_text.delta":
                 seen.text += event.delta
             elif event.type == "response.reasoning_summary_text.delta":
@@ -92,7 +104,7 @@ async def responses(url: str, name: str) -> Seen:
                 seen.arguments(event.delta)
             elif event.type == "response.failed":
                 seen.ending = "failed"
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()
@@ -103,7 +115,9 @@ async def messages(url: str, name: str) -> Seen:
     seen = Seen()
     client = clients.anthropic_async(base_url=url, api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
-        async for event in await client.messages.create(model="m", max_tokens=1024, messages=MESSAGES, stream=True, extra_headers={HEADER: name}):
+        async for event in await client.messages.create(
+            model="m", max_tokens=1024, messages=MESSAGES, stream=True, extra_headers={HEADER: name}
+        ):
             if event.type == "content_block_start" and event.content_block.type == "tool_use":
                 seen.call(event.content_block.name)
             elif event.type == "content_block_delta":
@@ -114,7 +128,7 @@ async def messages(url: str, name: str) -> Seen:
                     seen.reasoning += delta.thinking
                 elif delta.type == "input_json_delta":
                     seen.arguments(delta.partial_json)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         seen.ending, seen.error = ending_of(error), repr(error)
     finally:
         await client.close()

@@ -79,7 +79,9 @@ async def test_unstreamed_answer_waits_for_the_whole_script(serve, timed_gateway
     url = await serve(timed_gateway) + "/v1/chat/completions"
     async with aiohttp.ClientSession() as session:
         started = time.monotonic()
-        async with session.post(url, json={**BODY, "stream": False}, headers={"X-Fakehop-Scenario": "timed"}) as response:
+        async with session.post(
+            url, json={**BODY, "stream": False}, headers={"X-Fakehop-Scenario": "timed"}
+        ) as response:
             answer = await response.json()
         assert_on_time(time.monotonic() - started, 4 * SCALE)
     assert answer["choices"][0]["message"]["content"] == "ab"

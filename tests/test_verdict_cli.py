@@ -25,13 +25,17 @@ def retry_at_once(url: str, scenario: str, times: int, api_key: str = "sk-test")
     app = client(url, api_key=api_key, max_retries=0)
     for _ in range(times):
         try:
-            app.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": scenario})
+            app.chat.completions.create(
+                model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": scenario}
+            )
         except openai.APIStatusError:
             pass
 
 
 def test_a_clean_run_exits_0_with_one_summary_line(url):
-    answer = client(url).chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "flaky-then-ok"})
+    answer = client(url).chat.completions.create(
+        model="gpt-5.6-sol", messages=MESSAGES, extra_headers={"X-Fakehop-Scenario": "flaky-then-ok"}
+    )
     assert answer.choices[0].message.content == "Hello! How can I help you today?"
     result = fakehop_here("verdict", url=url)
     assert result.returncode == 0, result.stderr
@@ -84,15 +88,23 @@ def test_requests_made_in_sessions_are_named_as_left_to_their_own_verdicts(url):
         retry_at_once(url, "rate-limited", 2 if session == "ci-a" else 1, api_key=f"sk-fakehop-{session}")
     result = fakehop_here("verdict", url=url)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == ("no findings over 0 requests (0 retried) made in no session: nothing was judged; 3 requests in 2 sessions"
-                             " are left to each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')\n")
-    assert fakehop_here("verdict", "--session", "ci-a", url=url).stdout.splitlines()[-1] == "1 error, 0 warnings over 1 request (1 retried)"
+    assert result.stdout == (
+        "no findings over 0 requests (0 retried) made in no session: nothing was judged; 3 requests in 2 sessions"
+        " are left to each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')\n"
+    )
+    assert (
+        fakehop_here("verdict", "--session", "ci-a", url=url).stdout.splitlines()[-1]
+        == "1 error, 0 warnings over 1 request (1 retried)"
+    )
 
 
 def test_a_bad_threshold_is_one_line_and_exit_2(url):
     result = fakehop_here("verdict", "--backoff-retries", "0", url=url)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == "fakehop verdict: argument --backoff-retries: expected a whole number from 1, got '0' (see fakehop verdict --help)\n"
+    assert (
+        result.stderr
+        == "fakehop verdict: argument --backoff-retries: expected a whole number from 1, got '0' (see fakehop verdict --help)\n"
+    )
 
 
 def test_no_server_is_one_line_on_stderr():

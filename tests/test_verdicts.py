@@ -14,9 +14,9 @@ import httpx2
 import openai
 import pytest
 
-from fakehop.state import journal as jr
-from fakehop.scenario.yamlsource import with_lines
 from fakehop.scenario.reader import parse_document
+from fakehop.scenario.yamlsource import with_lines
+from fakehop.state import journal as jr
 from fakehop.testing import Fakehop, make_app
 from fakehop.verdicts import RETRY_COUNT_HEADER, RULES, Settings
 
@@ -26,11 +26,22 @@ from .sdk_results import TIMED_OUT, caused_by
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 MODEL = "gpt-5.6-sol"
-HUGE = {"name": "huge", "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}]}  # some 30 MB of chunks
-BUSY_THEN_OK = {"name": "busy-then-ok", "sequence": [{"http_error": {"status": 429, "retry_after": 1}}, {"use": "hello"}]}
+HUGE = {
+    "name": "huge",
+    "steps": [{"text": {"faker": "paragraphs", "nb": 3000, "seed": 1}, "chunk": 4}],
+}  # some 30 MB of chunks
+BUSY_THEN_OK = {
+    "name": "busy-then-ok",
+    "sequence": [{"http_error": {"status": 429, "retry_after": 1}}, {"use": "hello"}],
+}
 # retry-after-ms, which the SDKs read before Retry-After, asks for a wait of its own
-BUSY_IN_MS = {"name": "busy-in-ms", "sequence": [{"http_error": {"status": 429, "retry_after": 5, "headers": {"Retry-After-Ms": "1200"}}},
-                                                  {"use": "hello"}]}
+BUSY_IN_MS = {
+    "name": "busy-in-ms",
+    "sequence": [
+        {"http_error": {"status": 429, "retry_after": 5, "headers": {"Retry-After-Ms": "1200"}}},
+        {"use": "hello"},
+    ],
+}
 DOWN_DO_NOT_RETRY = {"name": "down-do-not-retry", "http_error": {"status": 500, "headers": {"x-should-retry": "false"}}}
 ALWAYS_400_RETRY = {"name": "bad-but-retry", "http_error": {"status": 400, "headers": {"x-should-retry": "true"}}}
 
@@ -49,7 +60,9 @@ def scenario(name: str) -> dict:
 
 async def verdict(base_url: str, **settings) -> dict:
     async with aiohttp.ClientSession() as session:
-        async with session.get(base_url + "/_fakehop/verdict", params={k: str(v) for k, v in settings.items()}) as response:
+        async with session.get(
+            base_url + "/_fakehop/verdict", params={k: str(v) for k, v in settings.items()}
+        ) as response:
             assert response.status == 200, await response.text()
             return await response.json()
 
@@ -80,7 +93,9 @@ async def settled(gateway, timeout: float = 5.0) -> None:
 # ---------------------------------------------------------------- hand-written clients
 
 
-async def post_until_ok(base_url: str, body: dict, name: str, waits: list[float], honour_retry_after: bool = False) -> list[int]:
+async def post_until_ok(
+    base_url: str, body: dict, name: str, waits: list[float], honour_retry_after: bool = False
+) -> list[int]:
     """An aiohttp client that posts, and after each failure waits waits[i] (or what Retry-After
     says) and posts the same body again; the statuses it got."""
     statuses = []
@@ -124,6 +139,7 @@ async def test_retries_whose_first_attempt_never_arrived_are_requests_of_their_o
     connection the kernel dropped): sent as the SDKs send them, with their retry counts, their
     retries are not a storm of the third's."""
     async with httpx2.AsyncClient(base_url=base_url) as client:
+
         async def attempt(count: int) -> int:
             headers = {**scenario("server-error"), RETRY_COUNT_HEADER: str(count)}
             return (await client.post(CHAT, json=chat_body("same"), headers=headers)).status_code
@@ -140,9 +156,16 @@ async def test_retries_whose_first_attempt_never_arrived_are_requests_of_their_o
 async def test_an_sdk_told_not_to_retry_a_500_sends_copies_at_once_not_retries(base_url, gateway):
     add(gateway, DOWN_DO_NOT_RETRY)
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as client:
-        copies = [client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("down-do-not-retry"))
-                  for _ in range(3)]
-        assert all(isinstance(error, openai.InternalServerError) for error in await asyncio.gather(*copies, return_exceptions=True))
+        copies = [
+            client.chat.completions.create(
+                model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("down-do-not-retry")
+            )
+            for _ in range(3)
+        ]
+        assert all(
+            isinstance(error, openai.InternalServerError)
+            for error in await asyncio.gather(*copies, return_exceptions=True)
+        )
     answer = await verdict(base_url)
     assert (answer["findings"], answer["requests"], answer["retried"]) == ([], 3, [])
 
@@ -151,7 +174,9 @@ async def test_an_app_retrying_by_itself_with_its_sdk_retries_off_is_judged_as_o
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
         for _ in range(3):
             with pytest.raises(openai.InternalServerError):
-                await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error"))
+                await client.chat.completions.create(
+                    model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error")
+                )
     answer = await verdict(base_url)
     assert [(f["rule"], f["severity"], f["seqs"]) for f in answer["findings"]] == [("no_backoff", "warning", [1, 2, 3])]
 
@@ -172,7 +197,9 @@ async def test_a_client_that_retries_at_once_after_a_429_ignored_retry_after(bas
 async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(base_url, gateway):
     add(gateway, {"name": "busy-lower-case", "http_error": {"status": 429, "headers": {"retry-after": "1"}}})
     async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + CHAT, json=chat_body("now"), headers=scenario("busy-lower-case")) as response:
+        async with session.post(
+            base_url + CHAT, json=chat_body("now"), headers=scenario("busy-lower-case")
+        ) as response:
             assert (response.status, response.headers.getall("Retry-After")) == (429, ["1"])
     assert await post_until_ok(base_url, chat_body("now"), "busy-lower-case", waits=[0]) == [429, 429]
     assert [record.retry_after for record in gateway.journal.records] == ["1", "1", "1"]
@@ -180,12 +207,18 @@ async def test_a_retry_after_set_among_the_headers_in_lower_case_is_judged_too(b
     assert finding["rule"] == "retry_after_ignored" and "Retry-After asked for 1 s" in finding["message"]
 
 
-@pytest.mark.parametrize(("busy", "asked", "longest"), [(BUSY_THEN_OK, 1.0, None), (BUSY_IN_MS, 1.2, 5.0)], ids=["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize(
+    ("busy", "asked", "longest"),
+    [(BUSY_THEN_OK, 1.0, None), (BUSY_IN_MS, 1.2, 5.0)],
+    ids=["retry-after", "retry-after-ms"],
+)
 async def test_the_sdks_at_their_defaults_wait_as_retry_after_says(base_url, gateway, busy, asked, longest):
     """Retry-After, or retry-after-ms before it, as the SDKs read them: so does the verdict."""
     add(gateway, busy)
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as client:
-        completion = await client.chat.completions.create(model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario(busy["name"]))
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=chat_body("wait")["messages"], extra_headers=scenario(busy["name"])
+        )
     assert completion.choices[0].message.content == "Hello! How can I help you today?"
     answer = await verdict(base_url)
     assert answer["findings"] == []
@@ -204,7 +237,10 @@ async def test_retrying_before_a_retry_after_ms_is_over_ignored_it(base_url, gat
 
 async def test_a_hand_written_client_that_honours_retry_after_is_clean(base_url, gateway):
     add(gateway, BUSY_THEN_OK)
-    assert await post_until_ok(base_url, chat_body("patient"), "busy-then-ok", waits=[0], honour_retry_after=True) == [429, 200]
+    assert await post_until_ok(base_url, chat_body("patient"), "busy-then-ok", waits=[0], honour_retry_after=True) == [
+        429,
+        200,
+    ]
     assert (await verdict(base_url))["findings"] == []
 
 
@@ -223,14 +259,20 @@ async def test_immediate_retries_of_a_500_are_no_backoff(base_url):
 
 
 async def test_a_steady_pause_between_retries_is_no_backoff_too(base_url):
-    await post_until_ok(base_url, chat_body("steady"), "server-error", waits=[0.8, 0.8, 0.8])  # 0.2 s from growing: room for load
+    await post_until_ok(
+        base_url, chat_body("steady"), "server-error", waits=[0.8, 0.8, 0.8]
+    )  # 0.2 s from growing: room for load
     assert rules_of(await verdict(base_url), "error") == ["no_backoff"]
 
 
 async def test_one_hasty_reissue_after_an_interrupted_stream_is_a_warning(base_url):
     async with aiohttp.ClientSession() as session:
-        assert (await read_chat_stream(session, base_url, chat_body("go", stream=True), "interrupted-then-ok"))[1] == "error"
-        assert (await read_chat_stream(session, base_url, chat_body("go", stream=True), "interrupted-then-ok"))[1] == "done"
+        assert (await read_chat_stream(session, base_url, chat_body("go", stream=True), "interrupted-then-ok"))[
+            1
+        ] == "error"
+        assert (await read_chat_stream(session, base_url, chat_body("go", stream=True), "interrupted-then-ok"))[
+            1
+        ] == "done"
     answer = await verdict(base_url)
     assert [(f["rule"], f["severity"], f["seqs"]) for f in answer["findings"]] == [("no_backoff", "warning", [1, 2])]
 
@@ -238,8 +280,12 @@ async def test_one_hasty_reissue_after_an_interrupted_stream_is_a_warning(base_u
 async def test_the_sdks_back_off_between_retries(base_url):
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=3) as client:
         with pytest.raises(anthropic.InternalServerError):
-            await client.messages.create(model="claude-sonnet-5", max_tokens=50, messages=chat_body("x")["messages"],
-                                         extra_headers=scenario("server-error"))
+            await client.messages.create(
+                model="claude-sonnet-5",
+                max_tokens=50,
+                messages=chat_body("x")["messages"],
+                extra_headers=scenario("server-error"),
+            )
     answer = await verdict(base_url)
     [retried] = answer["retried"]
     assert retried["attempts"] == 4 and retried["waits"] == sorted(retried["waits"])
@@ -259,13 +305,18 @@ async def test_many_attempts_of_one_request_are_a_retry_storm_even_with_backoff(
     assert len(await post_until_ok(base_url, chat_body("storm"), "server-error", waits=waits)) == 7
     answer = await verdict(base_url)
     assert rules_of(answer) == ["retry_storm"]
-    assert answer["findings"][0]["seqs"] == list(range(1, 8)) and "7 times, more than 5" in answer["findings"][0]["message"]
+    assert (
+        answer["findings"][0]["seqs"] == list(range(1, 8))
+        and "7 times, more than 5" in answer["findings"][0]["message"]
+    )
 
 
 async def test_the_sdk_with_more_retries_than_the_limit_storms(base_url):
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=3) as client:
         with pytest.raises(openai.InternalServerError):
-            await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error"))
+            await client.chat.completions.create(
+                model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("server-error")
+            )
     assert rules_of(await verdict(base_url, max_attempts=3)) == ["retry_storm"]
     assert rules_of(await verdict(base_url)) == []  # 4 attempts: within the default limit of 5
 
@@ -285,7 +336,9 @@ async def test_resending_a_request_that_got_a_400_is_retrying_the_non_retryable(
 async def test_reissuing_a_stream_that_failed_with_invalid_prompt_is_retrying_the_non_retryable(base_url):
     async with aiohttp.ClientSession() as session:
         for _ in range(2):
-            assert (await read_chat_stream(session, base_url, chat_body("flagged", stream=True), "fail-invalid-prompt"))[1] == "error"
+            assert (
+                await read_chat_stream(session, base_url, chat_body("flagged", stream=True), "fail-invalid-prompt")
+            )[1] == "error"
             await asyncio.sleep(0.3)
     answer = await verdict(base_url)
     assert rules_of(answer) == ["retried_non_retryable"] and "invalid_prompt" in answer["findings"][0]["message"]
@@ -294,7 +347,9 @@ async def test_reissuing_a_stream_that_failed_with_invalid_prompt_is_retrying_th
 async def test_the_sdk_with_max_retries_high_does_not_retry_a_400(base_url):
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=10) as client:
         with pytest.raises(openai.BadRequestError):
-            await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("fail-invalid-prompt"))
+            await client.chat.completions.create(
+                model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("fail-invalid-prompt")
+            )
     answer = await verdict(base_url)
     assert answer["findings"] == [] and answer["requests"] == 1 and answer["retried"] == []
 
@@ -303,7 +358,9 @@ async def test_a_400_that_says_x_should_retry_may_be_retried(base_url, gateway):
     add(gateway, ALWAYS_400_RETRY)
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=1) as client:
         with pytest.raises(openai.BadRequestError):
-            await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("bad-but-retry"))
+            await client.chat.completions.create(
+                model=MODEL, messages=chat_body("x")["messages"], extra_headers=scenario("bad-but-retry")
+            )
     answer = await verdict(base_url)
     assert answer["retried"][0]["attempts"] == 2 and answer["findings"] == []
 
@@ -329,12 +386,17 @@ async def test_the_anthropic_sdk_prefilling_the_interrupted_text_resumes_partial
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test") as client:
         got = []
         with pytest.raises(anthropic.APIStatusError, match="interrupted"):
-            async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=question,
-                                              extra_headers=scenario("interrupted")) as stream:
+            async with client.messages.stream(
+                model="claude-sonnet-5", max_tokens=100, messages=question, extra_headers=scenario("interrupted")
+            ) as stream:
                 async for text in stream.text_stream:
                     got.append(text)
-        async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, extra_headers=scenario("hello"),
-                                          messages=[*question, {"role": "assistant", "content": "".join(got)}]) as stream:
+        async with client.messages.stream(
+            model="claude-sonnet-5",
+            max_tokens=100,
+            extra_headers=scenario("hello"),
+            messages=[*question, {"role": "assistant", "content": "".join(got)}],
+        ) as stream:
             await stream.get_final_message()
     assert rules_of(await verdict(base_url)) == ["resumed_partial_output"]
 
@@ -344,8 +406,12 @@ async def test_the_anthropic_sdk_reissuing_the_whole_request_after_a_pause_is_cl
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test") as client:
         for attempt in range(2):
             try:
-                async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=question,
-                                                  extra_headers=scenario("interrupted-then-ok")) as stream:
+                async with client.messages.stream(
+                    model="claude-sonnet-5",
+                    max_tokens=100,
+                    messages=question,
+                    extra_headers=scenario("interrupted-then-ok"),
+                ) as stream:
                     message = await stream.get_final_message()
                 break
             except anthropic.APIStatusError:
@@ -375,12 +441,20 @@ async def test_a_responses_client_carrying_cut_text_into_the_next_turn_accepts_a
     async with httpx2.AsyncClient(base_url=base_url) as client:
         text = []
         with pytest.raises(httpx2.RemoteProtocolError):
-            async with client.stream("POST", RESPONSES, json={"model": MODEL, "input": "Start", "stream": True},
-                                     headers=scenario("disconnect")) as response:
+            async with client.stream(
+                "POST",
+                RESPONSES,
+                json={"model": MODEL, "input": "Start", "stream": True},
+                headers=scenario("disconnect"),
+            ) as response:
                 async for line in response.aiter_lines():
                     if line.startswith("data: ") and json.loads(line[6:])["type"] == "response.output_text.delta":
                         text.append(json.loads(line[6:])["delta"])
-        turns = [{"role": "user", "content": "Start"}, {"role": "assistant", "content": "".join(text)}, {"role": "user", "content": "More"}]
+        turns = [
+            {"role": "user", "content": "Start"},
+            {"role": "assistant", "content": "".join(text)},
+            {"role": "user", "content": "More"},
+        ]
         response = await client.post(RESPONSES, json={"model": MODEL, "input": turns}, headers=scenario("hello"))
         assert response.status_code == 200
     assert rules_of(await verdict(base_url)) == ["truncated_stream_accepted"]
@@ -407,9 +481,15 @@ PAUSE_SCALE = 0.05
 
 
 async def stream_reasoning_pause(base_url: str, timeout: float) -> str:
-    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", timeout=timeout, max_retries=0) as client:
-        stream = await client.chat.completions.create(model=MODEL, messages=chat_body("prove it")["messages"], stream=True,
-                                                      extra_headers=scenario("reasoning-pause"))
+    async with clients.openai_async(
+        base_url=base_url + "/v1", api_key="sk-test", timeout=timeout, max_retries=0
+    ) as client:
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=chat_body("prove it")["messages"],
+            stream=True,
+            extra_headers=scenario("reasoning-pause"),
+        )
         return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
 
 
@@ -431,11 +511,17 @@ async def test_the_anthropic_sdk_with_a_short_read_timeout_gives_up_during_keepa
     base_url = await serve(gateway)
     async with clients.anthropic_async(base_url=base_url, api_key="sk-test", timeout=0.2, max_retries=0) as client:
         with pytest.raises(TIMED_OUT) as caught:
-            async with client.messages.stream(model="claude-sonnet-5", max_tokens=100, messages=chat_body("prove it")["messages"],
-                                              thinking={"type": "enabled", "budget_tokens": 50},
-                                              extra_headers=scenario("reasoning-pause")) as stream:
+            async with client.messages.stream(
+                model="claude-sonnet-5",
+                max_tokens=100,
+                messages=chat_body("prove it")["messages"],
+                thinking={"type": "enabled", "budget_tokens": 50},
+                extra_headers=scenario("reasoning-pause"),
+            ) as stream:
                 await stream.get_final_message()
-        assert caused_by(caught.value, httpx2.ReadTimeout)  # whether the SDK wraps its HTTP library's error or lets it through
+        assert caused_by(
+            caught.value, httpx2.ReadTimeout
+        )  # whether the SDK wraps its HTTP library's error or lets it through
     await settled(gateway)
     assert rules_of(await verdict(base_url)) == ["gave_up_during_keepalive"]
 
@@ -449,7 +535,9 @@ async def test_a_read_timeout_longer_than_the_keepalive_interval_reads_through_t
 
 async def test_a_client_that_gives_up_on_a_hang_did_right(base_url, gateway):
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", timeout=0.3, max_retries=0) as client:
-        stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("hang"))
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("hang")
+        )
         with pytest.raises(openai.APITimeoutError):
             async for _ in stream:
                 pass
@@ -497,7 +585,12 @@ async def test_a_non_streamed_request_left_unanswered_without_a_timeout_has_no_r
 async def wait_for_blocked_write(gateway, seconds: float) -> None:
     for _ in range(500):
         record = gateway.journal.records[-1] if gateway.journal.records else None
-        if record is not None and record.write_began is not None and record.since_arrival(asyncio.get_running_loop().time()) - record.since_arrival(record.write_began) > seconds:
+        if (
+            record is not None
+            and record.write_began is not None
+            and record.since_arrival(asyncio.get_running_loop().time()) - record.since_arrival(record.write_began)
+            > seconds
+        ):
             return
         await asyncio.sleep(0.01)
     raise AssertionError("no write waited for the client")
@@ -506,7 +599,9 @@ async def wait_for_blocked_write(gateway, seconds: float) -> None:
 async def test_breaking_out_of_an_sdk_stream_without_closing_it_abandons_the_stream(base_url, gateway):
     add(gateway, HUGE)
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
-        stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge"))
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge")
+        )
         async for _ in stream:
             break  # and the stream is left open, unread
         await wait_for_blocked_write(gateway, 0.4)
@@ -522,7 +617,9 @@ async def test_breaking_out_of_an_sdk_stream_without_closing_it_abandons_the_str
 async def test_an_sdk_stream_closed_when_no_longer_wanted_is_clean(base_url, gateway):
     add(gateway, HUGE)
     async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test", max_retries=0) as client:
-        stream = await client.chat.completions.create(model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge"))
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=chat_body("x")["messages"], stream=True, extra_headers=scenario("huge")
+        )
         async with stream:
             async for _ in stream:
                 break
@@ -536,10 +633,19 @@ async def test_an_sdk_stream_closed_when_no_longer_wanted_is_clean(base_url, gat
 async def test_the_verdict_lists_its_settings_and_refuses_unknown_or_bad_ones(base_url):
     answer = await verdict(base_url, backoff_floor=0.5)
     assert answer["settings"]["backoff_floor"] == 0.5 and answer["settings"]["max_attempts"] == Settings().max_attempts
-    assert (answer["findings"], answer["errors"], answer["warnings"], answer["requests"], answer["session"]) == ([], 0, 0, 0, None)
+    assert (answer["findings"], answer["errors"], answer["warnings"], answer["requests"], answer["session"]) == (
+        [],
+        0,
+        0,
+        0,
+        None,
+    )
     async with aiohttp.ClientSession() as session:
-        for query, words in (("patience=1", "unknown setting 'patience'"), ("max_attempts=1.5", "max_attempts: expected a whole number"),
-                             ("backoff_floor=nan", "backoff_floor: expected a number")):
+        for query, words in (
+            ("patience=1", "unknown setting 'patience'"),
+            ("max_attempts=1.5", "max_attempts: expected a whole number"),
+            ("backoff_floor=nan", "backoff_floor: expected a number"),
+        ):
             async with session.get(f"{base_url}/_fakehop/verdict?{query}") as response:
                 assert response.status == 400 and words in (await response.json())["error"]
 
@@ -560,6 +666,14 @@ async def test_the_handle_on_the_tests_own_loop_judges_too(aiohttp_server):
 
 
 def test_every_rule_the_scenario_contract_names_is_there():
-    assert list(RULES) == ["retry_after_ignored", "no_backoff", "retry_storm", "retried_non_retryable", "resumed_partial_output",
-                           "truncated_stream_accepted", "gave_up_during_keepalive", "no_read_timeout", "abandoned_stream"]
-
+    assert list(RULES) == [
+        "retry_after_ignored",
+        "no_backoff",
+        "retry_storm",
+        "retried_non_retryable",
+        "resumed_partial_output",
+        "truncated_stream_accepted",
+        "gave_up_during_keepalive",
+        "no_read_timeout",
+        "abandoned_stream",
+    ]

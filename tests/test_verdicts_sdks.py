@@ -21,8 +21,17 @@ from .test_verdicts import scenario, verdict
 HANGING = ("hang",)  # the SDKs wait on these for their read timeout of 600 s: judged while they wait
 # The bundled scenarios whose attempts the SDKs retry: an HTTP error before any stream, or a
 # whole answer that fails or is cut (the test below checks that each was retried).
-RETRIED = ("server-error", "rate-limited", "flaky-then-ok", "fail-rate-limit", "fail-server-error", "fail-overloaded",
-           "interrupted", "disconnect", "stall")
+RETRIED = (
+    "server-error",
+    "rate-limited",
+    "flaky-then-ok",
+    "fail-rate-limit",
+    "fail-server-error",
+    "fail-overloaded",
+    "interrupted",
+    "disconnect",
+    "stall",
+)
 AT_ONCE = 3  # identical calls sent together
 CALLER = "X-Test-Caller"  # which call sent an attempt: the verdict never reads it
 # Calls under way at once: more connections than the listen backlog of the test server (128)
@@ -35,7 +44,9 @@ SPREAD = 2.0
 
 async def openai_chat(client: openai.AsyncOpenAI, headers: dict, prompt: str, stream: bool) -> None:
     messages = [{"role": "user", "content": prompt}]
-    answer = await client.chat.completions.create(model="gpt-5.6-sol", messages=messages, stream=stream, extra_headers=headers)
+    answer = await client.chat.completions.create(
+        model="gpt-5.6-sol", messages=messages, stream=stream, extra_headers=headers
+    )
     if stream:
         async for _ in answer:
             pass
@@ -50,7 +61,9 @@ async def openai_responses(client: openai.AsyncOpenAI, headers: dict, prompt: st
 
 async def anthropic_messages(client: anthropic.AsyncAnthropic, headers: dict, prompt: str, stream: bool) -> None:
     messages = [{"role": "user", "content": prompt}]
-    answer = await client.messages.create(model="claude-sonnet-5", max_tokens=200, messages=messages, stream=stream, extra_headers=headers)
+    answer = await client.messages.create(
+        model="claude-sonnet-5", max_tokens=200, messages=messages, stream=stream, extra_headers=headers
+    )
     if stream:
         async for _ in answer:
             pass
@@ -58,14 +71,19 @@ async def anthropic_messages(client: anthropic.AsyncAnthropic, headers: dict, pr
 
 def callers(openai_client: openai.AsyncOpenAI, anthropic_client: anthropic.AsyncAnthropic):
     """(protocol, how to call it, with which client) for each protocol."""
-    return (("chat", openai_chat, openai_client), ("responses", openai_responses, openai_client),
-            ("messages", anthropic_messages, anthropic_client))
+    return (
+        ("chat", openai_chat, openai_client),
+        ("responses", openai_responses, openai_client),
+        ("messages", anthropic_messages, anthropic_client),
+    )
 
 
 @pytest.mark.long
 async def test_the_sdks_at_their_defaults_get_no_finding_on_any_bundled_scenario(base_url, gateway, library):
-    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
-            clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client:
+    async with (
+        clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client,
+        clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client,
+    ):
         calls = {}
         for name in library.names():
             for stream in (True, False):
@@ -86,7 +104,9 @@ async def test_the_sdks_at_their_defaults_get_no_finding_on_any_bundled_scenario
     assert {jr.COMPLETED, jr.FAILED, jr.HTTP_ERROR, jr.DISCONNECTED} <= ends  # every kind of ending was judged
     assert answer["findings"] == [], answer["findings"]
     assert answer["requests"] == len(calls) and all(retried["attempts"] <= 3 for retried in answer["retried"])
-    assert sum(retried["attempts"] == 3 for retried in answer["retried"]) >= 3 * 2 * 3  # rate-limited, server-error, flaky-then-ok
+    assert (
+        sum(retried["attempts"] == 3 for retried in answer["retried"]) >= 3 * 2 * 3
+    )  # rate-limited, server-error, flaky-then-ok
 
 
 async def all_at_once(room: asyncio.Semaphore, copies: list) -> None:
@@ -105,14 +125,19 @@ async def test_identical_calls_at_once_are_each_a_request_of_their_own(base_url,
     """Several callers sending the same request at once, on every bundled scenario: their
     retry counts keep each call's attempts in one chain, apart from the others', and copies
     that failed one after another are not taken for one another's retries."""
-    async with clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client, \
-            clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client:
+    async with (
+        clients.openai_async(base_url=base_url + "/v1", api_key="sk-test") as openai_client,
+        clients.anthropic_async(base_url=base_url, api_key="sk-test") as anthropic_client,
+    ):
         room, together = asyncio.Semaphore(CONNECTIONS // AT_ONCE), []
         for name in (name for name in library.names() if name not in HANGING):
             for stream in (True, False):
                 for protocol, call, client in callers(openai_client, anthropic_client):
                     prompt, sent = f"{name} {protocol}", f"{name} {protocol} {stream}"
-                    copies = [call(client, {**scenario(name), CALLER: f"{sent} {copy}"}, prompt, stream) for copy in range(AT_ONCE)]
+                    copies = [
+                        call(client, {**scenario(name), CALLER: f"{sent} {copy}"}, prompt, stream)
+                        for copy in range(AT_ONCE)
+                    ]
                     together.append(all_at_once(room, copies))
         await asyncio.gather(*together)
     answer = await verdict(base_url, together_within=SPREAD)
@@ -123,11 +148,15 @@ async def test_identical_calls_at_once_are_each_a_request_of_their_own(base_url,
     for retried in answer["retried"]:
         attempts = [records[seq] for seq in retried["seqs"]]
         assert len({sent_as(attempt) for attempt in attempts}) == 1, retried
-        assert [attempt.headers[RETRY_COUNT_HEADER] for attempt in attempts] == [str(count) for count in range(len(attempts))], retried
+        assert [attempt.headers[RETRY_COUNT_HEADER] for attempt in attempts] == [
+            str(count) for count in range(len(attempts))
+        ], retried
         chains[sent_as(attempts[0])].append(len(attempts))
     calls = defaultdict(list)  # the same, as the callers made them
     for caller, attempts in Counter(record.headers[CALLER] for record in records.values()).items():
         if attempts > 1:
             calls[caller.rsplit(" ", 1)[0]].append(attempts)
-    assert {sent: sorted(lengths) for sent, lengths in chains.items()} == {sent: sorted(lengths) for sent, lengths in calls.items()}
+    assert {sent: sorted(lengths) for sent, lengths in chains.items()} == {
+        sent: sorted(lengths) for sent, lengths in calls.items()
+    }
     assert {sent.split()[0] for sent in chains} >= set(RETRIED)

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from fakehop.play import player
+from fakehop.protocols import PROTOCOLS
 from fakehop.record.capture import CUT, FINISHED, LEFT, AnswerReader, Captured
 from fakehop.record.capture.facts import CapturedBlock, Piece, Request
-from fakehop.scenario.library import Library
-from fakehop.protocols import PROTOCOLS
-from fakehop.server.render import render
-from fakehop.scenario.reader import parse_text
 from fakehop.record.writer import Origin, Yaml, file_stem, scenario_text, write_new
+from fakehop.scenario.library import Library
+from fakehop.scenario.reader import parse_text
+from fakehop.server.render import render
 
 from .fidelity_scenarios import with_fidelity
 
@@ -45,10 +45,23 @@ def captured_from(library: Library, name: str, protocol: str, stream: bool) -> C
 def facts(captured: Captured) -> tuple:
     """What a replay must give again: blocks (and their summary parts), raw frames, usage with
     its details, finish and how it ended."""
-    parts = [(p.kind, [piece.text for piece in p.pieces], p.name, p.call_id, p.signature, p.data, p.phase, p.part_starts)
-             if isinstance(p, CapturedBlock) else p.text for p in captured.parts]
-    return (parts, captured.usage, captured.usage_details, captured.finish, captured.stop_sequence, captured.ending, captured.failure,
-            captured.http_error, captured.model)
+    parts = [
+        (p.kind, [piece.text for piece in p.pieces], p.name, p.call_id, p.signature, p.data, p.phase, p.part_starts)
+        if isinstance(p, CapturedBlock)
+        else p.text
+        for p in captured.parts
+    ]
+    return (
+        parts,
+        captured.usage,
+        captured.usage_details,
+        captured.finish,
+        captured.stop_sequence,
+        captured.ending,
+        captured.failure,
+        captured.http_error,
+        captured.model,
+    )
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -66,7 +79,13 @@ def test_a_written_capture_plays_the_same_facts_again(name, protocol, stream):
 
 def text_answer(times: list[float], ended_at: float | None = None, streamed: bool = True) -> Captured:
     pieces = [Piece(at, "x" * (number % 3 + 1)) for number, at in enumerate(times)]  # split by no `chunk`
-    return Captured("chat", streamed, parts=[CapturedBlock("text", times[0], pieces)], ending=FINISHED, ended_at=ended_at or times[-1])
+    return Captured(
+        "chat",
+        streamed,
+        parts=[CapturedBlock("text", times[0], pieces)],
+        ending=FINISHED,
+        ended_at=ended_at or times[-1],
+    )
 
 
 def steps_of(captured: Captured, min_gap: float = 0.005) -> list[str]:
@@ -98,7 +117,10 @@ def test_a_pause_before_the_end_is_kept():
 
 
 def test_a_whole_answer_waits_as_long_as_it_took():
-    assert steps_of(text_answer([1.25, 1.25], streamed=False)) == ["  - delay: 1.25s  # before the first token", '  - text: ["x", "xx"]']
+    assert steps_of(text_answer([1.25, 1.25], streamed=False)) == [
+        "  - delay: 1.25s  # before the first token",
+        '  - text: ["x", "xx"]',
+    ]
 
 
 def timeline_offsets(captured: Captured, min_gap: float) -> list[float]:
@@ -121,7 +143,10 @@ def test_every_piece_plays_near_when_it_came_less_the_dropped_gaps(gaps):
 
 
 @settings(max_examples=200, deadline=None)
-@given(gaps=st.lists(st.one_of(st.floats(0, 0.004), st.floats(0.005, 3)), min_size=1, max_size=40), starts=st.sets(st.integers(1, 39)))
+@given(
+    gaps=st.lists(st.one_of(st.floats(0, 0.004), st.floats(0.005, 3)), min_size=1, max_size=40),
+    starts=st.sets(st.integers(1, 39)),
+)
 def test_summary_parts_play_as_they_came_however_the_pauses_fall(gaps, starts):
     """A reasoning block of several summary parts, its pieces in runs wherever the pauses cut
     them: the replay gives each part its own pieces, each piece near when it came."""
@@ -140,7 +165,10 @@ def test_summary_parts_play_as_they_came_however_the_pauses_fall(gaps, starts):
             offsets.append(at)
     bounds = [0, *part_starts, len(times)]
     assert parts == [[piece.text for piece in block.pieces[start:end]] for start, end in zip(bounds, bounds[1:])]
-    assert all(abs(played - target) <= max(0.005, max(gaps) / 4) + 0.001 for played, target in zip(offsets, targets_of(times, 0.005)))
+    assert all(
+        abs(played - target) <= max(0.005, max(gaps) / 4) + 0.001
+        for played, target in zip(offsets, targets_of(times, 0.005))
+    )
 
 
 def targets_of(times: list[float], min_gap: float) -> list[float]:
@@ -168,7 +196,9 @@ def test_keepalives_are_written_as_the_spacing_they_came_at():
 
 @given(st.text())
 def test_any_text_is_quoted_so_that_yaml_reads_it_back(text):
-    assert parse_text(f"steps: [{{text: {Yaml().string(text)}}}]", "<t>", "t").entries[0].script.steps[0].deltas == (text,)
+    assert parse_text(f"steps: [{{text: {Yaml().string(text)}}}]", "<t>", "t").entries[0].script.steps[0].deltas == (
+        text,
+    )
 
 
 @given(st.lists(st.text(), min_size=2, max_size=40))
@@ -183,7 +213,11 @@ def test_the_match_picks_the_exact_prompt_and_model_only():
     match = parse_text(text, "<t>", "t").match
 
     def fits(protocol: str, model: str, asked: str) -> bool:
-        return match.fits(protocol, PROTOCOLS["chat"].parse({"model": model, "messages": [{"role": "user", "content": asked}]}), CIMultiDict())
+        return match.fits(
+            protocol,
+            PROTOCOLS["chat"].parse({"model": model, "messages": [{"role": "user", "content": asked}]}),
+            CIMultiDict(),
+        )
 
     assert fits("chat", "gpt-4*", prompt)
     assert not fits("chat", "gpt-4o", prompt)
@@ -194,7 +228,10 @@ def test_the_match_picks_the_exact_prompt_and_model_only():
 def test_file_names_come_from_the_protocol_and_the_prompt():
     assert file_stem("chat", "What is the weather in Paris?") == "chat-what-is-the-weather-in-paris"
     assert file_stem("responses", "Ünïcödé ✓") == "responses-n-c-d"
-    assert file_stem("messages", "") == "messages-answer" and file_stem("chat", "★", fallback="capture 3") == "chat-capture-3"
+    assert (
+        file_stem("messages", "") == "messages-answer"
+        and file_stem("chat", "★", fallback="capture 3") == "chat-capture-3"
+    )
     long = file_stem("chat", "word " * 40)
     assert len(long) <= 48 and long.startswith("chat-word-word")
 

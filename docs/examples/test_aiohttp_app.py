@@ -4,6 +4,7 @@ from aiohttp import web
 
 from fakehop import Fakehop, make_app
 
+
 def make_my_app(llm_base_url: str) -> web.Application:
     """The application under test: it asks the LLM and answers with its text."""
 
@@ -17,6 +18,7 @@ def make_my_app(llm_base_url: str) -> web.Application:
     app = web.Application()
     app.router.add_post("/ask", ask)
     return app
+
 
 @pytest.mark.asyncio
 async def test_my_app_answers_with_the_llm_text(aiohttp_server, aiohttp_client):

@@ -2,6 +2,7 @@ import time
 
 import openai
 
+
 def ask_with_retries(client: openai.OpenAI, question: str, attempts: int = 3):
     """The code under test: a retry loop of its own around the SDK."""
     for _ in range(attempts - 1):
@@ -10,6 +11,7 @@ def ask_with_retries(client: openai.OpenAI, question: str, attempts: int = 3):
         except openai.RateLimitError as error:
             time.sleep(float(error.response.headers.get("retry-after", "1")))  # without this: retry_after_ignored
     return client.chat.completions.create(model="gpt-5.6-sol", messages=[{"role": "user", "content": question}])
+
 
 def test_my_retry_loop_keeps_hopbases_rules(fakehop):
     fakehop.queue("rate-limited", "hello")

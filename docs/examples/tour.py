@@ -7,7 +7,7 @@ stream = client.chat.completions.create(
     stream=True,
     extra_headers={"X-Fakehop-Scenario": "fail-rate-limit"},
 )
-for chunk in stream:          # prints "Here is the start of", then raises
+for chunk in stream:  # prints "Here is the start of", then raises
     print(chunk.choices[0].delta.content or "", end="")
 # openai.APIError: Rate limit reached, please retry after a short wait
 # (the exception's .code is "rate_limit_exceeded", its .type "requests", as HopBase sends them)

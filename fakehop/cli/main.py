@@ -22,19 +22,19 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from .. import __version__
-from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
-from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
+from ..play.player import parse_time_scale, time_scale_from_env
 from ..protocols import PROTOCOLS
 from ..protocols.common import BadRequest
-from ..scenario.reader import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration, scenario_files
+from ..record.writer import DEFAULT_MIN_GAP
+from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from ..scenario.model import Scenario
+from ..scenario.reader import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration, scenario_files
 from ..server.addresses import is_all_interfaces, is_loopback
-from ..testing.remote import ControlClient, ControlFailed, default_admin_token, default_url
-from ..play.player import parse_time_scale, time_scale_from_env
+from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..style import Tint, plain, tinter
+from ..testing.remote import ControlClient, ControlFailed, default_admin_token, default_url
 from ..verdicts import Finding, Settings, setting_value
-from ..record.writer import DEFAULT_MIN_GAP
 
 WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
@@ -83,13 +83,21 @@ def server_url(text: str) -> str:
     except ValueError:
         parts, port_ok = None, False
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise argparse.ArgumentTypeError(f"expected a server URL such as http://127.0.0.1:8080 (from --url or $FAKEHOP_URL), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a server URL such as http://127.0.0.1:8080 (from --url or $FAKEHOP_URL), got {text!r}"
+        )
     return text
 
 
 def add_library_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenarios", action="append", default=[], type=Path, metavar="DIR",
-                        help="a directory of scenario files, added to the bundled ones (repeatable; a name here wins)")
+    parser.add_argument(
+        "--scenarios",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a directory of scenario files, added to the bundled ones (repeatable; a name here wins)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,31 +108,86 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the fake gateway")
     add_listen_options(serve)
     add_library_options(serve)
-    serve.add_argument("--default", default=DEFAULT_SCENARIO, metavar="NAME", help=f"scenario for requests that name none (default {DEFAULT_SCENARIO})")
-    serve.add_argument("--time-scale", type=positive_float, default=None, metavar="F",
-                       help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)")
-    serve.add_argument("--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any")
-    serve.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN",
-                       help="require this bearer token on /_fakehop/ (default $FAKEHOP_ADMIN_TOKEN; none if unset)")
-    serve.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                       help="answer requests for this Host too, beside loopback names, addresses and --host (repeatable; '*' for any)")
-    serve.add_argument("--journal-size", type=positive_int, default=DEFAULT_CAPACITY, metavar="N",
-                       help=f"keep the last N requests in the journal (default {DEFAULT_CAPACITY})")
-    serve.add_argument("--journal-bytes", type=byte_count, default=DEFAULT_BYTES, metavar="BYTES",
-                       help=f"keep records holding at most this many bytes in all (headers, parsed bodies, frames) in the journal (default {DEFAULT_BYTES // 2**20}M)")
-    serve.add_argument("--journal-secrets", action="store_true",
-                       help="show Authorization, x-api-key, api-key and cookie headers whole in the journal (default: redacted)")
-    serve.add_argument("--strict", action="store_true",
-                       help="a request that names no scenario, finds the queue empty and fits no match gets a 400, not the default")
-    serve.add_argument("--max-sessions", type=positive_int, default=DEFAULT_MAX_SESSIONS, metavar="N",
-                       help=f"keep at most N sessions; a new one drops the one idle longest (default {DEFAULT_MAX_SESSIONS})")
-    serve.add_argument("--session-idle", type=positive_float, default=DEFAULT_SESSION_IDLE, metavar="SECONDS",
-                       help=f"drop a session after this long with no request or control call (default {DEFAULT_SESSION_IDLE:g})")
-    serve.add_argument("--lenient-conversations", action="store_true",
-                       help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
+    serve.add_argument(
+        "--default",
+        default=DEFAULT_SCENARIO,
+        metavar="NAME",
+        help=f"scenario for requests that name none (default {DEFAULT_SCENARIO})",
+    )
+    serve.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=None,
+        metavar="F",
+        help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)",
+    )
+    serve.add_argument(
+        "--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any"
+    )
+    serve.add_argument(
+        "--admin-token",
+        default=default_admin_token(),
+        metavar="TOKEN",
+        help="require this bearer token on /_fakehop/ (default $FAKEHOP_ADMIN_TOKEN; none if unset)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="answer requests for this Host too, beside loopback names, addresses and --host (repeatable; '*' for any)",
+    )
+    serve.add_argument(
+        "--journal-size",
+        type=positive_int,
+        default=DEFAULT_CAPACITY,
+        metavar="N",
+        help=f"keep the last N requests in the journal (default {DEFAULT_CAPACITY})",
+    )
+    serve.add_argument(
+        "--journal-bytes",
+        type=byte_count,
+        default=DEFAULT_BYTES,
+        metavar="BYTES",
+        help=f"keep records holding at most this many bytes in all (headers, parsed bodies, frames) in the journal (default {DEFAULT_BYTES // 2**20}M)",
+    )
+    serve.add_argument(
+        "--journal-secrets",
+        action="store_true",
+        help="show Authorization, x-api-key, api-key and cookie headers whole in the journal (default: redacted)",
+    )
+    serve.add_argument(
+        "--strict",
+        action="store_true",
+        help="a request that names no scenario, finds the queue empty and fits no match gets a 400, not the default",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=positive_int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"keep at most N sessions; a new one drops the one idle longest (default {DEFAULT_MAX_SESSIONS})",
+    )
+    serve.add_argument(
+        "--session-idle",
+        type=positive_float,
+        default=DEFAULT_SESSION_IDLE,
+        metavar="SECONDS",
+        help=f"drop a session after this long with no request or control call (default {DEFAULT_SESSION_IDLE:g})",
+    )
+    serve.add_argument(
+        "--lenient-conversations",
+        action="store_true",
+        help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)",
+    )
     serve.add_argument("--quiet", action="store_true", help="do not print a line per finished request")
-    serve.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
-                       help="once listening, write the server's URL to PATH (removed when it stops), for scripts that start it in the background")
+    serve.add_argument(
+        "--ready-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="once listening, write the server's URL to PATH (removed when it stops), for scripts that start it in the background",
+    )
     serve.set_defaults(run=run_serve)
 
     validate = commands.add_parser("validate", help="check scenario files; exit 1 listing every error")
@@ -132,14 +195,25 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(run=run_validate)
 
     play = commands.add_parser("play", help="print the exact bytes a client would get, with no server")
-    play.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to play (beside the others, for its use:)")
+    play.add_argument(
+        "scenario",
+        metavar="NAME|FILE",
+        help="a scenario name, or a .yaml file to play (beside the others, for its use:)",
+    )
     play.add_argument("--protocol", choices=sorted(PROTOCOLS), default="chat")
     play.add_argument("--no-stream", action="store_true", help="the non-streaming answer instead of SSE")
     play.add_argument("--seed", type=int, default=0, help="seed for ids (default 0)")
     play.add_argument("--no-wait", action="store_true", help="do not pause; print everything at once")
-    play.add_argument("--request", type=positive_int, default=None, metavar="N",
-                      help="for a sequence: play the answer to request N; for a conversation: to turn N of the example request (default 1)")
-    play.add_argument("--body", default=None, metavar="JSON", help="the request body (default: a small example request)")
+    play.add_argument(
+        "--request",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="for a sequence: play the answer to request N; for a conversation: to turn N of the example request (default 1)",
+    )
+    play.add_argument(
+        "--body", default=None, metavar="JSON", help="the request body (default: a small example request)"
+    )
     play.add_argument("--time-scale", type=positive_float, default=None, metavar="F")
     add_library_options(play)
     play.set_defaults(run=run_play)
@@ -158,32 +232,66 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_recording_commands(commands) -> None:
     """Commands that write scenarios from real answers."""
-    record = commands.add_parser("record", help="a proxy in front of a real gateway that writes each answer as a scenario")
-    record.add_argument("--upstream", required=True, metavar="URL", help="the gateway's root URL (a trailing /v1 is taken off)")
-    record.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
+    record = commands.add_parser(
+        "record", help="a proxy in front of a real gateway that writes each answer as a scenario"
+    )
+    record.add_argument(
+        "--upstream", required=True, metavar="URL", help="the gateway's root URL (a trailing /v1 is taken off)"
+    )
+    record.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the directory to write scenario files into (made if missing)",
+    )
     add_listen_options(record)
-    record.add_argument("--upstream-key", default=None, metavar="KEY", help="send this key upstream instead of the client's")
+    record.add_argument(
+        "--upstream-key", default=None, metavar="KEY", help="send this key upstream instead of the client's"
+    )
     add_redact_option(record)
-    record.add_argument("--min-gap", type=duration, default=DEFAULT_MIN_GAP, metavar="DURATION",
-                        help="leave out pauses shorter than this (default 5ms)")
+    record.add_argument(
+        "--min-gap",
+        type=duration,
+        default=DEFAULT_MIN_GAP,
+        metavar="DURATION",
+        help="leave out pauses shorter than this (default 5ms)",
+    )
     record.add_argument("--quiet", action="store_true", help="do not print a line per recorded answer")
     record.set_defaults(run=run_record)
 
-    importing = commands.add_parser("import", help="write captured answers (raw SSE, curl -i output, HAR files) as scenarios")
-    importing.add_argument("files", nargs="+", type=Path, metavar="FILE", help="captures: an event stream, a JSON answer or a HAR file")
-    importing.add_argument("--out", required=True, type=Path, metavar="DIR", help="the directory to write scenario files into (made if missing)")
+    importing = commands.add_parser(
+        "import", help="write captured answers (raw SSE, curl -i output, HAR files) as scenarios"
+    )
+    importing.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="captures: an event stream, a JSON answer or a HAR file"
+    )
+    importing.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the directory to write scenario files into (made if missing)",
+    )
     add_redact_option(importing)
     importing.set_defaults(run=run_import)
 
 
 def add_listen_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=port_number, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    parser.add_argument(
+        "--port", type=port_number, default=8080, help="port to listen on; 0 picks a free one (default 8080)"
+    )
 
 
 def add_redact_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redact", action="append", default=[], metavar="HEADER",
-                        help="keep this request header's value out of every file, as keys and cookies are (repeatable)")
+    parser.add_argument(
+        "--redact",
+        action="append",
+        default=[],
+        metavar="HEADER",
+        help="keep this request header's value out of every file, as keys and cookies are (repeatable)",
+    )
 
 
 def duration(text: str) -> float:
@@ -195,14 +303,22 @@ def duration(text: str) -> float:
 
 def add_control_commands(commands) -> None:
     """Commands that drive a running server through its control API."""
-    queue = commands.add_parser("queue", help="queue a scenario for the next requests that name none; --clear empties the queue")
-    queue.add_argument("scenario", nargs="?", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and queue")
-    queue.add_argument("--times", type=positive_int, default=None, metavar="N", help="for the next N such requests (default 1)")
+    queue = commands.add_parser(
+        "queue", help="queue a scenario for the next requests that name none; --clear empties the queue"
+    )
+    queue.add_argument(
+        "scenario", nargs="?", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and queue"
+    )
+    queue.add_argument(
+        "--times", type=positive_int, default=None, metavar="N", help="for the next N such requests (default 1)"
+    )
     queue.add_argument("--clear", action="store_true", help="empty the queue first (with no NAME|FILE: only that)")
     add_server_options(queue)
     queue.set_defaults(run=run_queue)
 
-    default = commands.add_parser("default", help="set the scenario for requests that name none and find the queue empty")
+    default = commands.add_parser(
+        "default", help="set the scenario for requests that name none and find the queue empty"
+    )
     default.add_argument("scenario", metavar="NAME|FILE", help="a scenario name, or a .yaml file to add and use")
     add_server_options(default)
     default.set_defaults(run=run_default)
@@ -211,17 +327,23 @@ def add_control_commands(commands) -> None:
     requests.add_argument("--follow", "-f", action="store_true", help="keep printing requests as they finish")
     requests.add_argument("--since", type=int, default=0, metavar="SEQ", help="only requests after this seq")
     requests.add_argument("--json", action="store_true", help="print each whole record (with the request body) as JSON")
-    requests.add_argument("--interval", type=positive_float, default=0.5, metavar="SECONDS", help="how often --follow polls (default 0.5)")
+    requests.add_argument(
+        "--interval", type=positive_float, default=0.5, metavar="SECONDS", help="how often --follow polls (default 0.5)"
+    )
     add_server_options(requests)
     requests.set_defaults(run=run_requests)
 
     add_verdict_command(commands)
 
-    reset = commands.add_parser("reset", help="clear the queue, journal, sequence counters and added scenarios; drop a named session")
+    reset = commands.add_parser(
+        "reset", help="clear the queue, journal, sequence counters and added scenarios; drop a named session"
+    )
     add_server_options(reset)
     reset.set_defaults(run=run_reset)
 
-    strict = commands.add_parser("strict", help="a 400 instead of the default for requests no scenario was set up for, or not")
+    strict = commands.add_parser(
+        "strict", help="a 400 instead of the default for requests no scenario was set up for, or not"
+    )
     strict.add_argument("setting", choices=("on", "off"))
     add_server_options(strict)
     strict.set_defaults(run=run_strict)
@@ -231,17 +353,30 @@ def add_control_commands(commands) -> None:
     sessions.set_defaults(run=run_sessions)
 
     wait = commands.add_parser("wait", help="wait until a server answers its health check; exit 1 after the timeout")
-    wait.add_argument("--timeout", type=positive_float, default=WAIT_TIMEOUT, metavar="SECONDS", help=f"give up after this long (default {WAIT_TIMEOUT:g})")
+    wait.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=WAIT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"give up after this long (default {WAIT_TIMEOUT:g})",
+    )
     add_server_options(wait, session=False)
     wait.set_defaults(run=run_wait)
 
 
 def add_verdict_command(commands) -> None:
-    verdict = commands.add_parser("verdict", help="judge what the clients did by HopBase's rules; exit 1 on any error finding")
+    verdict = commands.add_parser(
+        "verdict", help="judge what the clients did by HopBase's rules; exit 1 on any error finding"
+    )
     verdict.add_argument("--json", action="store_true", help="print the whole verdict as JSON")
     for setting in fields(Settings):
-        verdict.add_argument("--" + setting.name.replace("_", "-"), type=setting_type(setting.name), default=None, metavar="N",
-                             help=f"{setting.metadata['help']} (default {setting.default:g})")
+        verdict.add_argument(
+            "--" + setting.name.replace("_", "-"),
+            type=setting_type(setting.name),
+            default=None,
+            metavar="N",
+            help=f"{setting.metadata['help']} (default {setting.default:g})",
+        )
     add_server_options(verdict)
     verdict.set_defaults(run=run_verdict)
 
@@ -259,12 +394,21 @@ def setting_type(name: str):
 def add_server_options(parser: argparse.ArgumentParser, *, session: bool = True, url_help: str | None = None) -> None:
     """--url, --admin-token and --session; with `url_help`, --url is optional, with no default."""
     if url_help is None:
-        parser.add_argument("--url", type=server_url, default=default_url(), help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)")
+        parser.add_argument(
+            "--url",
+            type=server_url,
+            default=default_url(),
+            help="the server (default $FAKEHOP_URL or http://127.0.0.1:8080)",
+        )
     else:
         parser.add_argument("--url", type=server_url, default=None, help=url_help)
-    parser.add_argument("--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN")
+    parser.add_argument(
+        "--admin-token", default=default_admin_token(), metavar="TOKEN", help="default $FAKEHOP_ADMIN_TOKEN"
+    )
     if session:
-        parser.add_argument("--session", default=None, metavar="ID", help="act on this session (default: the global one)")
+        parser.add_argument(
+            "--session", default=None, metavar="ID", help="act on this session (default: the global one)"
+        )
 
 
 def tell(message: str, label: str = "fakehop:", tone: str = "bad") -> None:
@@ -307,10 +451,19 @@ def run_serve(args: argparse.Namespace) -> int:
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
     try:
-        gateway = Gateway(library, default=args.default, time_scale=scale, api_key=args.api_key, admin_token=args.admin_token,
-                          allowed_hosts=tuple(args.allow_host), journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
-                          strict=args.strict, max_sessions=args.max_sessions, session_idle=args.session_idle,
-                          lenient_conversations=args.lenient_conversations)
+        gateway = Gateway(
+            library,
+            default=args.default,
+            time_scale=scale,
+            api_key=args.api_key,
+            admin_token=args.admin_token,
+            allowed_hosts=tuple(args.allow_host),
+            journal=Journal(args.journal_size, args.journal_bytes, args.journal_secrets),
+            strict=args.strict,
+            max_sessions=args.max_sessions,
+            session_idle=args.session_idle,
+            lenient_conversations=args.lenient_conversations,
+        )
     except UnknownScenario as exc:
         return fail(f"--default: {exc}")
     if not args.quiet:
@@ -333,18 +486,24 @@ def port_in_use_said(args: argparse.Namespace):
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        raise OSError(f"port {args.port} on {args.host} is already in use: give another --port, "
-                      "or --port 0 for a free one (the URL is printed once it listens)") from None
+        raise OSError(
+            f"port {args.port} on {args.host} is already in use: give another --port, "
+            "or --port 0 for a free one (the URL is printed once it listens)"
+        ) from None
 
 
 def exposure_warnings(args: argparse.Namespace) -> list[str]:
     """What to tell whoever starts a server that others than this machine's users can reach."""
     warnings = []
     if is_all_interfaces(args.host) and not (args.api_key or args.admin_token):
-        warnings.append("listening on all interfaces with no --api-key or --admin-token; anyone who can reach this machine can drive it")
+        warnings.append(
+            "listening on all interfaces with no --api-key or --admin-token; anyone who can reach this machine can drive it"
+        )
     if not is_loopback(args.host) and not args.admin_token:
-        warnings.append(f"the control API ({args.host or 'all interfaces'}, /_fakehop/) can be reached from other machines and has no "
-                        "--admin-token: anyone who reaches it can change what every client gets and read the request journal")
+        warnings.append(
+            f"the control API ({args.host or 'all interfaces'}, /_fakehop/) can be reached from other machines and has no "
+            "--admin-token: anyone who reaches it can change what every client gets and read the request journal"
+        )
     return warnings
 
 
@@ -373,7 +532,9 @@ def settle_garbage_collector() -> None:
     connection).
     """
     gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, ALLOCATIONS_BETWEEN_FULL // (YOUNG_THRESHOLD * MIDDLE_THRESHOLD))
+    gc.set_threshold(
+        YOUNG_THRESHOLD, MIDDLE_THRESHOLD, ALLOCATIONS_BETWEEN_FULL // (YOUNG_THRESHOLD * MIDDLE_THRESHOLD)
+    )
 
 
 async def serve_until_stopped(gateway, host: str, port: int, ready_file: Path | None = None) -> None:
@@ -391,8 +552,11 @@ def announced(gateway, url: str, ready_file: Path | None):
         names = gateway.library.names()
         print(f"fakehop {__version__} listening on {url}", flush=True)
         strict = "strict, " if gateway.strict else ""
-        print(f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
-              f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops", flush=True)
+        print(
+            f"  {len(names)} scenarios, {strict}default {gateway.default!r}, time scale {gateway.time_scale:g}; "
+            f"OpenAI base URL {url}/v1, Anthropic base URL {url}; control API {url}/_fakehop/; Ctrl-C stops",
+            flush=True,
+        )
         for line in gateway.library.replacements():
             print(f"  {line}", flush=True)
         yield
@@ -430,7 +594,7 @@ def write_whole(path: Path, text: str) -> None:
         raise
 
 
-async def run_until_stopped(runner, while_serving: AbstractContextManager = nullcontext()) -> None:
+async def run_until_stopped(runner, while_serving: AbstractContextManager = nullcontext()) -> None:  # noqa: B008 - holds nothing
     """Serve until SIGINT or SIGTERM, inside `while_serving`, then stop `runner`."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -466,7 +630,10 @@ def run_record(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         runner, url = await start(recorder, args.host, args.port)
-        print(f"fakehop {__version__} recording on {url}: forwarding to {shown_url(recorder.upstream)}, writing to {args.out}", flush=True)
+        print(
+            f"fakehop {__version__} recording on {url}: forwarding to {shown_url(recorder.upstream)}, writing to {args.out}",
+            flush=True,
+        )
         print(f"  OpenAI base URL {url}/v1, Anthropic base URL {url}; Ctrl-C stops", flush=True)
         await run_until_stopped(runner)
 
@@ -534,7 +701,9 @@ def run_play(args: argparse.Namespace) -> int:
     if conversation and args.body and args.request:
         return fail("--request: a conversation answers the turn its request is at; give --body or --request, not both")
     try:
-        body = json.loads(args.body) if args.body else protocol.example_request((args.request or 1) if conversation else 1)
+        body = (
+            json.loads(args.body) if args.body else protocol.example_request((args.request or 1) if conversation else 1)
+        )
     except ValueError as exc:
         return fail(f"--body is not valid JSON: {exc}")
     if not isinstance(body, dict):
@@ -551,8 +720,17 @@ def run_play(args: argparse.Namespace) -> int:
     scale = time_scale_of(args)
 
     async def go():
-        return await render(library, name, args.protocol, body, request_number=args.request or 1, seed=args.seed,
-                            time_scale=scale, clock=clock_factory(), write=write)
+        return await render(
+            library,
+            name,
+            args.protocol,
+            body,
+            request_number=args.request or 1,
+            seed=args.seed,
+            time_scale=scale,
+            clock=clock_factory(),
+            write=write,
+        )
 
     try:
         rendered = asyncio.run(go())
@@ -660,7 +838,9 @@ def run_queue(args: argparse.Namespace) -> int:
         count = client.call("POST", "/queue", {"scenario": name, "times": args.times or 1})["requests"]
         requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
         where = f" in session {args.session}" if args.session else ""
-        print(f"queued {name} for {requests} no scenario{where}; {queue_of(args)} now: {runs(client.call('GET', '/queue')['queue'])}")
+        print(
+            f"queued {name} for {requests} no scenario{where}; {queue_of(args)} now: {runs(client.call('GET', '/queue')['queue'])}"
+        )
     return 0
 
 
@@ -695,7 +875,11 @@ def run_requests(args: argparse.Namespace) -> int:
 
 
 def run_verdict(args: argparse.Namespace) -> int:
-    query = {setting.name: str(getattr(args, setting.name)) for setting in fields(Settings) if getattr(args, setting.name) is not None}
+    query = {
+        setting.name: str(getattr(args, setting.name))
+        for setting in fields(Settings)
+        if getattr(args, setting.name) is not None
+    }
     client = client_of(args)
     answer = client.call("GET", "/verdict", query=query)  # the client names the session
     if args.json:
@@ -704,8 +888,14 @@ def run_verdict(args: argparse.Namespace) -> int:
         tint = tinter(sys.stdout)
         for finding in answer["findings"]:
             print(Finding.from_json(finding).line(tint))
-        left = [] if args.session else [s["requests"] for s in client.call("GET", "/sessions")["sessions"] if s["requests"]]
-        print(tint(verdict_summary(answer, left), "bad" if answer["errors"] else "warn" if answer["warnings"] else "good"))
+        left = (
+            []
+            if args.session
+            else [s["requests"] for s in client.call("GET", "/sessions")["sessions"] if s["requests"]]
+        )
+        print(
+            tint(verdict_summary(answer, left), "bad" if answer["errors"] else "warn" if answer["warnings"] else "good")
+        )
     return 1 if answer["errors"] else 0
 
 
@@ -727,23 +917,33 @@ def verdict_summary(answer: dict, left_to_sessions: list[int]) -> str:
     else:
         summary = f"no findings over {judged}: nothing was judged"
     if left_to_sessions:
-        summary += (f"; {plural(sum(left_to_sessions), 'request')} in {plural(len(left_to_sessions), 'session')} are left to"
-                    " each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')")
+        summary += (
+            f"; {plural(sum(left_to_sessions), 'request')} in {plural(len(left_to_sessions), 'session')} are left to"
+            " each session's own verdict (fakehop verdict --session NAME; the pytest fixture judges its tests')"
+        )
     return summary
 
 
 def run_reset(args: argparse.Namespace) -> int:
     answer = client_of(args).call("POST", "/reset")
     if args.session is None:
-        print(f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}")
+        print(
+            f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}"
+        )
     else:
-        print(f"reset: session {args.session} dropped; its next use starts it as the server started; default scenario: {answer['default']}")
+        print(
+            f"reset: session {args.session} dropped; its next use starts it as the server started; default scenario: {answer['default']}"
+        )
     return 0
 
 
 def run_strict(args: argparse.Namespace) -> int:
     answer = client_of(args).call("PUT", "/strict", {"strict": args.setting == "on"})
-    print("strict: requests no scenario was set up for get a 400" if answer["strict"] else "not strict: requests no scenario was set up for get the default")
+    print(
+        "strict: requests no scenario was set up for get a 400"
+        if answer["strict"]
+        else "not strict: requests no scenario was set up for get the default"
+    )
     return 0
 
 
@@ -752,9 +952,13 @@ def run_sessions(args: argparse.Namespace) -> int:
     answer = client_of(args).call("GET", "/sessions")
     for session in answer["sessions"]:
         strict = "strict" if session["strict"] else "-"
-        print(f"{session['session']:<40} idle {session['idle']:>8.1f}s  {session['requests']:>4} requests  queue {session['queue']:>3}  "
-              f"default {session['default']:<18} time scale {session['time_scale']:<6g} {strict}")
-    print(f"{len(answer['sessions'])} sessions (at most {answer['max_sessions']}, each dropped after {answer['idle_timeout']:g}s idle)")
+        print(
+            f"{session['session']:<40} idle {session['idle']:>8.1f}s  {session['requests']:>4} requests  queue {session['queue']:>3}  "
+            f"default {session['default']:<18} time scale {session['time_scale']:<6g} {strict}"
+        )
+    print(
+        f"{len(answer['sessions'])} sessions (at most {answer['max_sessions']}, each dropped after {answer['idle_timeout']:g}s idle)"
+    )
     return 0
 
 
@@ -782,7 +986,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-        return fail(f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; nothing was started", 1)
+        return fail(
+            f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; nothing was started", 1
+        )
     except UnknownScenario as exc:
         return fail(str(exc))
     except (ControlFailed, FileProblems) as exc:

@@ -12,8 +12,9 @@ import asyncio
 import itertools
 import math
 import os
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Iterator, NamedTuple, Protocol, Union
+from typing import NamedTuple, Protocol, Union
 
 from ..scenario import model as sc
 
@@ -145,8 +146,14 @@ CUT_BLOCK_END = BlockEnd(cut=True)
 
 ENDINGS = (Failure, Disconnect, Hang, Finish)
 # The usage counts a scenario gives as they are (0 when it gives none).
-USAGE_DETAILS = ("cached_tokens", "cache_write_tokens", "input_audio_tokens", "output_audio_tokens",
-                 "accepted_prediction_tokens", "rejected_prediction_tokens")
+USAGE_DETAILS = (
+    "cached_tokens",
+    "cache_write_tokens",
+    "input_audio_tokens",
+    "output_audio_tokens",
+    "accepted_prediction_tokens",
+    "rejected_prediction_tokens",
+)
 
 FAIL_MESSAGES = {
     "rate_limit": "Rate limit reached, please retry after a short wait",
@@ -181,7 +188,11 @@ REASONING_SHOWS = {
 }
 # What a scenario's force_reasoning makes of what the request did not ask for.
 FORCED_REASONING = {"summary-unasked": "shown", "unasked": "shown"}
-MERGING_KINDS = ("text", "reasoning", "refusal")  # a step of one of these right after another of it (and its phase) continues its block
+MERGING_KINDS = (
+    "text",
+    "reasoning",
+    "refusal",
+)  # a step of one of these right after another of it (and its phase) continues its block
 
 
 def parse_time_scale(text: str) -> float:
@@ -230,9 +241,13 @@ class _Layout:
         self.block: BlockStart | None = None  # the open block
         self.block_has_text = False
         self.blocks = 0
-        shown = FORCED_REASONING.get(request.reasoning, request.reasoning) if script.force_reasoning else request.reasoning
+        shown = (
+            FORCED_REASONING.get(request.reasoning, request.reasoning) if script.force_reasoning else request.reasoning
+        )
         self.reasoning_blocks, self.reasoning_text = REASONING_SHOWS[shown]
-        self.thinks = shown != "unasked"  # a model asked not to think writes no reasoning: its time passes, its tokens are none
+        self.thinks = (
+            shown != "unasked"
+        )  # a model asked not to think writes no reasoning: its time passes, its tokens are none
         self.budget = None if request.max_output_tokens is None else request.max_output_tokens * CHARS_PER_TOKEN
         self.output_chars = 0
         self.reasoning_chars = 0
@@ -255,7 +270,12 @@ class _Layout:
     def open_block(self, start: BlockStart) -> Iterator[tuple[float, Happening]]:
         """Start a block, unless the open one is of a merging kind and this is more of it."""
         open_block = self.block
-        if open_block is not None and open_block.kind == start.kind and start.kind in MERGING_KINDS and open_block.phase == start.phase:
+        if (
+            open_block is not None
+            and open_block.kind == start.kind
+            and start.kind in MERGING_KINDS
+            and open_block.phase == start.phase
+        ):
             return
         if open_block is not None:
             yield from self.at(BLOCK_END)
@@ -276,7 +296,10 @@ class _Layout:
             self.tool_calls += 1
             start, part_starts = BlockStart("tool_call", self.blocks, step.name, step.call_id), ()
         else:
-            start, part_starts = BlockStart(step.kind, self.blocks, signature=step.signature, phase=step.phase), step.part_starts
+            start, part_starts = (
+                BlockStart(step.kind, self.blocks, signature=step.signature, phase=step.phase),
+                step.part_starts,
+            )
             self.refused = self.refused or step.kind == "refusal"
         reasoning = start.kind == "reasoning"
         shows_text = self.reasoning_text or not reasoning
@@ -313,7 +336,11 @@ class _Layout:
         """The good ending; `cut`: the request's token limit ended the output."""
         yield from self.close_block(cut)
         script = self.script
-        reason = "length" if cut else script.finish or ("tool_calls" if self.tool_calls else "refusal" if self.refused else "stop")
+        reason = (
+            "length"
+            if cut
+            else script.finish or ("tool_calls" if self.tool_calls else "refusal" if self.refused else "stop")
+        )
         if cut:
             output_tokens = self.budget // CHARS_PER_TOKEN
         elif script.usage.output_tokens is not None:
@@ -326,7 +353,11 @@ class _Layout:
 
     def usage(self, output_tokens: int) -> TokenUsage:
         given = self.script.usage
-        reasoning = min(output_tokens, estimate_tokens(self.reasoning_chars)) if given.reasoning_tokens is None else given.reasoning_tokens
+        reasoning = (
+            min(output_tokens, estimate_tokens(self.reasoning_chars))
+            if given.reasoning_tokens is None
+            else given.reasoning_tokens
+        )
         details = {key: getattr(given, key) or 0 for key in USAGE_DETAILS}
         return TokenUsage(self.input_tokens, output_tokens, reasoning, **details)
 
@@ -358,7 +389,9 @@ class _Layout:
                 yield from self.at(RawBytes(step.data.encode("utf-8")))
             elif kind is sc.Fail:
                 message = step.message or FAIL_MESSAGES[step.kind]
-                yield from self.at(Failure(step.kind, message, step.error_type, step.code, step.param, step.error_event))
+                yield from self.at(
+                    Failure(step.kind, message, step.error_type, step.code, step.param, step.error_event)
+                )
                 return
             elif kind is sc.Disconnect:
                 yield from self.at(Disconnect())
@@ -369,7 +402,11 @@ class _Layout:
         yield from self.finish()
 
 
-def timeline(script: sc.Script, request: PlayRequest = PlayRequest(), time_scale: float = 1.0) -> Iterator[tuple[float, Happening]]:
+def timeline(
+    script: sc.Script,
+    request: PlayRequest = PlayRequest(),  # noqa: B008 - a tuple
+    time_scale: float = 1.0,
+) -> Iterator[tuple[float, Happening]]:
     """Every happening of `script` with its offset in seconds from the start of the stream.
 
     A timeline depends on nothing else, so one of up to KEPT_HAPPENINGS is laid out once and
@@ -502,7 +539,9 @@ class Block:
     signature: str | None = None
     data: str | None = None
     phase: str | None = None
-    parts: list[str] = field(default_factory=list)  # the text, as the parts it came in (none for a block with no deltas)
+    parts: list[str] = field(
+        default_factory=list
+    )  # the text, as the parts it came in (none for a block with no deltas)
     pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
 
     def close(self, pieces: list[str]) -> None:
@@ -523,7 +562,7 @@ class Outcome:
     _pieces: list[str] = field(default_factory=list, repr=False, compare=False)  # the open block's deltas so far
 
     @classmethod
-    def gather(cls, happenings: list[Happening]) -> "Outcome":
+    def gather(cls, happenings: list[Happening]) -> Outcome:
         outcome = cls()
         outcome.add(happenings)
         return outcome
@@ -534,7 +573,17 @@ class Outcome:
             if kind is Delta:
                 self._pieces.append(happening.text)
             elif kind is BlockStart:
-                self.blocks.append(Block(happening.kind, "", happening.name, happening.call_id, happening.signature, happening.data, happening.phase))
+                self.blocks.append(
+                    Block(
+                        happening.kind,
+                        "",
+                        happening.name,
+                        happening.call_id,
+                        happening.signature,
+                        happening.data,
+                        happening.phase,
+                    )
+                )
             elif kind is NextPart:
                 self.blocks[-1].parts.append("".join(self._pieces))
                 self.blocks[-1].pieces.extend(self._pieces)

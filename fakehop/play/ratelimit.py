@@ -19,25 +19,34 @@ from __future__ import annotations
 
 import time
 
-from .player import PlayRequest
 from ..scenario.model import RateLimit, Script
+from .player import PlayRequest
 
 
 class Window:
     """What is left of one set of limits until `ends` (the monotonic clock's seconds), and the
     headers that stay the same while it lasts."""
 
-    __slots__ = ("limit", "ends", "requests", "input_tokens", "output_tokens", "tokens", "fixed")
+    __slots__ = ("ends", "fixed", "input_tokens", "limit", "output_tokens", "requests", "tokens")
 
     def __init__(self, limit: RateLimit, now: float):
         self.limit = limit
         self.ends = now + limit.window
-        self.requests, self.input_tokens, self.output_tokens, self.tokens = limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens
+        self.requests, self.input_tokens, self.output_tokens, self.tokens = (
+            limit.requests,
+            limit.input_tokens,
+            limit.output_tokens,
+            limit.tokens,
+        )
         self.fixed = {family: fixed(limit) for family, fixed in FIXED.items()}
 
     def take(self, input_tokens: int, output_tokens: int) -> None:
         """One answer's request and tokens, never below 0."""
-        requests, taken_in, taken_out = self.requests - 1, self.input_tokens - input_tokens, self.output_tokens - output_tokens
+        requests, taken_in, taken_out = (
+            self.requests - 1,
+            self.input_tokens - input_tokens,
+            self.output_tokens - output_tokens,
+        )
         tokens = self.tokens - input_tokens - output_tokens
         self.requests = requests if requests > 0 else 0
         self.input_tokens = taken_in if taken_in > 0 else 0
@@ -49,7 +58,9 @@ class RateLimits:
     """The open window of every set of limits a session's answers have used, whatever their protocol."""
 
     def __init__(self) -> None:
-        self._windows: dict[int, Window] = {}  # by the limits' identity (a Window keeps its limits, so the id stays theirs)
+        self._windows: dict[
+            int, Window
+        ] = {}  # by the limits' identity (a Window keeps its limits, so the id stays theirs)
 
     def clear(self) -> None:
         self._windows.clear()
@@ -102,8 +113,14 @@ def openai_headers(window: Window, fixed: tuple, now: float) -> list[tuple[str, 
     """OpenAI's six: the request and token limits, what is left, and how long until each resets."""
     reset = reset_after(window.ends - now)
     limit_requests, limit_tokens = fixed
-    return [limit_requests, limit_tokens, ("x-ratelimit-remaining-requests", str(window.requests)),
-            ("x-ratelimit-remaining-tokens", str(window.tokens)), ("x-ratelimit-reset-requests", reset), ("x-ratelimit-reset-tokens", reset)]
+    return [
+        limit_requests,
+        limit_tokens,
+        ("x-ratelimit-remaining-requests", str(window.requests)),
+        ("x-ratelimit-remaining-tokens", str(window.tokens)),
+        ("x-ratelimit-reset-requests", reset),
+        ("x-ratelimit-reset-tokens", reset),
+    ]
 
 
 def anthropic_fixed(limit: RateLimit) -> tuple[tuple[str, str], ...]:
@@ -111,8 +128,11 @@ def anthropic_fixed(limit: RateLimit) -> tuple[tuple[str, str], ...]:
     reset is when the window ends, in RFC 3339 to the second."""
     reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + limit.window))
     counts = (limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens)
-    return tuple(pair for kind, count in zip(ANTHROPIC_KINDS, counts)
-                 for pair in ((f"anthropic-ratelimit-{kind}-limit", str(count)), (f"anthropic-ratelimit-{kind}-reset", reset)))
+    return tuple(
+        pair
+        for kind, count in zip(ANTHROPIC_KINDS, counts)
+        for pair in ((f"anthropic-ratelimit-{kind}-limit", str(count)), (f"anthropic-ratelimit-{kind}-reset", reset))
+    )
 
 
 ANTHROPIC_KINDS = ("requests", "input-tokens", "output-tokens", "tokens")
@@ -121,10 +141,24 @@ ANTHROPIC_REMAINING = tuple(f"anthropic-ratelimit-{kind}-remaining" for kind in 
 
 def anthropic_headers(window: Window, fixed: tuple, now: float) -> list[tuple[str, str]]:
     """Anthropic's limit, remaining and reset of requests, input tokens, output tokens and all tokens."""
-    requests_limit, requests_reset, input_limit, input_reset, output_limit, output_reset, tokens_limit, tokens_reset = fixed
+    requests_limit, requests_reset, input_limit, input_reset, output_limit, output_reset, tokens_limit, tokens_reset = (
+        fixed
+    )
     requests, input_tokens, output_tokens, tokens = ANTHROPIC_REMAINING
-    return [requests_limit, (requests, str(window.requests)), requests_reset, input_limit, (input_tokens, str(window.input_tokens)), input_reset,
-            output_limit, (output_tokens, str(window.output_tokens)), output_reset, tokens_limit, (tokens, str(window.tokens)), tokens_reset]
+    return [
+        requests_limit,
+        (requests, str(window.requests)),
+        requests_reset,
+        input_limit,
+        (input_tokens, str(window.input_tokens)),
+        input_reset,
+        output_limit,
+        (output_tokens, str(window.output_tokens)),
+        output_reset,
+        tokens_limit,
+        (tokens, str(window.tokens)),
+        tokens_reset,
+    ]
 
 
 FAMILIES = {"chat": "openai", "responses": "openai", "messages": "anthropic"}

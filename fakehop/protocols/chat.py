@@ -14,17 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..play import player as p
+from ..play.player import PlayRequest, estimate_tokens
+from ..scenario.model import FINISH_REASONS
 from .common import (
-    FIRST_TURN,
-    StreamEncoderBase,
     EXAMPLE_TOOL_CALLS,
+    FIRST_TURN,
+    OPENAI_REQUEST_ID_HEADER,
     BadRequest,
-    Obfuscation,
-    ObfuscatedTemplate,
     Conversation,
     History,
     Meta,
+    ObfuscatedTemplate,
+    Obfuscation,
     ParsedRequest,
+    StreamEncoderBase,
     Template,
     ToolResult,
     at_least_one,
@@ -32,18 +35,15 @@ from .common import (
     data_frame,
     dumps,
     example_call_id,
-    OPENAI_REQUEST_ID_HEADER,
     no_error_headers,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
     require_type,
-    tool_names,
     token_logprob,
+    tool_names,
     typed_fields,
 )
-from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.model import FINISH_REASONS
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -64,10 +64,15 @@ def example_request(turn: int = 1) -> dict:
     messages = list(EXAMPLE_REQUEST["messages"])
     for earlier in range(1, turn):
         ids = [example_call_id("call_", earlier, number) for number in range(len(EXAMPLE_TOOL_CALLS))]
-        calls = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-                 for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        calls = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
         messages.append({"role": "assistant", "content": None, "tool_calls": calls})
-        messages += [{"role": "tool", "tool_call_id": call_id, "content": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        messages += [
+            {"role": "tool", "tool_call_id": call_id, "content": result}
+            for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
     return {**EXAMPLE_REQUEST, "messages": messages}
 
 
@@ -107,7 +112,10 @@ def parse(body: dict) -> ParsedRequest:
     if tools is not None:
         require_type(body, "tools", (list,), "an array")
     if not messages:
-        raise BadRequest("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", param="messages")
+        raise BadRequest(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            param="messages",
+        )
     if stream_options:
         include_usage = streamed_option(stream_options, "include_usage", False)
         obfuscation = streamed_option(stream_options, "include_obfuscation", True)
@@ -118,9 +126,19 @@ def parse(body: dict) -> ParsedRequest:
     conversation = FIRST_TURN if history is None and not tools else conversation_of(history, tools)
     play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
     if body.keys() & ANSWER_FIELDS:  # few requests: the usual ones below take no more than they did
-        return with_answer_fields(body, model, bool(stream), prompt, play, {"include_usage": include_usage, "obfuscation": obfuscation}, conversation)
+        return with_answer_fields(
+            body,
+            model,
+            bool(stream),
+            prompt,
+            play,
+            {"include_usage": include_usage, "obfuscation": obfuscation},
+            conversation,
+        )
     options, variant = USUAL_OPTIONS[include_usage, obfuscation]
-    return ParsedRequest(model, bool(stream), prompt, play, options, variant, conversation)  # by position: keywords cost more
+    return ParsedRequest(
+        model, bool(stream), prompt, play, options, variant, conversation
+    )  # by position: keywords cost more
 
 
 def streamed_option(stream_options: dict, key: str, default: bool) -> bool:
@@ -142,7 +160,10 @@ def message_facts(messages: list) -> tuple[int, str, ChatHistory | None]:
     for number, message in enumerate(messages):
         role = message.get("role") if type(message) is dict else None
         if type(role) is not str:
-            raise BadRequest(f"Invalid value for 'messages[{number}]': expected an object with a 'role'.", param=f"messages[{number}]")
+            raise BadRequest(
+                f"Invalid value for 'messages[{number}]': expected an object with a 'role'.",
+                param=f"messages[{number}]",
+            )
         content = message.get("content")
         text = content if type(content) is str else content_text(content)
         chars += len(text)
@@ -187,18 +208,30 @@ class ChatHistory(History):
             self.system.append(text)
 
     def ask(self, number: int, tool_calls: Any) -> None:
-        calls = {call["id"]: call_name(call) for call in tool_calls if type(call) is dict and type(call.get("id")) is str} if type(tool_calls) is list else {}
+        calls = (
+            {call["id"]: call_name(call) for call in tool_calls if type(call) is dict and type(call.get("id")) is str}
+            if type(tool_calls) is list
+            else {}
+        )
         if calls:
             self.asked_at, self.calls, self.unanswered = number, calls, set(calls)
 
     def tool_message(self, number: int, message: dict, text: str) -> None:
         call_id = message.get("tool_call_id")
         if self.asked_at is None:
-            self.refuse("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", f"messages.[{number}].role")
+            self.refuse(
+                "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+                f"messages.[{number}].role",
+            )
         elif type(call_id) is not str:
-            self.refuse(f"Missing required parameter: 'messages[{number}].tool_call_id'.", f"messages[{number}].tool_call_id")
+            self.refuse(
+                f"Missing required parameter: 'messages[{number}].tool_call_id'.", f"messages[{number}].tool_call_id"
+            )
         elif call_id not in self.calls:
-            self.refuse(f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in 'tool_calls' of previous message.", f"messages.[{number}].tool_call_id")
+            self.refuse(
+                f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in 'tool_calls' of previous message.",
+                f"messages.[{number}].tool_call_id",
+            )
         self.unanswered.discard(call_id)
         self.results.append(ToolResult(str(call_id), self.calls.get(call_id), text))
 
@@ -219,8 +252,11 @@ class ChatHistory(History):
     def check_answered(self) -> None:
         if self.unanswered:
             missing = ", ".join(call_id for call_id in self.calls if call_id in self.unanswered)
-            self.refuse("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
-                        f"The following tool_call_ids did not have response messages: {missing}", f"messages.[{self.asked_at}].role")
+            self.refuse(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+                f"The following tool_call_ids did not have response messages: {missing}",
+                f"messages.[{self.asked_at}].role",
+            )
 
 
 def call_name(call: dict) -> str | None:
@@ -241,7 +277,9 @@ OPTION_FIELDS = (
 ANSWER_FIELDS = frozenset(key for key, *_ in OPTION_FIELDS)
 
 
-def with_answer_fields(body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, streamed: dict, conversation) -> ParsedRequest:
+def with_answer_fields(
+    body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, streamed: dict, conversation
+) -> ParsedRequest:
     """The parsed request of one that sends `n`, `logprobs` or `tool_choice`: its options say
     how many choices and top_logprobs (None: no logprobs), and `tool_choice: "none"` leaves the
     scenario's tool calls out."""
@@ -256,9 +294,15 @@ def with_answer_fields(body: dict, model: str, stream: bool, prompt: str, play: 
 def in_range(key: str, value: int, high: int, low: int = 1) -> int:
     """`value` of the field `key`, when from `low` to `high`; BadRequest otherwise."""
     if value < low:
-        raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value >= {low}, but got {value} instead.", param=key)
+        raise BadRequest(
+            f"Invalid '{key}': integer below minimum value. Expected a value >= {low}, but got {value} instead.",
+            param=key,
+        )
     if value > high:
-        raise BadRequest(f"Invalid '{key}': integer above maximum value. Expected a value <= {high}, but got {value} instead.", param=key)
+        raise BadRequest(
+            f"Invalid '{key}': integer above maximum value. Expected a value <= {high}, but got {value} instead.",
+            param=key,
+        )
     return value
 
 
@@ -266,9 +310,12 @@ def in_range(key: str, value: int, high: int, low: int = 1) -> int:
 # choices, and the number of top_logprobs asked for (None: no logprobs); with their variant, for
 # the usual requests, by (include_usage, include_obfuscation).
 USUAL_OPTIONS = {
-    (usage, obfuscation): ({"include_usage": usage, "obfuscation": obfuscation, "choices": 1, "top_logprobs": None},
-                           ("include_usage" if usage else "") + ("" if obfuscation else " no_obfuscation"))
-    for usage in (True, False) for obfuscation in (True, False)
+    (usage, obfuscation): (
+        {"include_usage": usage, "obfuscation": obfuscation, "choices": 1, "top_logprobs": None},
+        ("include_usage" if usage else "") + ("" if obfuscation else " no_obfuscation"),
+    )
+    for usage in (True, False)
+    for obfuscation in (True, False)
 }
 
 
@@ -290,7 +337,11 @@ def usage_object(usage: p.TokenUsage, choices: int = 1) -> dict:
 
 def content_logprobs(tokens: list[str], top: int | None) -> dict | None:
     """A choice's `logprobs` for these content deltas, one entry each; None when none were asked for."""
-    return None if top is None else {"content": [token_logprob(token, top, with_bytes=True) for token in tokens], "refusal": None}
+    return (
+        None
+        if top is None
+        else {"content": [token_logprob(token, top, with_bytes=True) for token in tokens], "refusal": None}
+    )
 
 
 error_body = openai_error_body
@@ -315,7 +366,9 @@ class StreamEncoder(StreamEncoderBase):
         self.tool_index = -1
         # The chunks of one answer (all but the usage one) differ only in their choices (and obfuscation).
         self.chunk_template = self.template(data_frame(self.chunk(Template.SLOT, Obfuscation.MARK)))
-        self.text_templates = {kind: self.template(self.chunk_template.unfilled(choices)) for kind, choices in TEXT_CHOICES.items()}
+        self.text_templates = {
+            kind: self.template(self.chunk_template.unfilled(choices)) for kind, choices in TEXT_CHOICES.items()
+        }
         self.plain = len(self.choices) == 1 and self.top_logprobs is None  # most answers: the templates above serve
 
     def template(self, frame: bytes) -> Template:
@@ -339,9 +392,16 @@ class StreamEncoder(StreamEncoderBase):
             chunk["obfuscation"] = obfuscation
         return chunk
 
-    def chunk_frames(self, delta: dict, finish_reason: str | None = None, logprobs: dict | None = None, length: int = 0) -> bytes:
+    def chunk_frames(
+        self, delta: dict, finish_reason: str | None = None, logprobs: dict | None = None, length: int = 0
+    ) -> bytes:
         """One chunk for each choice (`length`: the characters of output in `delta`)."""
-        return b"".join([self.chunk_template.fill_json(choices_json(delta, finish_reason, index, logprobs), length) for index in self.choices])
+        return b"".join(
+            [
+                self.chunk_template.fill_json(choices_json(delta, finish_reason, index, logprobs), length)
+                for index in self.choices
+            ]
+        )
 
     def role_frame(self, delta: dict = ROLE_DELTA) -> bytes:
         """The chunk that opens a text answer: the role, with empty content (or for a refusal, empty refusal)."""
@@ -354,10 +414,19 @@ class StreamEncoder(StreamEncoderBase):
         """A tool call's first chunk; for text or a refusal, the role chunk if none went out yet."""
         self.block_kind = start.kind
         if start.kind != "tool_call":
-            return b"" if self.role_sent else self.role_frame(REFUSAL_ROLE_DELTA if start.kind == "refusal" else ROLE_DELTA)
+            return (
+                b""
+                if self.role_sent
+                else self.role_frame(REFUSAL_ROLE_DELTA if start.kind == "refusal" else ROLE_DELTA)
+            )
         self.tool_index += 1
         with_role, self.role_sent = not self.role_sent, True
-        return b"".join([self.chunk_template.fill_json(choices_json(self.tool_call_delta(start, with_role), index=index)) for index in self.choices])
+        return b"".join(
+            [
+                self.chunk_template.fill_json(choices_json(self.tool_call_delta(start, with_role), index=index))
+                for index in self.choices
+            ]
+        )
 
     def tool_call_delta(self, start: p.BlockStart, with_role: bool) -> dict:
         """A tool call's first delta, for one choice (each generates its own call id)."""
@@ -371,7 +440,10 @@ class StreamEncoder(StreamEncoderBase):
 
     def delta(self, delta: p.Delta) -> bytes:
         if self.block_kind == "tool_call":
-            return self.chunk_frames({"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]}, length=len(delta.text))
+            return self.chunk_frames(
+                {"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]},
+                length=len(delta.text),
+            )
         if self.plain:
             return self.text_templates[self.block_kind].fill(delta.text)
         logprobs = content_logprobs([delta.text], self.top_logprobs) if self.block_kind == "text" else None
@@ -429,4 +501,9 @@ def choice(meta: Meta, outcome: p.Outcome, index: int, top_logprobs: int | None)
     if calls:
         message["tool_calls"] = calls
     tokens = [piece for b in outcome.blocks if b.kind == "text" for piece in b.pieces]
-    return {"index": index, "message": message, "logprobs": content_logprobs(tokens, top_logprobs), "finish_reason": FINISH_REASON_NAMES[outcome.ending.reason]}
+    return {
+        "index": index,
+        "message": message,
+        "logprobs": content_logprobs(tokens, top_logprobs),
+        "finish_reason": FINISH_REASON_NAMES[outcome.ending.reason],
+    }

@@ -6,9 +6,10 @@ import base64
 import json
 import random
 import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from ..play import player as p
 from ..play.player import PlayRequest
@@ -103,7 +104,9 @@ class ObfuscatedTemplate(Template):
         self.obfuscation = obfuscation
 
     def fill(self, text: str) -> bytes:
-        return b"".join((self.head, encode_basestring(text).encode(), self.tail, self.obfuscation.padding(len(text)), self.end))
+        return b"".join(
+            (self.head, encode_basestring(text).encode(), self.tail, self.obfuscation.padding(len(text)), self.end)
+        )
 
     def fill_json(self, json_text: str, length: int = 0) -> bytes:
         return b"".join((self.head, json_text.encode(), self.tail, self.obfuscation.padding(length), self.end))
@@ -187,8 +190,14 @@ class ParsedRequest(NamedTuple):
 class BadRequest(Exception):
     """A request the real API would refuse; answered in the protocol's error shape."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None,
-                 headers: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        status: int = 400,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.param = param
@@ -235,12 +244,20 @@ def positive_int(body: dict, key: str, required: bool = False) -> int | None:
 def at_least_one(key: str, value: int | None) -> int | None:
     """`value` (of the field `key`) when it is None or at least 1; BadRequest otherwise."""
     if value is not None and value < 1:
-        raise BadRequest(f"Invalid '{key}': integer below minimum value. Expected a value >= 1, but got {value} instead.", param=key)
+        raise BadRequest(
+            f"Invalid '{key}': integer below minimum value. Expected a value >= 1, but got {value} instead.", param=key
+        )
     return value
 
 
 def json_type(value: Any) -> str:
-    for kind, name in ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "an array"), ((int, float), "a number")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (str, "a string"),
+        (dict, "an object"),
+        (list, "an array"),
+        ((int, float), "a number"),
+    ):
         if isinstance(value, kind):
             return name
     return "null"
@@ -251,7 +268,9 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
     return ""
 
 
@@ -306,18 +325,48 @@ def example_call_id(prefix: str, turn: int, number: int) -> str:
 # Made-up logprobs: each delta is one token, chosen with CHOSEN_LOGPROB, and its top_logprobs
 # are itself and then as many of ALTERNATIVE_TOKENS as asked for, each less likely than the last.
 CHOSEN_LOGPROB = -0.0001
-ALTERNATIVE_TOKENS = (" the", " a", ",", ".", " and", " of", " to", " in", " is", " that", " it",
-                      " for", " on", " with", " as", " I", " be", " at", " by", " this", " not")
+ALTERNATIVE_TOKENS = (
+    " the",
+    " a",
+    ",",
+    ".",
+    " and",
+    " of",
+    " to",
+    " in",
+    " is",
+    " that",
+    " it",
+    " for",
+    " on",
+    " with",
+    " as",
+    " I",
+    " be",
+    " at",
+    " by",
+    " this",
+    " not",
+)
 
 
 def token_logprob(token: str, top: int, with_bytes: bool) -> dict:
     """The logprobs entry of one token, with `top` top_logprobs; `bytes` (its UTF-8) where the protocol has them."""
-    alternatives = [(token, CHOSEN_LOGPROB)] + [(other, -1.0 - rank) for rank, other in enumerate(o for o in ALTERNATIVE_TOKENS if o != token)]
-    return {**logprob(token, CHOSEN_LOGPROB, with_bytes), "top_logprobs": [logprob(other, value, with_bytes) for other, value in alternatives[:top]]}
+    alternatives = [(token, CHOSEN_LOGPROB)] + [
+        (other, -1.0 - rank) for rank, other in enumerate(o for o in ALTERNATIVE_TOKENS if o != token)
+    ]
+    return {
+        **logprob(token, CHOSEN_LOGPROB, with_bytes),
+        "top_logprobs": [logprob(other, value, with_bytes) for other, value in alternatives[:top]],
+    }
 
 
 def logprob(token: str, value: float, with_bytes: bool) -> dict:
-    return {"token": token, "logprob": value, "bytes": list(token.encode())} if with_bytes else {"token": token, "logprob": value}
+    return (
+        {"token": token, "logprob": value, "bytes": list(token.encode())}
+        if with_bytes
+        else {"token": token, "logprob": value}
+    )
 
 
 # ---------------------------------------------------------------- errors
@@ -376,7 +425,12 @@ def openai_fail_error(failure: p.Failure) -> dict:
     """The inner `error` object of a failure on the OpenAI protocols: the kind's code and type,
     unless the scenario set its own."""
     code, error_type = OPENAI_FAIL[failure.kind]
-    return {"message": failure.message, "type": failure.error_type or error_type, "param": failure.param, "code": failure.code or code}
+    return {
+        "message": failure.message,
+        "type": failure.error_type or error_type,
+        "param": failure.param,
+        "code": failure.code or code,
+    }
 
 
 def openai_failure_response(failure: p.Failure, request_id: str | None = None) -> tuple[int, dict]:
@@ -384,8 +438,14 @@ def openai_failure_response(failure: p.Failure, request_id: str | None = None) -
     return FAIL_STATUS.get(failure.kind, 503), {"error": openai_fail_error(failure)}
 
 
-def openai_error_body(status: int, message: str, request_id: str | None = None, param: str | None = None,
-                      code: str | None = None, error_type: str | None = None) -> dict:
+def openai_error_body(
+    status: int,
+    message: str,
+    request_id: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+    error_type: str | None = None,
+) -> dict:
     """OpenAI's error body for a status; `error_type` and `code`, when given, replace the status's."""
     if status == 429:
         kind, code = "requests", code or "rate_limit_exceeded"
@@ -413,7 +473,9 @@ def anthropic_error_type(status: int) -> str:
     return "api_error" if status >= 500 else "invalid_request_error"
 
 
-def anthropic_error_body(status: int, message: str, request_id: str | None = None, error_type: str | None = None) -> dict:
+def anthropic_error_body(
+    status: int, message: str, request_id: str | None = None, error_type: str | None = None
+) -> dict:
     body = {"type": "error", "error": {"type": error_type or anthropic_error_type(status), "message": message}}
     if request_id:
         body["request_id"] = request_id

@@ -17,18 +17,19 @@ import json
 from typing import Any
 
 from ..play import player as p
+from ..play.player import PlayRequest, estimate_tokens
 from .common import (
+    ANTHROPIC_REQUEST_ID_HEADER,
     EXAMPLE_TOOL_CALLS,
-    StreamEncoderBase,
     FAIL_STATUS,
     BadRequest,
     Conversation,
     History,
     Meta,
     ParsedRequest,
+    StreamEncoderBase,
     Template,
     ToolResult,
-    ANTHROPIC_REQUEST_ID_HEADER,
     anthropic_error_body,
     content_text,
     event_frame,
@@ -36,7 +37,6 @@ from .common import (
     tool_names,
     typed_fields,
 )
-from ..play.player import PlayRequest, estimate_tokens
 
 NAME = "messages"
 PATH = "/v1/messages"
@@ -56,15 +56,26 @@ def example_request(turn: int = 1) -> dict:
     messages = list(EXAMPLE_REQUEST["messages"])
     for earlier in range(1, turn):
         ids = [example_call_id("toolu_01", earlier, number) for number in range(len(EXAMPLE_TOOL_CALLS))]
-        uses = [{"type": "tool_use", "id": call_id, "name": name, "input": json.loads(arguments)}
-                for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)]
-        results = [{"type": "tool_result", "tool_use_id": call_id, "content": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        uses = [
+            {"type": "tool_use", "id": call_id, "name": name, "input": json.loads(arguments)}
+            for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
+        results = [
+            {"type": "tool_result", "tool_use_id": call_id, "content": result}
+            for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
         messages += [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
     return {**EXAMPLE_REQUEST, "messages": messages}
 
 
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal", "stop_sequence": "stop_sequence",
-                "refusal": "refusal"}
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+}
 FAIL_TYPES = {
     "rate_limit": "rate_limit_error",
     "server_error": "api_error",
@@ -107,14 +118,18 @@ def message_error(where: str, message: Any) -> BadRequest:
         return BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
     if "content" not in message:
         return BadRequest(f"{where}.content: Field required", param=f"{where}.content")
-    return BadRequest(f"{where}.content: Input should be a valid string or a list of content blocks", param=f"{where}.content")
+    return BadRequest(
+        f"{where}.content: Input should be a valid string or a list of content blocks", param=f"{where}.content"
+    )
 
 
 def system_text(system: Any) -> str:
     """The text of `system`: a string, or a list of text blocks."""
     if system is None or isinstance(system, str):
         return system or ""
-    if isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system):
+    if isinstance(system, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system
+    ):
         return "".join(block["text"] for block in system)
     raise BadRequest("system: Input should be a valid string or a list of text blocks", param="system")
 
@@ -141,7 +156,9 @@ def parse(body: dict) -> ParsedRequest:
     chars, prompt, history = message_facts(messages)
     system = system_text(body.get("system"))
     tool_calls = tool_choice is None or tool_choice.get("type") != "none"
-    play = PlayRequest(estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), tool_calls)
+    play = PlayRequest(
+        estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), tool_calls
+    )
     if history is None and max_tokens is not None and not (system or tools):
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
     return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation_of(history, tools, system, max_tokens))
@@ -156,7 +173,11 @@ def message_facts(messages: list[dict]) -> tuple[int, str, MessagesHistory | Non
     prompt = ""
     history = None
     for number, message in enumerate(messages):
-        if type(message) is not dict or message.get("role") not in ROLES or type(message.get("content")) not in (str, list):
+        if (
+            type(message) is not dict
+            or message.get("role") not in ROLES
+            or type(message.get("content")) not in (str, list)
+        ):
             raise message_error(f"messages.{number}", message)
         content = message["content"]
         if history is None:
@@ -169,7 +190,9 @@ def message_facts(messages: list[dict]) -> tuple[int, str, MessagesHistory | Non
     return chars, prompt if history is None else history.prompt, history
 
 
-def conversation_of(history: MessagesHistory | None, tools: list | None, system: str, max_tokens: int | None) -> Conversation:
+def conversation_of(
+    history: MessagesHistory | None, tools: list | None, system: str, max_tokens: int | None
+) -> Conversation:
     history = history or History()
     if max_tokens is None:  # a field the real API requires, refused before what the messages hold
         history.problem = BadRequest("max_tokens: Field required", param="max_tokens")
@@ -217,8 +240,11 @@ class MessagesHistory(History):
         self.answered(number, [call_id for _, call_id, _ in results])
         for index, call_id, _ in results:
             if call_id not in uses:
-                self.refuse(f"messages.{number}.content.{index}: unexpected `tool_use_id` found in `tool_result` blocks: {call_id}. "
-                            "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", f"messages.{number}.content.{index}")
+                self.refuse(
+                    f"messages.{number}.content.{index}: unexpected `tool_use_id` found in `tool_result` blocks: {call_id}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
+                    f"messages.{number}.content.{index}",
+                )
         self.results = [ToolResult(str(call_id), uses.get(call_id), text) for _, call_id, text in results]
         self.uses = {}
 
@@ -228,8 +254,11 @@ class MessagesHistory(History):
             return
         missing = [call_id for call_id in self.uses if call_id not in call_ids]
         if missing:
-            self.refuse(f"messages.{self.asked_at}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}. "
-                        "Each `tool_use` block must have a corresponding `tool_result` block in the next message.", f"messages.{self.asked_at}")
+            self.refuse(
+                f"messages.{self.asked_at}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}. "
+                "Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                f"messages.{self.asked_at}",
+            )
 
 
 def thinking_shown(thinking: dict | None) -> str:
@@ -244,8 +273,14 @@ def thinking_shown(thinking: dict | None) -> str:
 # ---------------------------------------------------------------- errors
 
 
-def error_body(status: int, message: str, request_id: str | None = None, param: str | None = None,
-               code: str | None = None, error_type: str | None = None) -> dict:
+def error_body(
+    status: int,
+    message: str,
+    request_id: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+    error_type: str | None = None,
+) -> dict:
     """Anthropic's error body; `param` and `code` have no place in it."""
     return anthropic_error_body(status, message, request_id, error_type)
 
@@ -293,17 +328,31 @@ def redacted_data(meta: Meta, data: str | None) -> str:
 
 
 def tool_use_block(meta: Meta, call_id: str | None, name: str, tool_input: dict) -> dict:
-    return {"type": "tool_use", "id": tool_use_id(meta, call_id), "name": name, "input": tool_input, "caller": DIRECT_CALLER}
+    return {
+        "type": "tool_use",
+        "id": tool_use_id(meta, call_id),
+        "name": name,
+        "input": tool_input,
+        "caller": DIRECT_CALLER,
+    }
 
 
 def start_usage(start: p.Start) -> dict:
     """The usage of `message_start`: the input's, and the one output token counted so far."""
-    return {**input_usage(start.input_tokens, start.cached_tokens, start.cache_write_tokens), "output_tokens": 1, **SERVING}
+    return {
+        **input_usage(start.input_tokens, start.cached_tokens, start.cache_write_tokens),
+        "output_tokens": 1,
+        **SERVING,
+    }
 
 
 def final_usage(usage: p.TokenUsage) -> dict:
     """The usage of the whole message."""
-    return {**input_usage(usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens), **output_usage(usage), **SERVING}
+    return {
+        **input_usage(usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens),
+        **output_usage(usage),
+        **SERVING,
+    }
 
 
 def input_usage(input_tokens: int, cached_tokens: int, cache_write_tokens: int) -> dict:
@@ -368,12 +417,18 @@ class StreamEncoder(StreamEncoderBase):
     def block_start(self, start: p.BlockStart) -> bytes:
         self.block_kind, self.block_index, self.block_signature = start.kind, start.index, start.signature
         if start.kind == "reasoning":
-            block, delta = {"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": Template.SLOT}
+            block, delta = (
+                {"type": "thinking", "thinking": "", "signature": ""},
+                {"type": "thinking_delta", "thinking": Template.SLOT},
+            )
         elif start.kind == "tool_call":
             block = tool_use_block(self.meta, start.call_id, start.name, {})
             delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
         elif start.kind == "redacted_thinking":
-            block, delta = {"type": "redacted_thinking", "data": redacted_data(self.meta, start.data)}, None  # a block with no deltas
+            block, delta = (
+                {"type": "redacted_thinking", "data": redacted_data(self.meta, start.data)},
+                None,
+            )  # a block with no deltas
         else:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": Template.SLOT}
         self.delta_template = None if delta is None else Template(self.block_event("content_block_delta", delta=delta))
@@ -395,16 +450,28 @@ class StreamEncoder(StreamEncoderBase):
         stop = self.block_event("content_block_stop")
         if self.block_kind != "reasoning":
             return stop
-        return self.block_event("content_block_delta", delta={"type": "signature_delta", "signature": signature(self.meta, self.block_signature)}) + stop
+        return (
+            self.block_event(
+                "content_block_delta",
+                delta={"type": "signature_delta", "signature": signature(self.meta, self.block_signature)},
+            )
+            + stop
+        )
 
     def failure(self, failure: p.Failure) -> bytes:
-        return event_frame("error", {"type": "error", "error": {"type": failure_type(failure), "message": failure.message}})
+        return event_frame(
+            "error", {"type": "error", "error": {"type": failure_type(failure), "message": failure.message}}
+        )
 
     def finish(self, finish: p.Finish) -> bytes:
         usage = finish.usage
         delta = {
             "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASONS[finish.reason], "stop_sequence": finish.stop_sequence, "stop_details": stop_details(finish)},
+            "delta": {
+                "stop_reason": STOP_REASONS[finish.reason],
+                "stop_sequence": finish.stop_sequence,
+                "stop_details": stop_details(finish),
+            },
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "cache_creation_input_tokens": usage.cache_write_tokens,

@@ -29,20 +29,24 @@ message}`, `output` with the items so far (an unfinished one as far as it got, s
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, Iterable, NamedTuple
+from typing import Any
 
 from ..play import player as p
+from ..play.player import PlayRequest, estimate_tokens
+from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
 from .common import (
     EXAMPLE_TOOL_CALLS,
-    StreamEncoderBase,
+    OPENAI_REQUEST_ID_HEADER,
     BadRequest,
     Conversation,
     History,
     Meta,
     Obfuscation,
     ParsedRequest,
+    StreamEncoderBase,
     Template,
     ToolResult,
     at_least_one,
@@ -51,18 +55,15 @@ from .common import (
     event_frame,
     example_call_id,
     json_type,
-    OPENAI_REQUEST_ID_HEADER,
     no_error_headers,
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
-    token_logprob,
     require_type,
+    token_logprob,
     tool_names,
     typed_fields,
 )
-from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -78,9 +79,14 @@ def example_request(turn: int = 1) -> dict:
     items: list[dict] = [{"role": "user", "content": EXAMPLE_REQUEST["input"]}]
     for earlier in range(1, turn):
         ids = [example_call_id("call_", earlier, number) for number in range(len(EXAMPLE_TOOL_CALLS))]
-        items += [{"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
-                  for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)]
-        items += [{"type": "function_call_output", "call_id": call_id, "output": result} for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)]
+        items += [
+            {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+            for call_id, (name, arguments, _) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
+        items += [
+            {"type": "function_call_output", "call_id": call_id, "output": result}
+            for call_id, (_, _, result) in zip(ids, EXAMPLE_TOOL_CALLS)
+        ]
     return {**EXAMPLE_REQUEST, "input": items}
 
 
@@ -88,7 +94,13 @@ def example_request(turn: int = 1) -> dict:
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # The `error` event's inner object, in the order the real API writes it.
 ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
-ITEM_ID_PREFIXES = {"text": "msg_", "refusal": "msg_", "reasoning": "rs_", "redacted_thinking": "rs_", "tool_call": "fc_"}
+ITEM_ID_PREFIXES = {
+    "text": "msg_",
+    "refusal": "msg_",
+    "reasoning": "rs_",
+    "redacted_thinking": "rs_",
+    "tool_call": "fc_",
+}
 ENCRYPTED_CONTENT_BYTES = 192
 # `include` values that change the answer.
 INCLUDE_ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -153,14 +165,33 @@ def parse(body: dict) -> ParsedRequest:
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
-    play = PlayRequest(estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items, limit, shown, echo["tool_choice"] != "none")
+    play = PlayRequest(
+        estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items,
+        limit,
+        shown,
+        echo["tool_choice"] != "none",
+    )
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    options = answer_options(body, echo) if varying else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
+    options = (
+        answer_options(body, echo)
+        if varying
+        else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
+    )
     if history is None and not varying:  # nothing that the conversation facts read: most requests
-        return ParsedRequest(model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN)  # by position, as in chat.parse
+        return ParsedRequest(
+            model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN
+        )  # by position, as in chat.parse
     history = history or InputHistory(prompt)
     conversation, thread = history.conversation_after(None, echo)
-    return ParsedRequest(model, bool(stream), prompt or "", play, {**options, "history": history, "thread": thread}, variant, conversation)
+    return ParsedRequest(
+        model,
+        bool(stream),
+        prompt or "",
+        play,
+        {**options, "history": history, "thread": thread},
+        variant,
+        conversation,
+    )
 
 
 def answer_options(body: dict, echo: dict) -> dict:
@@ -171,8 +202,16 @@ def answer_options(body: dict, echo: dict) -> dict:
     top_logprobs = echo["top_logprobs"] if INCLUDE_LOGPROBS in include else None
     obfuscation = (require_type(body, "stream_options", (dict,), "an object") or {}).get("include_obfuscation", True)
     if type(obfuscation) is not bool:
-        raise BadRequest("Invalid type for 'stream_options.include_obfuscation': expected a boolean.", param="stream_options.include_obfuscation")
-    return {"echo": echo, "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include, "top_logprobs": top_logprobs, "obfuscation": obfuscation}
+        raise BadRequest(
+            "Invalid type for 'stream_options.include_obfuscation': expected a boolean.",
+            param="stream_options.include_obfuscation",
+        )
+    return {
+        "echo": echo,
+        "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include,
+        "top_logprobs": top_logprobs,
+        "obfuscation": obfuscation,
+    }
 
 
 def included(include: list) -> list[str]:
@@ -180,7 +219,9 @@ def included(include: list) -> list[str]:
     for number, value in enumerate(include):
         if not isinstance(value, str):
             param = f"include[{number}]"
-            raise BadRequest(f"Invalid type for '{param}': expected a string, but got {json_type(value)} instead.", param=param)
+            raise BadRequest(
+                f"Invalid type for '{param}': expected a string, but got {json_type(value)} instead.", param=param
+            )
     return include
 
 
@@ -213,7 +254,10 @@ def checked_item_text(number: int, item: Any) -> str:
     items), once its shape is checked as the real API checks it."""
     if not isinstance(item, dict):
         param = f"input[{number}]"
-        raise BadRequest(f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.", param=param)
+        raise BadRequest(
+            f"Invalid type for '{param}': expected an input item object, but got {json_type(item)} instead.",
+            param=param,
+        )
     try:
         kind = require_type(item, "type", (str,), "a string")
         if kind in MESSAGE_TYPES:
@@ -237,10 +281,16 @@ class Thread:
     its turns, system text and prompt are the whole conversation's, the text cut where no
     `match` or quote reads further (and shared with the thread it continues while unchanged)."""
 
-    __slots__ = ("turns", "calls", "system", "prompt", "earlier", "__weakref__")
+    __slots__ = ("__weakref__", "calls", "earlier", "prompt", "system", "turns")
 
-    def __init__(self, turns: int = 0, calls: dict | None = None, system: str = "", prompt: str | None = None,
-                 earlier: Thread | None = None):
+    def __init__(
+        self,
+        turns: int = 0,
+        calls: dict | None = None,
+        system: str = "",
+        prompt: str | None = None,
+        earlier: Thread | None = None,
+    ):
         self.turns = turns  # assistant turns
         self.calls = calls or {}  # call id -> tool name, of the function calls it added; read, never changed
         self.system = system  # the text of its system and developer messages, its first MATCH_PREFIX_CHARS
@@ -348,7 +398,15 @@ class InputHistory(History):
         results = tuple([ToolResult(call_id, named.get(call_id), text) for call_id, text in self.results])
         instructions_and_system = "\n".join(text for text in (echo["instructions"], system) if text)
         tools = tool_names(echo["tools"])
-        conversation = Conversation(thread.turns + 1, results, tools, instructions_and_system, problem, echo["previous_response_id"], echo["store"])
+        conversation = Conversation(
+            thread.turns + 1,
+            results,
+            tools,
+            instructions_and_system,
+            problem,
+            echo["previous_response_id"],
+            echo["store"],
+        )
         return conversation, thread
 
 
@@ -395,7 +453,10 @@ def check_message(message: dict) -> None:
     for number, part in enumerate(content if isinstance(content, list) else []):
         if not isinstance(part, dict):
             where = f"content[{number}]"
-            raise BadRequest(f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.", param=where)
+            raise BadRequest(
+                f"Invalid type for '{where}': expected a content part object, but got {json_type(part)} instead.",
+                param=where,
+            )
 
 
 def echoed_fields(body: dict, sent: list[str], max_output_tokens: int | None, max_tool_calls: int | None) -> dict:
@@ -426,7 +487,9 @@ def usage_object(usage: p.TokenUsage) -> dict:
     }
 
 
-def response_object(response_id: str, meta: Meta, request: ParsedRequest, status: str, output: list, **fields: Any) -> dict:
+def response_object(
+    response_id: str, meta: Meta, request: ParsedRequest, status: str, output: list, **fields: Any
+) -> dict:
     """The `response` object; `fields` sets `usage`, `error` or `incomplete_details`."""
     values = {
         **request.options["echo"],
@@ -467,7 +530,13 @@ def summary_part(text: str) -> dict:
 
 
 def reasoning_item(item_id: str, summaries: list[str], encrypted: str | None) -> dict:
-    return {"id": item_id, "type": "reasoning", "summary": [summary_part(text) for text in summaries], "content": [], "encrypted_content": encrypted}
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [summary_part(text) for text in summaries],
+        "content": [],
+        "encrypted_content": encrypted,
+    }
 
 
 def encrypted_content(meta: Meta, request: ParsedRequest) -> str | None:
@@ -484,11 +553,26 @@ def message_item(item_id: str, status: str, content: list, phase: str | None = N
 
 
 def function_call_item(item_id: str, status: str, call_id: str, name: str, arguments: str) -> dict:
-    return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
 
 
-def item_object(kind: str, item_id: str, text: str, status: str, name: str | None = None, call_id: str | None = None,
-                phase: str | None = None, logprobs: list | None = None) -> dict:
+def item_object(
+    kind: str,
+    item_id: str,
+    text: str,
+    status: str,
+    name: str | None = None,
+    call_id: str | None = None,
+    phase: str | None = None,
+    logprobs: list | None = None,
+) -> dict:
     """A message (of text or a refusal) or function call item with all its text, as
     `response.output_item.done` and the final `output` show it."""
     if kind == "text":
@@ -518,10 +602,29 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
         logprobs = text_logprobs(block.pieces, request.options["top_logprobs"], with_bytes=True)
-        output.append(item_object(block.kind, item_id, block.text, "incomplete" if cut else "completed", block.name, call_id, block.phase, logprobs))
+        output.append(
+            item_object(
+                block.kind,
+                item_id,
+                block.text,
+                "incomplete" if cut else "completed",
+                block.name,
+                call_id,
+                block.phase,
+                logprobs,
+            )
+        )
     if incomplete is None:
         return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
-    return response_object(response_id, meta, request, "incomplete", output, usage=usage_object(finish.usage), incomplete_details={"reason": incomplete})
+    return response_object(
+        response_id,
+        meta,
+        request,
+        "incomplete",
+        output,
+        usage=usage_object(finish.usage),
+        incomplete_details={"reason": incomplete},
+    )
 
 
 # ---------------------------------------------------------------- the stream
@@ -556,7 +659,15 @@ class ObfuscatedSequencedTemplate(SequencedTemplate):
         self.obfuscation = obfuscation
 
     def fill(self, number: int, text: str) -> bytes:
-        parts = (self.head, str(number).encode(), self.middle, encode_basestring(text).encode(), self.tail, self.obfuscation.padding(len(text)), self.end)
+        parts = (
+            self.head,
+            str(number).encode(),
+            self.middle,
+            encode_basestring(text).encode(),
+            self.tail,
+            self.obfuscation.padding(len(text)),
+            self.end,
+        )
         return b"".join(parts)
 
 
@@ -587,16 +698,31 @@ class OpenItem:
 
     def object(self, status: str) -> dict:
         if self.kind == "reasoning":
-            return reasoning_item(self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted)
+            return reasoning_item(
+                self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted
+            )
         logprobs = text_logprobs(self.parts, self.top_logprobs, with_bytes=True)
         return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id, self.phase, logprobs)
 
 
-REASONING_KINDS = ("reasoning", "redacted_thinking")  # blocks that are reasoning items; redacted thinking shows no summary
+REASONING_KINDS = (
+    "reasoning",
+    "redacted_thinking",
+)  # blocks that are reasoning items; redacted thinking shows no summary
 # The methods that open and close an item of each kind.
-STARTERS = {"text": "start_message", "refusal": "start_message", "reasoning": "start_reasoning", "redacted_thinking": "start_reasoning",
-            "tool_call": "start_function_call"}
-CLOSERS = {"text": "close_message", "refusal": "close_message", "reasoning": "close_reasoning", "tool_call": "close_function_call"}
+STARTERS = {
+    "text": "start_message",
+    "refusal": "start_message",
+    "reasoning": "start_reasoning",
+    "redacted_thinking": "start_reasoning",
+    "tool_call": "start_function_call",
+}
+CLOSERS = {
+    "text": "close_message",
+    "refusal": "close_message",
+    "reasoning": "close_reasoning",
+    "tool_call": "close_function_call",
+}
 
 
 class StreamEncoder(StreamEncoderBase):
@@ -631,14 +757,18 @@ class StreamEncoder(StreamEncoderBase):
         event = {"type": event_type, "sequence_number": SequencedTemplate.NUMBER, **fields}
         if self.obfuscation is None:
             return SequencedTemplate(event_frame(event_type, event))
-        return ObfuscatedSequencedTemplate(event_frame(event_type, {**event, "obfuscation": Obfuscation.MARK}), self.obfuscation)
+        return ObfuscatedSequencedTemplate(
+            event_frame(event_type, {**event, "obfuscation": Obfuscation.MARK}), self.obfuscation
+        )
 
     def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
         response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
         return self.event(event_type, response=response)
 
     def start(self, start: p.Start) -> bytes:
-        return self.lifecycle("response.created", "in_progress", []) + self.lifecycle("response.in_progress", "in_progress", [])
+        return self.lifecycle("response.created", "in_progress", []) + self.lifecycle(
+            "response.in_progress", "in_progress", []
+        )
 
     # -------------------------------------------- items
 
@@ -652,16 +782,23 @@ class StreamEncoder(StreamEncoderBase):
         if start.kind == "refusal":
             delta, part = self.delta_template("response.refusal.delta", **where, delta=Template.SLOT), refusal_part("")
         else:
-            delta, part = self.delta_template("response.output_text.delta", **where, delta=Template.SLOT, logprobs=[]), output_text_part("")
+            delta, part = (
+                self.delta_template("response.output_text.delta", **where, delta=Template.SLOT, logprobs=[]),
+                output_text_part(""),
+            )
         top = self.request.options["top_logprobs"] if start.kind == "text" else None
         self.open = OpenItem(start.kind, item_id, index, delta, phase=start.phase, top_logprobs=top)
         item = message_item(item_id, "in_progress", [], start.phase)
-        return self.event("response.output_item.added", output_index=index, item=item) + self.event("response.content_part.added", **where, part=part)
+        return self.event("response.output_item.added", output_index=index, item=item) + self.event(
+            "response.content_part.added", **where, part=part
+        )
 
     def start_reasoning(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
         """A reasoning item, its summary parts still to come (for redacted thinking, none)."""
         self.open = OpenItem("reasoning", item_id, index, None, encrypted=encrypted_content(self.meta, self.request))
-        return self.event("response.output_item.added", output_index=index, item=reasoning_item(item_id, [], self.open.encrypted))
+        return self.event(
+            "response.output_item.added", output_index=index, item=reasoning_item(item_id, [], self.open.encrypted)
+        )
 
     def open_summary_part(self, item: OpenItem) -> bytes:
         where = {"item_id": item.item_id, "output_index": item.output_index, "summary_index": len(item.summaries)}
@@ -679,7 +816,9 @@ class StreamEncoder(StreamEncoderBase):
 
     def start_function_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
         call_id = start.call_id or self.meta.new_id("call_")
-        delta = self.delta_template("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=Template.SLOT)
+        delta = self.delta_template(
+            "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=Template.SLOT
+        )
         self.open = OpenItem("tool_call", item_id, index, delta, start.name, call_id)
         item = function_call_item(item_id, "in_progress", call_id, start.name, "")
         return self.event("response.output_item.added", output_index=index, item=item)
@@ -689,8 +828,12 @@ class StreamEncoder(StreamEncoderBase):
         if item.top_logprobs is not None:
             item.parts.append(delta.text)
             logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
-            padding = {} if self.obfuscation is None else {"obfuscation": self.obfuscation.padding(len(delta.text)).decode()}
-            return self.event("response.output_text.delta", **item.where(), delta=delta.text, logprobs=logprobs, **padding)
+            padding = (
+                {} if self.obfuscation is None else {"obfuscation": self.obfuscation.padding(len(delta.text)).decode()}
+            )
+            return self.event(
+                "response.output_text.delta", **item.where(), delta=delta.text, logprobs=logprobs, **padding
+            )
         opened = b"" if item.delta is not None else self.open_summary_part(item)
         item.parts.append(delta.text)
         return opened + item.delta.fill(self.next_number(), delta.text)
@@ -708,21 +851,32 @@ class StreamEncoder(StreamEncoderBase):
         text = item.text()
         done = item.object(status)
         self.items.append(done)
-        return getattr(self, CLOSERS[item.kind])(item, text) + self.event("response.output_item.done", output_index=item.output_index, item=done)
+        return getattr(self, CLOSERS[item.kind])(item, text) + self.event(
+            "response.output_item.done", output_index=item.output_index, item=done
+        )
 
     def close_message(self, item: OpenItem, text: str) -> bytes:
         where = item.where()
         if item.kind == "refusal":
-            return self.event("response.refusal.done", **where, refusal=text) + self.event("response.content_part.done", **where, part=refusal_part(text))
+            return self.event("response.refusal.done", **where, refusal=text) + self.event(
+                "response.content_part.done", **where, part=refusal_part(text)
+            )
         logprobs = text_logprobs(item.parts, item.top_logprobs, with_bytes=False)
         part = output_text_part(text, text_logprobs(item.parts, item.top_logprobs, with_bytes=True))
-        return self.event("response.output_text.done", **where, text=text, logprobs=logprobs) + self.event("response.content_part.done", **where, part=part)
+        return self.event("response.output_text.done", **where, text=text, logprobs=logprobs) + self.event(
+            "response.content_part.done", **where, part=part
+        )
 
     def close_reasoning(self, item: OpenItem, text: str) -> bytes:
         return b"" if item.delta is None else self.close_summary_part(item)
 
     def close_function_call(self, item: OpenItem, text: str) -> bytes:
-        return self.event("response.function_call_arguments.done", item_id=item.item_id, output_index=item.output_index, arguments=text)
+        return self.event(
+            "response.function_call_arguments.done",
+            item_id=item.item_id,
+            output_index=item.output_index,
+            arguments=text,
+        )
 
     # -------------------------------------------- endings
 
@@ -730,7 +884,9 @@ class StreamEncoder(StreamEncoderBase):
         """The nested `error` event (unless the scenario leaves it out), then `response.failed`."""
         output = self.items + ([self.open.object("in_progress")] if self.open else [])
         details = openai_fail_error(failure)
-        error_event = self.event("error", error={key: details[key] for key in ERROR_EVENT_FIELDS}) if failure.error_event else b""
+        error_event = (
+            self.event("error", error={key: details[key] for key in ERROR_EVENT_FIELDS}) if failure.error_event else b""
+        )
         error = {"code": details["code"], "message": failure.message}
         return error_event + self.lifecycle("response.failed", "failed", output, error=error)
 
@@ -740,4 +896,6 @@ class StreamEncoder(StreamEncoderBase):
         usage = usage_object(finish.usage)
         if incomplete is None:
             return closed + self.lifecycle("response.completed", "completed", self.items, usage=usage)
-        return closed + self.lifecycle("response.incomplete", "incomplete", self.items, usage=usage, incomplete_details={"reason": incomplete})
+        return closed + self.lifecycle(
+            "response.incomplete", "incomplete", self.items, usage=usage, incomplete_details={"reason": incomplete}
+        )

@@ -17,12 +17,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .capture import (
-    CUT, FINISHED, AnswerReader, Captured, CaptureError, Request, Requests, detect, json_object, names_event_stream, payload_protocol,
-)
-from .capture.sse import FrameReader
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import ANTHROPIC_ERROR_TYPES
+from .capture import (
+    CUT,
+    FINISHED,
+    AnswerReader,
+    Captured,
+    CaptureError,
+    Request,
+    Requests,
+    detect,
+    json_object,
+    names_event_stream,
+    payload_protocol,
+)
+from .capture.sse import FrameReader
 from .writer import Origin, ScenarioFile, scenario_file, secrets_of
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -116,8 +126,16 @@ def split_head(data: bytes) -> tuple[bytes, bytes]:
 
 
 # The status an OpenAI error body stands for, by its code or type (as fakehop and the real API write them).
-OPENAI_STATUSES = {"rate_limit_exceeded": 429, "requests": 429, "tokens": 429, "insufficient_quota": 429, "invalid_api_key": 401,
-                   "context_length_exceeded": 400, "invalid_request_error": 400, "server_error": 500}
+OPENAI_STATUSES = {
+    "rate_limit_exceeded": 429,
+    "requests": 429,
+    "tokens": 429,
+    "insufficient_quota": 429,
+    "invalid_api_key": 401,
+    "context_length_exceeded": 400,
+    "invalid_request_error": 400,
+    "server_error": 500,
+}
 ANTHROPIC_STATUSES = {error_type: status for status, error_type in ANTHROPIC_ERROR_TYPES.items()}
 
 
@@ -178,7 +196,9 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     body = har_body(response.get("content"))
     sse = is_stream(headers, body)
     url_path = urlsplit(str(request.get("url", ""))).path
-    protocol = next((module.NAME for known, module in BY_PATH.items() if url_path.endswith(known)), None) or protocol_of(body, sse)
+    protocol = next(
+        (module.NAME for known, module in BY_PATH.items() if url_path.endswith(known)), None
+    ) or protocol_of(body, sse)
     if protocol is None:
         return None
     status = response.get("status") if isinstance(response.get("status"), int) else 0
@@ -187,7 +207,9 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     captured = read_answer(protocol, status, headers, body, sse)
     requests.answered(asked, captured)
     where = f"{request.get('method', 'POST')} {url_path}"
-    origin = Origin(f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False)
+    origin = Origin(
+        f"Imported by `fakehop import` from {path.name}, entry {number} ({where})", har_time(entry, path), timed=False
+    )
     secrets = secrets_of(har_headers(request, "request"), redact)
     name_from = asked.request.prompt or f"{path.stem} {number}"
     scenario = scenario_file(captured, asked.request, origin, name_from, secrets=secrets)
@@ -220,6 +242,8 @@ def har_body(content) -> bytes:
 
 def har_time(entry: dict, path: Path) -> datetime:
     try:
-        return datetime.fromisoformat(str(entry.get("startedDateTime", "")).replace("Z", "+00:00")).astimezone(timezone.utc)
+        return datetime.fromisoformat(str(entry.get("startedDateTime", "")).replace("Z", "+00:00")).astimezone(
+            timezone.utc
+        )
     except (ValueError, OverflowError):  # no time, or one out of datetime's range once in UTC
         return captured_on(path)

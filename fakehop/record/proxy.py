@@ -16,32 +16,58 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from .capture import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, AnswerReader, Captured, CaptureError, Requests, names_event_stream
-from ..server.intake import INFLATED, MAX_BODY_BYTES, check_shape, new_request_id
-from ..protocols.common import BadRequest
 from ..protocols import PROTOCOLS
+from ..protocols.common import BadRequest
 from ..server.gateway import error_response, protocol_for_request, start_app
+from ..server.intake import INFLATED, MAX_BODY_BYTES, check_shape, new_request_id
+from .capture import (
+    CUT,
+    FAILED,
+    FINISHED,
+    HTTP_ERROR,
+    LEFT,
+    AnswerReader,
+    Captured,
+    CaptureError,
+    Requests,
+    names_event_stream,
+)
 from .writer import DEFAULT_MIN_GAP, Origin, cut_said, scenario_file, secrets_of, write_new
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 NOT_RELAYED = HOP_BY_HOP | {"content-length"}
 KEY_HEADERS = ("authorization", "x-api-key", "api-key")  # where a client sends its key
 CONNECT_TIMEOUT = 30.0
 MAX_MESSAGE_CHARS = 400  # of an error message that quotes the upstream's bytes
 ENDINGS_SAID = {
-    FINISHED: "finished", FAILED: "failed mid-stream", HTTP_ERROR: "an HTTP error",
-    CUT: "cut off (written as disconnect)", LEFT: "the client went away (written as hang)",
+    FINISHED: "finished",
+    FAILED: "failed mid-stream",
+    HTTP_ERROR: "an HTTP error",
+    CUT: "cut off (written as disconnect)",
+    LEFT: "the client went away (written as hang)",
 }
 
 
@@ -93,7 +119,9 @@ def forwarded_headers(headers, protocol_name: str, upstream_key: str | None) -> 
     """The request's headers as they go upstream: no hop-by-hop ones (nor those its Connection
     header names), no compression (the bytes are read on their way), the key replaced when asked."""
     named = {name.strip().lower() for name in headers.get("connection", "").split(",")}
-    forwarded = CIMultiDict((name, value) for name, value in headers.items() if name.lower() not in NOT_FORWARDED | named)
+    forwarded = CIMultiDict(
+        (name, value) for name, value in headers.items() if name.lower() not in NOT_FORWARDED | named
+    )
     forwarded["Accept-Encoding"] = "identity"
     if upstream_key is not None:
         sent = [name for name in KEY_HEADERS if name in forwarded]
@@ -162,7 +190,9 @@ class Exchange:
         url = self.recorder.upstream + self.request.path_qs
         headers = forwarded_headers(self.request.headers, self.protocol.NAME, self.recorder.upstream_key)
         try:
-            upstream = await self.session.request(self.request.method, url, data=self.body, headers=headers, allow_redirects=False)
+            upstream = await self.session.request(
+                self.request.method, url, data=self.body, headers=headers, allow_redirects=False
+            )
         except aiohttp.ClientConnectorError as exc:
             message = f"fakehop record could not reach the upstream {shown_url(self.recorder.upstream)}: {exc.os_error.strerror or exc}"
             self.not_recorded(message)
@@ -188,7 +218,9 @@ class Exchange:
 
     async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         self.reader = self.reader_for(upstream)
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=relayed_headers(upstream.headers))
+        response = web.StreamResponse(
+            status=upstream.status, reason=upstream.reason, headers=relayed_headers(upstream.headers)
+        )
         if upstream.content_length is not None:
             response.content_length = upstream.content_length
         try:
@@ -212,8 +244,13 @@ class Exchange:
     def reader_for(self, upstream: aiohttp.ClientResponse) -> AnswerReader | None:
         try:
             sse = names_event_stream(upstream.headers.get("content-type", ""))
-            return AnswerReader(self.protocol.NAME, upstream.status, upstream.headers, self.asked.stream if sse is None else sse,
-                                dropped=self.recorder.redact)
+            return AnswerReader(
+                self.protocol.NAME,
+                upstream.status,
+                upstream.headers,
+                self.asked.stream if sse is None else sse,
+                dropped=self.recorder.redact,
+            )
         except CaptureError as exc:
             self.not_recorded(str(exc))
             return None
@@ -241,8 +278,12 @@ class Exchange:
 
     def record(self, captured: Captured) -> None:
         recorder = self.recorder
-        origin = Origin(f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when)
-        secrets = secrets_of(self.request.headers, recorder.redact) + ([recorder.upstream_key] if recorder.upstream_key else [])
+        origin = Origin(
+            f"Recorded by `fakehop record` from {shown_url(recorder.upstream + self.request.path)}", self.when
+        )
+        secrets = secrets_of(self.request.headers, recorder.redact) + (
+            [recorder.upstream_key] if recorder.upstream_key else []
+        )
         if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
             self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
@@ -276,10 +317,14 @@ async def forward_models(request: web.Request) -> web.StreamResponse:
     recorder = request.app[RECORDER_KEY]
     headers = forwarded_headers(request.headers, "chat", recorder.upstream_key)
     try:
-        async with request.app[SESSION_KEY].get(recorder.upstream + request.path_qs, headers=headers, allow_redirects=False) as upstream:
+        async with request.app[SESSION_KEY].get(
+            recorder.upstream + request.path_qs, headers=headers, allow_redirects=False
+        ) as upstream:
             return await passed_on(request, upstream)
     except aiohttp.ClientError as exc:
-        return error_response(protocol_for_request(request), 502, f"fakehop record could not reach the upstream: {exc}", new_request_id())
+        return error_response(
+            protocol_for_request(request), 502, f"fakehop record could not reach the upstream: {exc}", new_request_id()
+        )
 
 
 async def passed_on(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -304,20 +349,29 @@ async def passed_on(request: web.Request, upstream: aiohttp.ClientResponse) -> w
 
 async def unrouted(request: web.Request) -> web.Response:
     paths = ", ".join([protocol.PATH for protocol in PROTOCOLS.values()] + ["/v1/models"])
-    return error_response(protocol_for_request(request), 404, f"fakehop record forwards only {paths}; not {request.path}", new_request_id())
+    return error_response(
+        protocol_for_request(request),
+        404,
+        f"fakehop record forwards only {paths}; not {request.path}",
+        new_request_id(),
+    )
 
 
 async def upstream_session(app: web.Application):
     """The client the proxy forwards with: it never decompresses (bytes go on as they came),
     keeps no cookies of its own, and waits as long as an answer takes."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
-    async with aiohttp.ClientSession(auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(), timeout=timeout) as session:
+    async with aiohttp.ClientSession(
+        auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(), timeout=timeout
+    ) as session:
         app[SESSION_KEY] = session
         yield
 
 
 def create_app(recorder: Recorder) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"auto_decompress": False})  # bodies go upstream as they came
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES, handler_args={"auto_decompress": False}
+    )  # bodies go upstream as they came
     app[RECORDER_KEY] = recorder
     app.cleanup_ctx.append(upstream_session)
     for protocol in PROTOCOLS.values():

@@ -15,17 +15,18 @@ import itertools
 import json
 import re
 import statistics
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
-from .capture import CaptureError
-from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
 from ..play.player import FAIL_MESSAGES, estimate_tokens
 from ..scenario.model import DEFAULT_KEEPALIVE, MATCH_PREFIX_CHARS
 from ..scenario.reader import MAX_FILE_BYTES, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
 from ..server.jsonshape import shape_of
+from .capture import CaptureError
+from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
@@ -127,7 +128,7 @@ class Yaml:
         """The answer's parts with the secrets taken out: a block's, and each run of raw frames'."""
         scrubbed: list[CapturedBlock | RawFrame] = []
         for is_raw, run in itertools.groupby(parts, key=lambda part: isinstance(part, RawFrame)):
-            scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))
+            scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))  # noqa: B031 - once
         return scrubbed
 
     def comment(self, text: str) -> str:
@@ -331,8 +332,11 @@ class Steps:
             interval = max(0.0, rounded(targets[start + 1] - base)) if start + 1 < len(texts) else 0.0
             slack = max(self.min_gap, interval / 4)
             end = start + 1
-            while (end < len(texts) and abs(targets[end] - base - (end - start) * interval) <= slack
-                   and (start in starts or end not in starts)):
+            while (
+                end < len(texts)
+                and abs(targets[end] - base - (end - start) * interval) <= slack
+                and (start in starts or end not in starts)
+            ):
                 end += 1
             if end - start == 2 and end < len(texts):  # a lone gap before others: a delay reads better
                 end, interval = start + 1, 0.0
@@ -362,7 +366,9 @@ class Steps:
         self.lines.append("      parts:")
         for part in parts:
             joined = self.yaml.string("".join(part))
-            self.lines.append("        - " + (joined if chunk is not None or len(part) == 1 else self.yaml.pieces(part, indent=8)))
+            self.lines.append(
+                "        - " + (joined if chunk is not None or len(part) == 1 else self.yaml.pieces(part, indent=8))
+            )
         if chunk:
             self.lines.append(f"    chunk: {chunk}")
         self.interval(run)
@@ -500,8 +506,14 @@ class ScenarioFile:
     cut: str | None = None
 
 
-def scenario_file(captured: Captured, request: Request | None, origin: Origin, name_from: str | None = None,
-                  min_gap: float = DEFAULT_MIN_GAP, secrets: Iterable[str] = ()) -> ScenarioFile:
+def scenario_file(
+    captured: Captured,
+    request: Request | None,
+    origin: Origin,
+    name_from: str | None = None,
+    min_gap: float = DEFAULT_MIN_GAP,
+    secrets: Iterable[str] = (),
+) -> ScenarioFile:
     """The scenario file for one captured answer, named by the words of `name_from` (the prompt,
     or what else names the capture), secrets taken out before they are cut to a name. Its steps
     stop where the file would pass MAX_FILE_BYTES; CaptureError for an answer whose file would
@@ -530,8 +542,13 @@ def cut_said(written: ScenarioFile) -> str:
     return f"; cut {written.cut} to keep within the {MAX_FILE_BYTES:,} bytes a file may hold" if written.cut else ""
 
 
-def scenario_text(captured: Captured, request: Request | None, origin: Origin, min_gap: float = DEFAULT_MIN_GAP,
-                  secrets: Iterable[str] = ()) -> str:
+def scenario_text(
+    captured: Captured,
+    request: Request | None,
+    origin: Origin,
+    min_gap: float = DEFAULT_MIN_GAP,
+    secrets: Iterable[str] = (),
+) -> str:
     """The text of the scenario file for one captured answer."""
     return scenario_file(captured, request, origin, None, min_gap, secrets).text
 
@@ -561,7 +578,11 @@ def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> li
     events = f", {captured.events} events" if captured.streamed else ""
     source = cut_short(yaml.scrub(origin.source), MAX_SOURCE_CHARS)
     lines = [source, f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
-    lines.append(f"Pauses under {duration(min_gap)} are left out." if origin.timed else "The capture has no timing: no pauses are written.")
+    lines.append(
+        f"Pauses under {duration(min_gap)} are left out."
+        if origin.timed
+        else "The capture has no timing: no pauses are written."
+    )
     if captured.left_out:
         lines.append(f"Not kept: {left_out(captured, yaml)}.")
     return lines + captured.notes
@@ -589,7 +610,10 @@ def usage_details(captured: Captured) -> list[tuple[str, int]]:
     output_tokens = captured.usage.output_tokens if captured.usage and captured.usage.output_tokens is not None else 0
     reasoning_chars = sum(len(block.text()) for block in captured.blocks() if block.kind == "reasoning")
     replayed = {"reasoning_tokens": min(output_tokens, estimate_tokens(reasoning_chars))}
-    given = {**{name: 0 for name in replayed}, **captured.usage_details}  # a count the answer did not give was none to its client
+    given = {
+        **dict.fromkeys(replayed, 0),
+        **captured.usage_details,
+    }  # a count the answer did not give was none to its client
     names = MESSAGES_USAGE_NAMES if captured.protocol == "messages" else {}
     return [(names.get(name, name), count) for name, count in given.items() if count != replayed.get(name, 0)]
 
@@ -603,8 +627,15 @@ def description(captured: Captured, request: Request | None, yaml: Yaml) -> str:
 
 def match_lines(protocol: str, request: Request | None, yaml: Yaml) -> list[str]:
     if request is None:
-        return ["match:  # the capture holds no request: this answers any request of its protocol", f"  protocol: {protocol}"]
-    unknown = f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known" if request.unknown_chain else ""
+        return [
+            "match:  # the capture holds no request: this answers any request of its protocol",
+            f"  protocol: {protocol}",
+        ]
+    unknown = (
+        f"  # it continues {yaml.string(request.unknown_chain)}, an answer not captured here: its turn is not known"
+        if request.unknown_chain
+        else ""
+    )
     lines = ["match:" + unknown, f"  protocol: {protocol}"]
     if request.model is not None:
         lines.append(f"  model: {yaml.name(glob_escape(yaml.scrub(request.model)))}")
@@ -663,7 +694,9 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
         counts = [f"{name}: {value}" for name, value in given if value is not None]
         if counts:
             lines.append(f"usage: {{{', '.join(counts)}}}")
-    if any((block.kind == "reasoning" and block.text()) or block.kind == "redacted_thinking" for block in captured.blocks()):
+    if any(
+        (block.kind == "reasoning" and block.text()) or block.kind == "redacted_thinking" for block in captured.blocks()
+    ):
         lines.append("force_reasoning: true  # the reasoning shows as it was captured, whatever a request asks")
     lines.extend(finish_lines(captured, yaml))
     return lines

@@ -7,7 +7,7 @@ Both are worked out only once something has gone wrong: nothing here runs on the
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 CLOSE_ENOUGH = 0.6  # difflib's ratio from which a name counts as a near miss
 # difflib's work on a name grows as its length times the word's: ten thousand added scenarios
@@ -43,13 +43,17 @@ def base_url_hint(path: str, root: str, served: Iterable[str], anthropic_client:
     served = tuple(served)
     if path.startswith("/v1/v1/") and is_served(path[3:], served):
         if anthropic_client or path.startswith("/v1/v1" + MESSAGES_PATH):
-            return (f"; one /v1 too many: Anthropic's base URL is the server's root, {root}, with no /v1 "
-                    f"(the Anthropic SDK adds /v1{MESSAGES_PATH} itself)")
+            return (
+                f"; one /v1 too many: Anthropic's base URL is the server's root, {root}, with no /v1 "
+                f"(the Anthropic SDK adds /v1{MESSAGES_PATH} itself)"
+            )
         return f"; one /v1 too many: the OpenAI base URL has it once, {root}/v1"
     if is_served("/v1" + path, served):
         if path.startswith(MESSAGES_PATH):
-            return (f"; Messages is served at /v1{MESSAGES_PATH}: a client that adds {MESSAGES_PATH} to its base URL needs "
-                    f"one ending in /v1, {root}/v1 (the Anthropic SDK adds /v1 itself: its base URL is the server's root, {root})")
+            return (
+                f"; Messages is served at /v1{MESSAGES_PATH}: a client that adds {MESSAGES_PATH} to its base URL needs "
+                f"one ending in /v1, {root}/v1 (the Anthropic SDK adds /v1 itself: its base URL is the server's root, {root})"
+            )
         return f"; the OpenAI base URL ends in /v1: {root}/v1"
     return ""
 

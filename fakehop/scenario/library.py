@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import NamedTuple
 
 from . import quoting
 from .hints import did_you_mean
-from .reader import Problem, ScenarioError, load_file, scenario_files
 from .model import Scenario, Script
-
+from .reader import Problem, ScenarioError, load_file, scenario_files
 
 DEFAULT_SCENARIO = "hello"
 LISTED_NAMES = 100  # of the known scenarios an error names; a server may hold 10,000 added ones
@@ -24,7 +24,11 @@ class UnknownScenario(LookupError):
 
     def __init__(self, name: str, known: list[str]):
         listed = ", ".join(known[:LISTED_NAMES])
-        more = f" and {len(known) - LISTED_NAMES:,} more (`fakehop list --url URL` lists them all)" if len(known) > LISTED_NAMES else ""
+        more = (
+            f" and {len(known) - LISTED_NAMES:,} more (`fakehop list --url URL` lists them all)"
+            if len(known) > LISTED_NAMES
+            else ""
+        )
         super().__init__(f"Unknown scenario {name!r}{did_you_mean(name, known) or '.'} Known scenarios: {listed}{more}")
         self.name = name
         self.known = known
@@ -90,7 +94,7 @@ class Library:
     _plays_alike: dict[str, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def load(cls, directories: Iterable[Path] = (), *, files: Iterable[Path] = (), bundled: bool = True) -> "Library":
+    def load(cls, directories: Iterable[Path] = (), *, files: Iterable[Path] = (), bundled: bool = True) -> Library:
         """Bundled scenarios, then each directory in order, then each file: the one rule of
         `serve`, `validate`, `play`, `list` and the fixture. A later name wins (`replaced` says
         over what); a file already read (the bundled directory given again) is not read twice;
@@ -104,7 +108,13 @@ class Library:
             names_here: dict[str, str] = {}
             for scenario in _read_once(paths, read, problems):
                 if scenario.name in names_here:
-                    problems.append(Problem(scenario.source, scenario.line, f"name {scenario.name!r} is also used by {names_here[scenario.name]}"))
+                    problems.append(
+                        Problem(
+                            scenario.source,
+                            scenario.line,
+                            f"name {scenario.name!r} is also used by {names_here[scenario.name]}",
+                        )
+                    )
                     continue
                 names_here[scenario.name] = scenario.source
                 if scenario.name in found:
@@ -118,10 +128,14 @@ class Library:
 
     def replacements(self) -> list[str]:
         """A line for each scenario that replaced another of its name as the library loaded."""
-        return [f"{new.source} replaces the bundled scenario {old.name!r}" if is_bundled(old)
-                else f"{new.source} replaces {old.source} (scenario {old.name!r})" for new, old in self.replaced]
+        return [
+            f"{new.source} replaces the bundled scenario {old.name!r}"
+            if is_bundled(old)
+            else f"{new.source} replaces {old.source} (scenario {old.name!r})"
+            for new, old in self.replaced
+        ]
 
-    def with_scenario(self, scenario: Scenario) -> "Library":
+    def with_scenario(self, scenario: Scenario) -> Library:
         """A new library with `scenario` added or replaced; raises ScenarioError if its `use` breaks.
         This library's own `use` are known to resolve, so only the new scenario's are followed."""
         library = Library({**self.scenarios, scenario.name: scenario})
@@ -153,9 +167,19 @@ class Library:
                 if entry.use is None:
                     continue
                 if entry.use not in self.scenarios:
-                    problems.append(Problem(scenario.source, entry.line, f"use: no scenario named {entry.use!r}{did_you_mean(entry.use, self.scenarios)}"))
+                    problems.append(
+                        Problem(
+                            scenario.source,
+                            entry.line,
+                            f"use: no scenario named {entry.use!r}{did_you_mean(entry.use, self.scenarios)}",
+                        )
+                    )
                 elif loop is not None and component.get(entry.use) == loop:
-                    problems.append(Problem(scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"))
+                    problems.append(
+                        Problem(
+                            scenario.source, entry.line, f"use: {entry.use!r} leads back to {scenario.name!r}, a loop"
+                        )
+                    )
         if not problems:
             problems = self._chain_problems()
         return problems
@@ -165,7 +189,11 @@ class Library:
         each `use` is followed as a request is answered, and an endless-looking chain is a
         mistake. The depths are found bottom-up, without recursion, over the scenarios that
         `use` any (the graph has no loop by now)."""
-        users = {name: self._uses(name) for name, scenario in self.scenarios.items() if any(entry.use for entry in scenario.entries)}
+        users = {
+            name: self._uses(name)
+            for name, scenario in self.scenarios.items()
+            if any(entry.use for entry in scenario.entries)
+        }
         depth: dict[str, int] = {}
         for root in users:
             walk = [root]
@@ -177,9 +205,15 @@ class Library:
                     continue
                 walk.pop()
                 depth[name] = 1 + max((depth.get(used, 0) for used in users.get(name, ())), default=0)
-        return [Problem(self.scenarios[name].source, self.scenarios[name].line,
-                        f"use: a chain of {chain} uses, one scenario using the next, starts here; at most {MAX_USE_CHAIN} may")
-                for name, chain in depth.items() if chain > MAX_USE_CHAIN]
+        return [
+            Problem(
+                self.scenarios[name].source,
+                self.scenarios[name].line,
+                f"use: a chain of {chain} uses, one scenario using the next, starts here; at most {MAX_USE_CHAIN} may",
+            )
+            for name, chain in depth.items()
+            if chain > MAX_USE_CHAIN
+        ]
 
     def _uses(self, name: str) -> list[str]:
         return [entry.use for entry in self.scenarios[name].entries if entry.use in self.scenarios]
@@ -285,14 +319,20 @@ class SequenceCounters:
         return resolve(library, choice, count, request, self)
 
 
-def resolve(library: Library, name: str, request_number: int, request=None, counters: SequenceCounters | None = None) -> tuple[str, Script]:
+def resolve(
+    library: Library, name: str, request_number: int, request=None, counters: SequenceCounters | None = None
+) -> tuple[str, Script]:
     """The script request number `request_number` of scenario `name` plays (for a conversation,
     the entry of the request's turn), following `use`, its quotes filled from `request`."""
     scenario = library.scenarios[name]
     if scenario.is_conversation and request is not None:
         request_number = request.conversation.turn
     entry = scenario.entry_for(request_number)
-    label = f"{name}[{min(request_number, len(scenario.entries))}]" if scenario.is_sequence or scenario.is_conversation else name
+    label = (
+        f"{name}[{min(request_number, len(scenario.entries))}]"
+        if scenario.is_sequence or scenario.is_conversation
+        else name
+    )
     if entry.use is not None:
         used_label, script = used(library, scenario, entry.use, request, counters)
         return f"{label}->{used_label}", script
@@ -300,7 +340,9 @@ def resolve(library: Library, name: str, request_number: int, request=None, coun
     return label, quoting.filled(script, request) if script.request_text else script
 
 
-def used(library: Library, scenario: Scenario, name: str, request, counters: SequenceCounters | None) -> tuple[str, Script]:
+def used(
+    library: Library, scenario: Scenario, name: str, request, counters: SequenceCounters | None
+) -> tuple[str, Script]:
     """What an entry's `use: name` plays: that scenario's first answer (a conversation's, the
     request's turn); inside a conversation, a sequence's next entry, by its own counter."""
     if scenario.is_conversation and library[name].is_sequence and counters is not None:

@@ -9,9 +9,33 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 __all__ = [
-    "DEFAULT_KEEPALIVE", "DEFAULT_STALL_TIMEOUT", "FINISH_REASONS", "MATCH_PREFIX_CHARS", "Delay", "Disconnect", "Entry",
-    "Fail", "Hang", "HttpError", "KeepaliveNow", "Match", "Output", "Quote", "QuoteRef", "RateLimit", "Raw", "RedactedThinking",
-    "Scenario", "Script", "Stall", "Step", "StopDetails", "TextRule", "ToolCall", "TurnRule", "Usage",
+    "DEFAULT_KEEPALIVE",
+    "DEFAULT_STALL_TIMEOUT",
+    "FINISH_REASONS",
+    "MATCH_PREFIX_CHARS",
+    "Delay",
+    "Disconnect",
+    "Entry",
+    "Fail",
+    "Hang",
+    "HttpError",
+    "KeepaliveNow",
+    "Match",
+    "Output",
+    "Quote",
+    "QuoteRef",
+    "RateLimit",
+    "Raw",
+    "RedactedThinking",
+    "Scenario",
+    "Script",
+    "Stall",
+    "Step",
+    "StopDetails",
+    "TextRule",
+    "ToolCall",
+    "TurnRule",
+    "Usage",
 ]
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequence")
@@ -243,7 +267,9 @@ class Match:
             return False
         if self.system is not None and not self.system.fits(conversation.system):
             return False
-        return all(any(fnmatch.fnmatchcase(value, glob) for value in headers.getall(name, ())) for name, glob in self.headers)
+        return all(
+            any(fnmatch.fnmatchcase(value, glob) for value in headers.getall(name, ())) for name, glob in self.headers
+        )
 
     def fits_tool_result(self, results: tuple) -> bool:
         if isinstance(self.tool_result, bool):

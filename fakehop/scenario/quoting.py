@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .model import MAX_TEXT_CHARS
+from .model import MAX_TEXT_CHARS, Output, Quote, QuoteRef, Script
 from .reader import split_deltas
-from .model import Output, Quote, QuoteRef, Script
 
 
 def filled(script: Script, request) -> Script:
@@ -27,7 +26,13 @@ def filled(script: Script, request) -> Script:
 def quoted_output(quote: Quote, request) -> Output:
     """The step's text, cut at MAX_TEXT_CHARS as a scenario's own text is: a request may quote a tool result of megabytes."""
     text = "".join(piece if type(piece) is str else quoted_text(piece, request) for piece in quote.pieces)
-    return Output(quote.kind, split_deltas(text[:MAX_TEXT_CHARS], quote.chunk), quote.interval, signature=quote.signature, phase=quote.phase)
+    return Output(
+        quote.kind,
+        split_deltas(text[:MAX_TEXT_CHARS], quote.chunk),
+        quote.interval,
+        signature=quote.signature,
+        phase=quote.phase,
+    )
 
 
 def quoted_text(reference: QuoteRef, request) -> str:

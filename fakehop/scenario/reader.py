@@ -10,18 +10,45 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import re2
 
 from .. import CONTROL_PREFIX
 from . import textgen, yamlsource
 from .hints import did_you_mean
-from .model import (DEFAULT_KEEPALIVE, MAX_TEXT_CHARS, DEFAULT_STALL_TIMEOUT, FINISH_REASONS, Delay, Disconnect, Entry, Fail, Hang, HttpError,
-                    KeepaliveNow, Match, Output, Quote, QuoteRef, RateLimit, Raw, RedactedThinking, Scenario, Script, Stall, Step, StopDetails,
-                    TextRule, ToolCall, TurnRule, Usage)
+from .model import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_STALL_TIMEOUT,
+    FINISH_REASONS,
+    MAX_TEXT_CHARS,
+    Delay,
+    Disconnect,
+    Entry,
+    Fail,
+    Hang,
+    HttpError,
+    KeepaliveNow,
+    Match,
+    Output,
+    Quote,
+    QuoteRef,
+    RateLimit,
+    Raw,
+    RedactedThinking,
+    Scenario,
+    Script,
+    Stall,
+    Step,
+    StopDetails,
+    TextRule,
+    ToolCall,
+    TurnRule,
+    Usage,
+)
 from .yamlsource import LineDict, LineList
 
 MAX_FILE_BYTES = 1_000_000
@@ -34,8 +61,20 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 MIN_KEEPALIVE = 0.001  # a keepalive interval that is not 0 (never); played at least this long after the time scale too
 # Headers an http_error may not set: they say how the answer is framed, which is the server's to say.
-FRAMING_HEADERS = frozenset(("content-type", "content-length", "transfer-encoding", "connection", "keep-alive",
-                             "upgrade", "te", "trailer", "content-encoding", "host"))
+FRAMING_HEADERS = frozenset(
+    (
+        "content-type",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "content-encoding",
+        "host",
+    )
+)
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")  # no control characters but tab
 _REGEX_OPTIONS = re2.Options()
@@ -107,7 +146,13 @@ def _line_of(container: Any, key: Any, default: int = 0) -> int:
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing"
-    for kind, name in ((bool, "true/false"), (dict, "a mapping"), (list, "a list"), (str, "a string"), ((int, float), "a number")):
+    for kind, name in (
+        (bool, "true/false"),
+        (dict, "a mapping"),
+        (list, "a list"),
+        (str, "a string"),
+        ((int, float), "a number"),
+    ):
         if isinstance(value, kind):
             return name
     return type(value).__name__
@@ -171,10 +216,32 @@ def _int(check: _Checker, mapping: LineDict, key: str, low: int, high: int) -> i
 
 # ---------------------------------------------------------------- steps
 
-ACTION_KEYS = ("text", "reasoning", "refusal", "tool_call", "redacted_thinking", "delay", "keepalive", "stall", "hang", "fail", "disconnect", "raw")
-BARE_STEPS = {"keepalive": KeepaliveNow(), "stall": Stall(resume=False), "hang": Hang(), "disconnect": Disconnect(),
-              "redacted_thinking": RedactedThinking(None)}
-ENDING_STEPS = {Fail: "a fail", Disconnect: "a disconnect", Hang: "a hang"}  # and a Stall without resume: see _ending_of
+ACTION_KEYS = (
+    "text",
+    "reasoning",
+    "refusal",
+    "tool_call",
+    "redacted_thinking",
+    "delay",
+    "keepalive",
+    "stall",
+    "hang",
+    "fail",
+    "disconnect",
+    "raw",
+)
+BARE_STEPS = {
+    "keepalive": KeepaliveNow(),
+    "stall": Stall(resume=False),
+    "hang": Hang(),
+    "disconnect": Disconnect(),
+    "redacted_thinking": RedactedThinking(None),
+}
+ENDING_STEPS = {
+    Fail: "a fail",
+    Disconnect: "a disconnect",
+    Hang: "a hang",
+}  # and a Stall without resume: see _ending_of
 CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
 STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
@@ -233,8 +300,11 @@ def _text_value(check: _Checker, value: Any, line: int, key: str) -> str | tuple
         except textgen.TextgenError as exc:
             check.add(line, f"{key}: {exc}")
             return None
-    check.add(line, f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, "
-                    f"or a quote such as {{from: tool_result}}, got {_type_name(value)}")
+    check.add(
+        line,
+        f"{key}: expected a string or a faker mapping such as {{faker: paragraph, seed: 3}}, or a list of pieces, "
+        f"or a quote such as {{from: tool_result}}, got {_type_name(value)}",
+    )
     return None
 
 
@@ -248,7 +318,10 @@ def _pieces(check: _Checker, pieces: LineList, line: int, what: str, chunk_line:
         return None
     for index, piece in enumerate(pieces):
         if not isinstance(piece, str):
-            check.add(_line_of(pieces, index, line), f"{what}: piece {index + 1} is {_type_name(piece)}; every piece must be a string")
+            check.add(
+                _line_of(pieces, index, line),
+                f"{what}: piece {index + 1} is {_type_name(piece)}; every piece must be a string",
+            )
             return None
     if check.counted(line, "".join(pieces)) is None:
         return None
@@ -295,13 +368,15 @@ def _template_pieces(check: _Checker, line: int, key: str, template: str) -> tup
     pieces: list[str | QuoteRef] = []
     literal, at = "", 0
     for token in _TEMPLATE_TOKEN.finditer(template):
-        literal += template[at:token.start()]
+        literal += template[at : token.start()]
         at = token.end()
         if token.group(0) in ("{{", "}}"):
             literal += token.group(0)[0]
             continue
         if token.group(1) is None:
-            check.add(line, f"{key}: template: a lone {token.group(0)!r}; write {token.group(0) * 2} for the brace itself")
+            check.add(
+                line, f"{key}: template: a lone {token.group(0)!r}; write {token.group(0) * 2} for the brace itself"
+            )
             return None
         source, _, tool = token.group(1).partition(":")
         reference = _quote_ref(check, line, key, source.strip(), tool.strip() or None)
@@ -358,7 +433,10 @@ def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: An
     _check_keys(check, spec, ("parts",), "reasoning")
     if "parts" not in spec:
         if not spec:
-            check.add(_line_of(step, "reasoning"), "reasoning: expected a string, {parts: [texts]} or a faker mapping, got an empty mapping")
+            check.add(
+                _line_of(step, "reasoning"),
+                "reasoning: expected a string, {parts: [texts]} or a faker mapping, got an empty mapping",
+            )
         return None
     parts = spec["parts"]
     line = _line_of(spec, "parts")
@@ -372,8 +450,13 @@ def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: An
     for part_deltas in split:
         part_starts.append(len(deltas))
         deltas.extend(part_deltas)
-    return Output(kind="reasoning", deltas=tuple(deltas), interval=interval, part_starts=tuple(part_starts),
-                  signature=_string(check, step, "signature"))
+    return Output(
+        kind="reasoning",
+        deltas=tuple(deltas),
+        interval=interval,
+        part_starts=tuple(part_starts),
+        signature=_string(check, step, "signature"),
+    )
 
 
 def _part_deltas(check: _Checker, part: Any, line: int, chunk: Any) -> tuple[str, ...] | None:
@@ -424,7 +507,10 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
     elif isinstance(arguments, dict):
         text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
     else:
-        check.add(line, f"tool_call arguments: expected a mapping, a JSON string or a list of pieces, got {_type_name(arguments)}")
+        check.add(
+            line,
+            f"tool_call arguments: expected a mapping, a JSON string or a list of pieces, got {_type_name(arguments)}",
+        )
         return None
     if check.counted(line, text) is None:
         return None
@@ -433,7 +519,11 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
 
 def _error_details(check: _Checker, spec: LineDict) -> dict[str, str | None]:
     """The `type`, `code` and `param` an error sets in place of its defaults, as Fail and HttpError take them."""
-    return {"error_type": _string(check, spec, "type"), "code": _string(check, spec, "code"), "param": _string(check, spec, "param")}
+    return {
+        "error_type": _string(check, spec, "type"),
+        "code": _string(check, spec, "code"),
+        "param": _string(check, spec, "param"),
+    }
 
 
 def _boolean(check: _Checker, mapping: LineDict, key: str, default: bool) -> bool:
@@ -475,7 +565,10 @@ def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | Non
     if value is None:
         return BARE_STEPS["redacted_thinking"]
     if not isinstance(value, str) or not value:
-        check.add(_line_of(raw, "redacted_thinking"), f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}")
+        check.add(
+            _line_of(raw, "redacted_thinking"),
+            f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}",
+        )
         return None
     return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))
 
@@ -487,7 +580,10 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step |
         check.add(line, f"unknown step {raw!r}{_suggest(raw, BARE_STEPS).replace('valid keys', 'steps written alone')}")
         return None
     if not isinstance(raw, LineDict):
-        check.add(line, f"a step must be a mapping such as {{text: hi}} or one of {', '.join(BARE_STEPS)}, got {_type_name(raw)}")
+        check.add(
+            line,
+            f"a step must be a mapping such as {{text: hi}} or one of {', '.join(BARE_STEPS)}, got {_type_name(raw)}",
+        )
         return None
     actions = [key for key in raw if key in ACTION_KEYS]
     if len(actions) != 1:
@@ -557,15 +653,28 @@ def _check_ending(check: _Checker, steps: list[Step | None], lines: list[int]) -
         ending = _ending_of(step)
         if ending is not None:
             hint = "; or write stall: continue to go on after the stall" if type(step) is Stall else ""
-            check.add(lines[index + 1], f"steps after {ending} never play: it ends the stream (line {lines[index]}); "
-                                        f"remove them, or move them before it{hint}")
+            check.add(
+                lines[index + 1],
+                f"steps after {ending} never play: it ends the stream (line {lines[index]}); "
+                f"remove them, or move them before it{hint}",
+            )
             return
 
 
 # ---------------------------------------------------------------- scripts and scenarios
 
-SETTING_KEYS = ("model", "keepalive", "stall_timeout", "chunk_interval", "usage", "finish", "stop_sequence", "force_reasoning", "rate_limit",
-                "stop_details")
+SETTING_KEYS = (
+    "model",
+    "keepalive",
+    "stall_timeout",
+    "chunk_interval",
+    "usage",
+    "finish",
+    "stop_sequence",
+    "force_reasoning",
+    "rate_limit",
+    "stop_details",
+)
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
 TOP_KEYS = ("name", "description", "match") + ENTRY_LISTS + BODY_KEYS + SETTING_KEYS
@@ -573,8 +682,11 @@ ENTRY_KEYS = BODY_KEYS + ("use",) + SETTING_KEYS
 HTTP_ERROR_KEYS = ("status", "message", "retry_after", "headers") + ERROR_DETAIL_KEYS
 USAGE_FIELDS = tuple(Usage.__dataclass_fields__)
 # Other names a usage count goes by, as Anthropic names them: either name sets it.
-USAGE_ALIASES = {"thinking_tokens": "reasoning_tokens", "cache_read_input_tokens": "cached_tokens",
-                 "cache_creation_input_tokens": "cache_write_tokens"}
+USAGE_ALIASES = {
+    "thinking_tokens": "reasoning_tokens",
+    "cache_read_input_tokens": "cached_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
 USAGE_KEYS = USAGE_FIELDS + tuple(USAGE_ALIASES)
 MATCH_KEYS = ("protocol", "model", "prompt", "turn", "tool_result", "tools", "system", "header")
 _AT_LEAST_TURN = re.compile(r"^\s*>=\s*(\d+)\s*$")
@@ -611,7 +723,9 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
     """http_error's `headers`: names that are HTTP tokens, values without line breaks, and none
     of the headers that frame the answer (which would garble the connection for the next one)."""
     headers = spec.get("headers", LineDict())
-    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()
+    ):
         check.add(_line_of(spec, "headers"), "headers: expected a mapping of header names to values")
         return {}
     for name, value in headers.items():
@@ -619,7 +733,9 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
         if not _HEADER_NAME.match(name):
             check.add(line, f"headers: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
         elif name.lower() in FRAMING_HEADERS:
-            check.add(line, f"headers: {name} frames the answer and is the server's to set; an http_error may not set it")
+            check.add(
+                line, f"headers: {name} frames the answer and is the server's to set; an http_error may not set it"
+            )
         elif not _HEADER_VALUE.match(str(value)):
             check.add(line, f"headers: the value of {name} holds a line break or another control character")
     return headers
@@ -630,7 +746,9 @@ def is_header(name: str, value: str) -> bool:
     return bool(_HEADER_NAME.match(name) and _HEADER_VALUE.match(value))
 
 
-def _retry_after_header(check: _Checker, spec: LineDict, retry_after: str | None, headers: dict) -> tuple[str | None, dict]:
+def _retry_after_header(
+    check: _Checker, spec: LineDict, retry_after: str | None, headers: dict
+) -> tuple[str | None, dict]:
     """A Retry-After among http_error's `headers`, in any case, taken as its `retry_after`: the
     one header that the answer, the journal and the verdicts read by name."""
     named = [name for name in headers if name.lower() == "retry-after"]
@@ -674,7 +792,7 @@ class _Settings:
     keepalive: float = DEFAULT_KEEPALIVE
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     chunk_interval: float = 0.0
-    usage: Usage = Usage()
+    usage: Usage = Usage()  # noqa: RUF009 - frozen
     finish: str | None = None
     stop_sequence: str | None = None
     force_reasoning: bool = False
@@ -711,7 +829,10 @@ def _stop_details(check: _Checker, doc: LineDict, inherited: StopDetails | None)
     _check_keys(check, spec, ("category", "explanation"), "stop_details")
     category = _string(check, spec, "category")
     if category is not None and category not in REFUSAL_CATEGORIES:
-        check.add(_line_of(spec, "category"), f"stop_details category: expected one of {', '.join(REFUSAL_CATEGORIES)}, got {category!r}")
+        check.add(
+            _line_of(spec, "category"),
+            f"stop_details category: expected one of {', '.join(REFUSAL_CATEGORIES)}, got {category!r}",
+        )
         category = None
     return StopDetails(category, _string(check, spec, "explanation"))
 
@@ -719,7 +840,10 @@ def _stop_details(check: _Checker, doc: LineDict, inherited: StopDetails | None)
 def _keepalive(check: _Checker, doc: LineDict, inherited: float) -> float:
     seconds = _duration(check, doc, "keepalive", inherited)
     if 0 < seconds < MIN_KEEPALIVE:
-        check.add(_line_of(doc, "keepalive"), f"keepalive: must be 0 (never) or at least {MIN_KEEPALIVE * 1000:g}ms, got {doc['keepalive']!r}")
+        check.add(
+            _line_of(doc, "keepalive"),
+            f"keepalive: must be 0 (never) or at least {MIN_KEEPALIVE * 1000:g}ms, got {doc['keepalive']!r}",
+        )
         return inherited
     return seconds
 
@@ -758,7 +882,10 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
 def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | None:
     has = [key for key in BODY_KEYS if key in doc]
     if len(has) != 1:
-        check.add(doc.line, "needs exactly one of steps or http_error" if not has else "has both steps and http_error; keep one")
+        check.add(
+            doc.line,
+            "needs exactly one of steps or http_error" if not has else "has both steps and http_error; keep one",
+        )
         return None
     common = dict(
         model=settings.model,
@@ -776,7 +903,10 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         return None if error is None else Script(http_error=error, **common)
     steps = _steps(check, doc, settings.chunk_interval)
     if "stop_details" in doc and not _refuses(steps, settings.finish):
-        check.add(_line_of(doc, "stop_details"), "stop_details: goes with a refusal: a refusal step, or finish: content_filter")
+        check.add(
+            _line_of(doc, "stop_details"),
+            "stop_details: goes with a refusal: a refusal step, or finish: content_filter",
+        )
     return Script(steps=steps, **common, request_text=any(type(step) is Quote for step in steps))
 
 
@@ -811,7 +941,9 @@ def _entry(check: _Checker, raw: Any, line: int, settings: _Settings, key: str) 
             return None
         others = [key for key in raw if key != "use"]
         if others:
-            check.add(_line_of(raw, others[0]), f"use: an entry with use takes no other keys (found {', '.join(others)})")
+            check.add(
+                _line_of(raw, others[0]), f"use: an entry with use takes no other keys (found {', '.join(others)})"
+            )
         return Entry(use=use, line=_line_of(raw, "use"))
     script = _script(check, raw, _settings(check, raw, settings))
     return None if script is None else Entry(script=script, line=raw.line)
@@ -822,16 +954,26 @@ def _match(check: _Checker, doc: LineDict) -> Match | None:
     if spec is None:
         return None
     if not isinstance(spec, LineDict):
-        check.add(_line_of(doc, "match"), f"match: expected a mapping of rules such as protocol, model and prompt, got {_type_name(spec)}")
+        check.add(
+            _line_of(doc, "match"),
+            f"match: expected a mapping of rules such as protocol, model and prompt, got {_type_name(spec)}",
+        )
         return None
     _check_keys(check, spec, MATCH_KEYS, "match")
     protocol = _string(check, spec, "protocol")
     if protocol is not None and protocol not in PROTOCOL_NAMES:
-        check.add(_line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}")
+        check.add(
+            _line_of(spec, "protocol"), f"match protocol: expected one of {', '.join(PROTOCOL_NAMES)}, got {protocol!r}"
+        )
     return Match(
-        protocol=protocol, model=_string(check, spec, "model"), prompt=_text_rule(check, spec, "prompt"),
-        turn=_turn_rule(check, spec), tool_result=_tool_result_rule(check, spec), tools=_string(check, spec, "tools"),
-        system=_text_rule(check, spec, "system"), headers=_header_rules(check, spec),
+        protocol=protocol,
+        model=_string(check, spec, "model"),
+        prompt=_text_rule(check, spec, "prompt"),
+        turn=_turn_rule(check, spec),
+        tool_result=_tool_result_rule(check, spec),
+        tools=_string(check, spec, "tools"),
+        system=_text_rule(check, spec, "system"),
+        headers=_header_rules(check, spec),
     )
 
 
@@ -854,7 +996,10 @@ def _turn_rule(check: _Checker, spec: LineDict) -> TurnRule | None:
         elif at_least_found and int(at_least_found.group(1)) >= 1:
             at_least = min(at_least or math.inf, int(at_least_found.group(1)))
         else:
-            check.add(_line_of(spec, "turn"), f'match turn: expected a turn number from 1, a list of them, or ">=N", got {value!r}')
+            check.add(
+                _line_of(spec, "turn"),
+                f'match turn: expected a turn number from 1, a list of them, or ">=N", got {value!r}',
+            )
             return None
     return TurnRule(frozenset(turns), at_least)
 
@@ -863,7 +1008,10 @@ def _tool_result_rule(check: _Checker, spec: LineDict) -> bool | str | None:
     value = spec.get("tool_result")
     if value is None or isinstance(value, bool) or (isinstance(value, str) and value):
         return value
-    check.add(_line_of(spec, "tool_result"), f"match tool_result: expected true, false or a tool's name, got {_type_name(value)}")
+    check.add(
+        _line_of(spec, "tool_result"),
+        f"match tool_result: expected true, false or a tool's name, got {_type_name(value)}",
+    )
     return None
 
 
@@ -872,14 +1020,21 @@ def _header_rules(check: _Checker, spec: LineDict) -> tuple[tuple[str, str], ...
     headers = spec.get("header")
     if headers is None:
         return ()
-    if not isinstance(headers, dict) or not all(isinstance(name, str) and isinstance(glob, (str, int, float)) and not isinstance(glob, bool)
-                                                for name, glob in headers.items()):
-        check.add(_line_of(spec, "header"), "match header: expected a mapping of header names to globs, such as {X-Tenant: \"acme-*\"}")
+    if not isinstance(headers, dict) or not all(
+        isinstance(name, str) and isinstance(glob, (str, int, float)) and not isinstance(glob, bool)
+        for name, glob in headers.items()
+    ):
+        check.add(
+            _line_of(spec, "header"),
+            'match header: expected a mapping of header names to globs, such as {X-Tenant: "acme-*"}',
+        )
         return ()
     for name in headers:
         if not _HEADER_NAME.match(name):
-            check.add(_line_of(headers, name, _line_of(spec, "header")),
-                      f"match header: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only), so no request sends it")
+            check.add(
+                _line_of(headers, name, _line_of(spec, "header")),
+                f"match header: {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only), so no request sends it",
+            )
     return tuple((name, str(glob)) for name, glob in headers.items())
 
 
@@ -893,8 +1048,11 @@ def match_regex(check: _Checker, spec: LineDict, key: str, value: str | None):
         return re2.compile(value[1:-1], _REGEX_OPTIONS)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        check.add(_line_of(spec, key), f"match {key}: not a valid regular expression ({reason}); "
-                                       "match regexes run on RE2, which takes no backreferences or look-around")
+        check.add(
+            _line_of(spec, key),
+            f"match {key}: not a valid regular expression ({reason}); "
+            "match regexes run on RE2, which takes no backreferences or look-around",
+        )
         return None
 
 
@@ -902,14 +1060,19 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
     """Turn one parsed YAML document into a Scenario, or raise ScenarioError listing every problem."""
     check = _Checker(source)
     if not isinstance(doc, LineDict):
-        check.add(getattr(doc, "line", 1), f"a scenario must be a mapping with steps, http_error, sequence or conversation, got {_type_name(doc)}")
+        check.add(
+            getattr(doc, "line", 1),
+            f"a scenario must be a mapping with steps, http_error, sequence or conversation, got {_type_name(doc)}",
+        )
         raise ScenarioError(check.problems)
     _check_keys(check, doc, TOP_KEYS, "the scenario")
     name = _string(check, doc, "name", default_name)
     if not name:
         check.add(doc.line, "needs a name")
     elif not NAME_PATTERN.match(name):
-        check.add(_line_of(doc, "name"), f"name: {name!r} may hold only letters, digits, '.', '_' and '-' (at most 128)")
+        check.add(
+            _line_of(doc, "name"), f"name: {name!r} may hold only letters, digits, '.', '_' and '-' (at most 128)"
+        )
     description = _string(check, doc, "description", "") or ""
     settings = _settings(check, doc, _Settings())
     lists = [key for key in ENTRY_LISTS if key in doc]
@@ -924,8 +1087,14 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
     if check.problems:
         raise ScenarioError(check.problems)
     return Scenario(
-        name=name, description=description, source=source, entries=tuple(entries),
-        is_sequence=lists[:1] == ["sequence"], match=match, line=doc.line, is_conversation=lists[:1] == ["conversation"],
+        name=name,
+        description=description,
+        source=source,
+        entries=tuple(entries),
+        is_sequence=lists[:1] == ["sequence"],
+        match=match,
+        line=doc.line,
+        is_conversation=lists[:1] == ["conversation"],
     )
 
 

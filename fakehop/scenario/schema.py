@@ -7,8 +7,8 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .reader import FAIL_KINDS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
 from .model import FINISH_REASONS
+from .reader import FAIL_KINDS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -32,7 +32,14 @@ def _text_source(what: str, quoting: bool = True) -> dict:
         "properties": {
             "faker": {"enum": list(PROVIDERS)},
             "seed": {"type": "integer"},
-            **{name: ({"type": "boolean"} if name.startswith("variable_") else {"type": "integer", "minimum": 1, "maximum": 10000}) for name in ARGUMENTS},
+            **{
+                name: (
+                    {"type": "boolean"}
+                    if name.startswith("variable_")
+                    else {"type": "integer", "minimum": 1, "maximum": 10000}
+                )
+                for name in ARGUMENTS
+            },
         },
         "required": ["faker"],
         "additionalProperties": False,
@@ -65,12 +72,16 @@ PIECES = {
 
 
 def _reasoning() -> dict:
-    what = ("Reasoning, shown as the request asks: summary parts on Responses (with reasoning.summary), "
-            "a thinking block on Messages (with thinking), silence on Chat.")
+    what = (
+        "Reasoning, shown as the request asks: summary parts on Responses (with reasoning.summary), "
+        "a thinking block on Messages (with thinking), silence on Chat."
+    )
     parts = {
         "type": "object",
         "description": "Several summary parts, each a text.",
-        "properties": {"parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.", quoting=False)}},
+        "properties": {
+            "parts": {"type": "array", "minItems": 1, "items": _text_source("One summary part.", quoting=False)}
+        },
         "required": ["parts"],
         "additionalProperties": False,
     }
@@ -132,7 +143,10 @@ def _steps() -> dict:
                 "properties": {
                     "kind": {"enum": list(FAIL_KINDS)},
                     "message": {"type": "string"},
-                    "error_event": {"type": "boolean", "description": "Responses: an `error` event before `response.failed` (default true)."},
+                    "error_event": {
+                        "type": "boolean",
+                        "description": "Responses: an `error` event before `response.failed` (default true).",
+                    },
                     **_ERROR_DETAILS,
                 },
                 "required": ["kind"],
@@ -142,21 +156,50 @@ def _steps() -> dict:
     }
     step = {
         "anyOf": [
-            {"enum": ["keepalive", "stall", "hang", "disconnect", "redacted_thinking"], "description": "A step written alone."},
-            _step_with("text", _text_source("Text output."), chunked=True,
-                       phase={"enum": ["commentary", "final_answer"], "description": "Responses: the message item's phase."}),
-            _step_with("refusal", _text_source("A refusal: Chat's delta.refusal, a refusal content part on Responses, "
-                                               "text and stop_reason refusal on Messages."), chunked=True),
-            _step_with("reasoning", _reasoning(), chunked=True,
-                       signature={"type": "string", "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random."}),
-            _step_with("redacted_thinking", {
-                "description": "Reasoning never shown: Messages' redacted_thinking block with this opaque data (made up when left out).",
-                "type": ["string", "null"],
-            }),
+            {
+                "enum": ["keepalive", "stall", "hang", "disconnect", "redacted_thinking"],
+                "description": "A step written alone.",
+            },
+            _step_with(
+                "text",
+                _text_source("Text output."),
+                chunked=True,
+                phase={"enum": ["commentary", "final_answer"], "description": "Responses: the message item's phase."},
+            ),
+            _step_with(
+                "refusal",
+                _text_source(
+                    "A refusal: Chat's delta.refusal, a refusal content part on Responses, "
+                    "text and stop_reason refusal on Messages."
+                ),
+                chunked=True,
+            ),
+            _step_with(
+                "reasoning",
+                _reasoning(),
+                chunked=True,
+                signature={
+                    "type": "string",
+                    "description": "The thinking block's signature on Messages (the block's first step gives it); default: drawn at random.",
+                },
+            ),
+            _step_with(
+                "redacted_thinking",
+                {
+                    "description": "Reasoning never shown: Messages' redacted_thinking block with this opaque data (made up when left out).",
+                    "type": ["string", "null"],
+                },
+            ),
             _step_with("tool_call", tool_call, chunked=True),
             _step_with("delay", _duration("Silence; keepalives still flow.")),
             _step_with("keepalive", {"type": "null"}),
-            _step_with("stall", {"description": "Nothing, or continue to resume after stall_timeout.", "enum": [None, True, "continue"]}),
+            _step_with(
+                "stall",
+                {
+                    "description": "Nothing, or continue to resume after stall_timeout.",
+                    "enum": [None, True, "continue"],
+                },
+            ),
             _step_with("hang", {"type": "null"}),
             _step_with("disconnect", {"type": "null"}),
             _step_with("fail", fail),
@@ -172,8 +215,15 @@ def _http_error() -> dict:
         "properties": {
             "status": {"type": "integer", "minimum": 400, "maximum": 599},
             "message": {"type": "string"},
-            "retry_after": {"description": "Retry-After header, as written.", "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}]},
-            "headers": {"type": "object", "propertyNames": HEADER_NAME, "additionalProperties": {"type": ["string", "number"]}},
+            "retry_after": {
+                "description": "Retry-After header, as written.",
+                "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+            },
+            "headers": {
+                "type": "object",
+                "propertyNames": HEADER_NAME,
+                "additionalProperties": {"type": ["string", "number"]},
+            },
             **_ERROR_DETAILS,
         },
         "required": ["status"],
@@ -193,8 +243,14 @@ def _settings() -> dict:
             "properties": {key: {"type": "integer", "minimum": 0} for key in USAGE_KEYS},
             "additionalProperties": False,
         },
-        "finish": {"enum": list(FINISH_REASONS), "description": "Default: tool_calls if the answer calls a tool, else stop."},
-        "stop_sequence": {"type": "string", "description": "With finish: stop_sequence, the sequence Messages reports."},
+        "finish": {
+            "enum": list(FINISH_REASONS),
+            "description": "Default: tool_calls if the answer calls a tool, else stop.",
+        },
+        "stop_sequence": {
+            "type": "string",
+            "description": "With finish: stop_sequence, the sequence Messages reports.",
+        },
         "rate_limit": {
             "type": "object",
             "description": "Rate-limit headers on successful answers, counting down per answer; what is left out has a default.",
@@ -204,7 +260,10 @@ def _settings() -> dict:
             },
             "additionalProperties": False,
         },
-        "force_reasoning": {"type": "boolean", "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries)."},
+        "force_reasoning": {
+            "type": "boolean",
+            "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries).",
+        },
         "stop_details": {
             "type": "object",
             "description": "What Messages' stop_details says of a refusal (a refusal step, or finish: content_filter).",
@@ -232,18 +291,42 @@ def scenario_schema() -> dict:
         "properties": {
             "protocol": {"enum": list(PROTOCOL_NAMES)},
             "model": {"type": "string", "description": "Glob on the request's model."},
-            "prompt": {"type": "string", "description": "Substring of the last user-authored text; /regex/ for a regular expression."},
+            "prompt": {
+                "type": "string",
+                "description": "Substring of the last user-authored text; /regex/ for a regular expression.",
+            },
             "turn": {
                 "description": 'The request\'s turn (1 + the assistant turns it sends): a number, a list of them, or ">=N".',
-                "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
-                          {"type": "array", "minItems": 1, "items": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"}]}}],
+                "anyOf": [
+                    {"type": "integer", "minimum": 1},
+                    {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
+                    {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "anyOf": [
+                                {"type": "integer", "minimum": 1},
+                                {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
+                            ]
+                        },
+                    },
+                ],
             },
-            "tool_result": {"description": "true: the request ends with tool results; false: it does not; a name: it ends with a result of that tool.",
-                            "anyOf": [{"type": "boolean"}, {"type": "string", "minLength": 1}]},
+            "tool_result": {
+                "description": "true: the request ends with tool results; false: it does not; a name: it ends with a result of that tool.",
+                "anyOf": [{"type": "boolean"}, {"type": "string", "minLength": 1}],
+            },
             "tools": {"type": "string", "description": "The request offers a tool of this name."},
-            "system": {"type": "string", "description": "Substring of the system prompt or instructions; /regex/ for a regular expression."},
-            "header": {"type": "object", "description": "Request headers whose value fits each glob.", "propertyNames": HEADER_NAME,
-                       "additionalProperties": {"type": ["string", "number"]}},
+            "system": {
+                "type": "string",
+                "description": "Substring of the system prompt or instructions; /regex/ for a regular expression.",
+            },
+            "header": {
+                "type": "object",
+                "description": "Request headers whose value fits each glob.",
+                "propertyNames": HEADER_NAME,
+                "additionalProperties": {"type": ["string", "number"]},
+            },
         },
         "additionalProperties": False,
     }
@@ -257,11 +340,25 @@ def scenario_schema() -> dict:
             "description": {"type": "string"},
             "match": match,
             **body,
-            "sequence": {"type": "array", "minItems": 1, "items": entry, "description": "Request N plays entry N; the last repeats."},
-            "conversation": {"type": "array", "minItems": 1, "items": entry,
-                             "description": "Turn N of the request's conversation plays entry N; the last repeats."},
+            "sequence": {
+                "type": "array",
+                "minItems": 1,
+                "items": entry,
+                "description": "Request N plays entry N; the last repeats.",
+            },
+            "conversation": {
+                "type": "array",
+                "minItems": 1,
+                "items": entry,
+                "description": "Turn N of the request's conversation plays entry N; the last repeats.",
+            },
             **settings,
         },
-        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["sequence"]}, {"required": ["conversation"]}],
+        "oneOf": [
+            {"required": ["steps"]},
+            {"required": ["http_error"]},
+            {"required": ["sequence"]},
+            {"required": ["conversation"]},
+        ],
         "additionalProperties": False,
     }

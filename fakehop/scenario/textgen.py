@@ -34,7 +34,9 @@ def generate(spec: dict[str, Any]) -> str:
         raise TextgenError(f"seed: expected a whole number, got {seed!r}")
     unknown = sorted(set(spec) - {"faker", "seed"} - set(ARGUMENTS))
     if unknown:
-        raise TextgenError(f"unknown key {unknown[0]!r} for faker text; valid keys: faker, seed, {', '.join(ARGUMENTS)}")
+        raise TextgenError(
+            f"unknown key {unknown[0]!r} for faker text; valid keys: faker, seed, {', '.join(ARGUMENTS)}"
+        )
     arguments = {key: spec[key] for key in ARGUMENTS if key in spec}
     for key, value in arguments.items():
         if key.startswith("variable_"):

@@ -47,7 +47,9 @@ class YamlProblem(Exception):
         self.line = line
 
 
-MAX_EXPANDED_SIZE = 4_000_000  # nodes plus scalar characters, aliases expanded; a 1 MB file without aliases stays below 2,000,000
+MAX_EXPANDED_SIZE = (
+    4_000_000  # nodes plus scalar characters, aliases expanded; a 1 MB file without aliases stays below 2,000,000
+)
 
 
 class _Loader(_BaseLoader):
@@ -81,7 +83,10 @@ def _check_expanded_size(root: yaml.Node) -> None:
             open_nodes.discard(key)
             sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
             if sizes[key] > MAX_EXPANDED_SIZE:
-                raise YamlProblem(f"aliases expand this document to more than {MAX_EXPANDED_SIZE:,} nodes and characters", node.start_mark.line + 1)
+                raise YamlProblem(
+                    f"aliases expand this document to more than {MAX_EXPANDED_SIZE:,} nodes and characters",
+                    node.start_mark.line + 1,
+                )
         elif key in open_nodes:
             raise YamlProblem("an alias refers to a node that contains it", node.start_mark.line + 1)
         elif key not in sizes:
@@ -145,7 +150,7 @@ def with_lines(value):
 def load(text: str):
     """Parse one YAML document into LineDict/LineList/scalars, or raise YamlProblem."""
     try:
-        return yaml.load(text, Loader=_AliasCheckingLoader if "&" in text else _Loader)  # noqa: S506 - both are safe loaders
+        return yaml.load(text, Loader=_AliasCheckingLoader if "&" in text else _Loader)
     except YamlProblem:
         raise
     except yaml.MarkedYAMLError as exc:
@@ -168,13 +173,17 @@ def syntax_problem(text: str, exc: yaml.MarkedYAMLError) -> YamlProblem:
     if mark is None:
         return YamlProblem(f"not valid YAML: {exc.problem or exc.context}")
     lines = text.splitlines()  # the line breaks YAML knows: any other that splitlines takes is refused before parsing
-    at_tab = mark.line < len(lines) and lines[mark.line][mark.column:mark.column + 1] == "\t"
-    return YamlProblem(f"not valid YAML at column {mark.column + 1}: {TAB if at_tab else exc.problem or exc.context}", mark.line + 1)
+    at_tab = mark.line < len(lines) and lines[mark.line][mark.column : mark.column + 1] == "\t"
+    return YamlProblem(
+        f"not valid YAML at column {mark.column + 1}: {TAB if at_tab else exc.problem or exc.context}", mark.line + 1
+    )
 
 
 def character_problem(text: str, exc: yaml.reader.ReaderError) -> YamlProblem:
     """A character YAML does not take, with its line and column (the reader gives only its offset)."""
-    before = text[:exc.position]
+    before = text[: exc.position]
     column = len(before) - before.rfind("\n")
     code = exc.character if isinstance(exc.character, int) else ord(exc.character)  # the C reader gives a number
-    return YamlProblem(f"not valid YAML at column {column}: character U+{code:04X}: {exc.reason}", before.count("\n") + 1)
+    return YamlProblem(
+        f"not valid YAML at column {column}: character U+{code:04X}: {exc.reason}", before.count("\n") + 1
+    )

@@ -16,7 +16,9 @@ from .shared import GATEWAY_KEY
 __all__ = ["create_app", "start"]
 
 
-def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_host: str | None = None) -> web.Application:
+def create_app(
+    gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_host: str | None = None
+) -> web.Application:
     """The application for `gateway`; `bound_host`, the host it is served on, is answered beside
     loopback names, addresses and `gateway.allowed_hosts`. Bodies are left compressed for
     intake.read_body to inflate within the limit."""
@@ -36,6 +38,8 @@ def create_app(gateway: Gateway, client_max_size: int = MAX_BODY_BYTES, bound_ho
     return app
 
 
-async def start(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+async def start(
+    gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0
+) -> tuple[web.AppRunner, str]:
     """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
     return await start_app(create_app(gateway, bound_host=host), host, port, shutdown_timeout=shutdown_timeout)

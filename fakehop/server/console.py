@@ -19,18 +19,18 @@ import functools
 import itertools
 import json
 from collections import deque
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from pathlib import Path
-from typing import Callable, Iterator
 
 from aiohttp import web
 
 from .. import CONTROL_PREFIX, __version__
-from .shared import STREAM_HEADERS
+from ..protocols.common import event_frame
+from ..state.journal import IN_PROGRESS, Journal, Record
 from .control import ROUTES, control_call, gateway_of, json_error, refused_host, refused_origin, refused_without_token
 from .intake import request_id_for, stamp_request_id
-from ..state.journal import IN_PROGRESS, Journal, Record
-from ..protocols.common import event_frame
+from .shared import STREAM_HEADERS
 
 PAGE_PATH = CONTROL_PREFIX + "/ui"
 UI_DIRECTORY = Path(__file__).parent / "ui"
@@ -53,9 +53,25 @@ MAX_BACKLOG = 64  # pushes waiting for a console that does not read; past them, 
 PING_EVERY = 75  # pushes (15 s): a comment when nothing else was sent, so that a console that went away is noticed
 PING = b": ping\n\n"
 MAX_TEXT_IN_ROW = 300  # characters of a path, model or error in a row; the whole record is one call away
-COLUMNS = ("seq", "started_ms", "protocol", "model", "scenario", "stream", "status", "end", "events", "duration_us", "error",
-           "retry_after", "unrouted", "session")
-ROWS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)  # rows hold no containers of their own
+COLUMNS = (
+    "seq",
+    "started_ms",
+    "protocol",
+    "model",
+    "scenario",
+    "stream",
+    "status",
+    "end",
+    "events",
+    "duration_us",
+    "error",
+    "retry_after",
+    "unrouted",
+    "session",
+)
+ROWS_JSON = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), check_circular=False
+)  # rows hold no containers of their own
 
 
 def shortened(text) -> str | None:
@@ -70,10 +86,22 @@ def row(record: Record) -> list:
     body = record.body
     model = body.get("model") if type(body) is dict else None
     duration, protocol, error = record.duration, record.protocol, record.error
-    return [record.seq, int(record.started_at * 1000), protocol, shortened(model), record.scenario, record.stream,
-            record.status, record.end, record.events, None if duration is None else int(duration * 1_000_000),
-            None if error is None else error[:MAX_TEXT_IN_ROW], record.retry_after,
-            None if protocol is not None else f"{record.method} {record.path[:MAX_TEXT_IN_ROW]}", record.session]
+    return [
+        record.seq,
+        int(record.started_at * 1000),
+        protocol,
+        shortened(model),
+        record.scenario,
+        record.stream,
+        record.status,
+        record.end,
+        record.events,
+        None if duration is None else int(duration * 1_000_000),
+        None if error is None else error[:MAX_TEXT_IN_ROW],
+        record.retry_after,
+        None if protocol is not None else f"{record.method} {record.path[:MAX_TEXT_IN_ROW]}",
+        record.session,
+    ]
 
 
 def rows_event(records: list[Record], *, reset: bool, skipped: int = 0) -> bytes:
@@ -86,7 +114,7 @@ def rows_event(records: list[Record], *, reset: bool, skipped: int = 0) -> bytes
 class Watcher:
     """One open console: the pushes waiting to be written to it."""
 
-    def __init__(self, push: "Push"):
+    def __init__(self, push: Push):
         self.push = push
         self.waiting: deque[bytes] = deque()
         self.ready = asyncio.Event()
@@ -236,7 +264,9 @@ def push_for(app: web.Application, journal: Journal, first_shown: Callable[[], i
 
 def greeting() -> bytes:
     """What a console is sent first: the columns of its rows, and the calls this server has."""
-    return event_frame("hello", {"version": __version__, "columns": COLUMNS, "calls": ROUTES, "flush_interval": FLUSH_INTERVAL})
+    return event_frame(
+        "hello", {"version": __version__, "columns": COLUMNS, "calls": ROUTES, "flush_interval": FLUSH_INTERVAL}
+    )
 
 
 async def events(request: web.Request) -> web.StreamResponse:
@@ -255,7 +285,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def asset(name: str) -> bytes:
     return (UI_DIRECTORY / name).read_bytes()
 
@@ -283,7 +313,10 @@ async def token_state(request: web.Request) -> web.Response:
     refused = refused_host(request) or refused_origin(request)
     if refused is not None:
         return refused
-    state = {"admin_token": gateway_of(request).admin_token is not None, "accepted": refused_without_token(request) is None}
+    state = {
+        "admin_token": gateway_of(request).admin_token is not None,
+        "accepted": refused_without_token(request) is None,
+    }
     return web.json_response(state, headers={"Cache-Control": "no-store"})
 
 

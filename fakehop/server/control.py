@@ -18,15 +18,32 @@ from typing import Any
 from aiohttp import web
 
 from .. import CONTROL_PREFIX, __version__
-from .shared import GATEWAY_KEY, allowed_methods
-from .intake import FAKEHOP_HEADERS, bearer_token, loads, read_body, request_id_for, stamp_request_id, unknown_fakehop_header, unknown_header_message
-from ..scenario.library import UnknownScenario, is_bundled
-from .origins import HOSTS_KEY, foreign_origin, refused_host_message
 from ..protocols.common import BadRequest
-from ..scenario.reader import MAX_FILE_BYTES, SCENARIOS_SOURCE, ScenarioError, free_inline_name, parse_document, parse_text, scenario_json
+from ..scenario.library import UnknownScenario, is_bundled
 from ..scenario.model import Scenario
-from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
+from ..scenario.reader import (
+    MAX_FILE_BYTES,
+    SCENARIOS_SOURCE,
+    ScenarioError,
+    free_inline_name,
+    parse_document,
+    parse_text,
+    scenario_json,
+)
 from ..scenario.yamlsource import with_lines
+from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
+from .intake import (
+    FAKEHOP_HEADERS,
+    bearer_token,
+    loads,
+    read_body,
+    request_id_for,
+    stamp_request_id,
+    unknown_fakehop_header,
+    unknown_header_message,
+)
+from .origins import HOSTS_KEY, foreign_origin, refused_host_message
+from .shared import GATEWAY_KEY, allowed_methods
 
 log = logging.getLogger("fakehop")
 
@@ -44,9 +61,27 @@ JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 SESSION_PARAMETER = "session"
 ROUTES = (
-    "GET /health", "GET /scenarios", "GET /scenarios/NAME", "POST /scenarios", "GET /queue", "POST /queue", "DELETE /queue",
-    "PUT /default", "PUT /strict", "PUT /time_scale", "GET /requests", "GET /requests/SEQ", "DELETE /requests", "GET /verdict",
-    "POST /reset", "GET /sessions", "DELETE /sessions/ID", "GET /events", "GET /metrics", "GET /ui", "GET /ui/token",
+    "GET /health",
+    "GET /scenarios",
+    "GET /scenarios/NAME",
+    "POST /scenarios",
+    "GET /queue",
+    "POST /queue",
+    "DELETE /queue",
+    "PUT /default",
+    "PUT /strict",
+    "PUT /time_scale",
+    "GET /requests",
+    "GET /requests/SEQ",
+    "DELETE /requests",
+    "GET /verdict",
+    "POST /reset",
+    "GET /sessions",
+    "DELETE /sessions/ID",
+    "GET /events",
+    "GET /metrics",
+    "GET /ui",
+    "GET /ui/token",
 )
 
 
@@ -77,7 +112,9 @@ def session_named_in(request: web.Request) -> Session:
     """The session named by the X-Fakehop-Session header or `?session=`, else the one of requests that name none."""
     header, query = request.headers.get(SESSION_HEADER), request.query.get(SESSION_PARAMETER)
     if header is not None and query is not None and header != query:
-        raise ControlError(f"the {SESSION_HEADER} header names session {header!r} and ?session= names {query!r}; name one")
+        raise ControlError(
+            f"the {SESSION_HEADER} header names session {header!r} and ?session= names {query!r}; name one"
+        )
     try:
         return gateway_of(request).session(query if header is None else header)
     except BadSessionName as exc:
@@ -118,8 +155,13 @@ def refused_call(request: web.Request) -> web.Response | None:
     """The answer to a control call that may not be carried out, or None: a Host that is not
     this server's, an Origin of a page elsewhere, a missing admin token, an X-Fakehop-* header
     fakehop does not read, a body of a type a web page could send unasked."""
-    return (refused_host(request) or refused_origin(request) or refused_without_token(request) or refused_header(request)
-            or refused_body_type(request))
+    return (
+        refused_host(request)
+        or refused_origin(request)
+        or refused_without_token(request)
+        or refused_header(request)
+        or refused_body_type(request)
+    )
 
 
 def refused_host(request: web.Request) -> web.Response | None:
@@ -134,8 +176,11 @@ def refused_origin(request: web.Request) -> web.Response | None:
     origin = foreign_origin(request)
     if origin is None:
         return None
-    return json_error(403, f"the control API answers no page of another origin (Origin: {origin[:80]}); "
-                               "call it from the command line, a test or the server's own pages")
+    return json_error(
+        403,
+        f"the control API answers no page of another origin (Origin: {origin[:80]}); "
+        "call it from the command line, a test or the server's own pages",
+    )
 
 
 def refused_without_token(request: web.Request) -> web.Response | None:
@@ -146,8 +191,11 @@ def refused_without_token(request: web.Request) -> web.Response | None:
     given = bearer_token(request.headers.get("Authorization", "")) or ""
     if hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode()):
         return None
-    return web.json_response({"error": "the control API needs Authorization: Bearer <admin token>"},
-                             status=401, headers={"WWW-Authenticate": "Bearer"})
+    return web.json_response(
+        {"error": "the control API needs Authorization: Bearer <admin token>"},
+        status=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 def refused_header(request: web.Request) -> web.Response | None:
@@ -162,8 +210,11 @@ def refused_body_type(request: web.Request) -> web.Response | None:
     """The 415 for a body that is neither JSON nor YAML by its Content-Type."""
     if not request.body_exists or is_json(request.content_type) or is_yaml(request.content_type):
         return None
-    return json_error(415, f"a body must come as application/json or application/yaml, not {request.content_type}; "
-                               "with curl: -H 'Content-Type: application/json'")
+    return json_error(
+        415,
+        f"a body must come as application/json or application/yaml, not {request.content_type}; "
+        "with curl: -H 'Content-Type: application/json'",
+    )
 
 
 def is_json(content_type: str) -> bool:
@@ -185,14 +236,20 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
         return json_error(exc.status, exc.reason)
     except Exception:
         log.exception("control call %s %s failed", request.method, request.path)
-        return json_error(500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details")
+        return json_error(
+            500, f"fakehop failed to carry out {request.method} {request.path}; the server log has the details"
+        )
 
 
 async def unknown_call(request: web.Request) -> web.Response:
     """What no control route takes: a 404 naming the calls, or a 405 on a path that takes other methods."""
     allowed = allowed_methods(request.app, request.path)
     if allowed:
-        return web.json_response({"error": f"{request.method} is not allowed on {request.path}"}, status=405, headers={"Allow": ",".join(allowed)})
+        return web.json_response(
+            {"error": f"{request.method} is not allowed on {request.path}"},
+            status=405,
+            headers={"Allow": ",".join(allowed)},
+        )
     return json_error(404, f"no control call {request.path}; the calls under {PREFIX} are: {', '.join(ROUTES)}")
 
 
@@ -238,8 +295,10 @@ def times_of(body: dict) -> int:
 
 def scenario_problems(exc: ScenarioError) -> ControlError:
     count = len(exc.problems)
-    return ControlError(f"{count} problem{'s' if count != 1 else ''} in the scenario; nothing was changed",
-                        problems=[str(problem) for problem in exc.problems])
+    return ControlError(
+        f"{count} problem{'s' if count != 1 else ''} in the scenario; nothing was changed",
+        problems=[str(problem) for problem in exc.problems],
+    )
 
 
 def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> None:
@@ -248,8 +307,10 @@ def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> 
     if scenario.name not in session.added:
         added = sum(len(kept.added) for kept in gateway.every_session())
         if added >= gateway.max_added:
-            raise ControlError(f"the sessions hold at most {gateway.max_added:,} added scenarios together, and hold {added:,}; "
-                               f"reset a session (POST {PREFIX}/reset) or drop one (DELETE {PREFIX}/sessions/ID) to add more")
+            raise ControlError(
+                f"the sessions hold at most {gateway.max_added:,} added scenarios together, and hold {added:,}; "
+                f"reset a session (POST {PREFIX}/reset) or drop one (DELETE {PREFIX}/sessions/ID) to add more"
+            )
     try:
         session.add(scenario)
     except ScenarioError as exc:
@@ -280,7 +341,9 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
             scenario = dataclasses.replace(scenario, name=free_inline_name(session.library))
         add_scenario(request, session, scenario)
         return scenario.name
-    raise ControlError('scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}')
+    raise ControlError(
+        'scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}'
+    )
 
 
 # ---------------------------------------------------------------- health and scenarios
@@ -288,9 +351,19 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
 
 async def health(request: web.Request) -> web.Response:
     session, gateway = session_of(request), gateway_of(request)
-    return web.json_response({"status": "ok", "version": __version__, "scenarios": len(session.library.names()), "default": session.default,
-                              "time_scale": session.time_scale, "strict": session.strict, "session": session.name,
-                              "lenient_conversations": gateway.lenient_conversations, "started_at": gateway.started_at})
+    return web.json_response(
+        {
+            "status": "ok",
+            "version": __version__,
+            "scenarios": len(session.library.names()),
+            "default": session.default,
+            "time_scale": session.time_scale,
+            "strict": session.strict,
+            "session": session.name,
+            "lenient_conversations": gateway.lenient_conversations,
+            "started_at": gateway.started_at,
+        }
+    )
 
 
 def origin_of(session: Session, scenario: Scenario) -> str:
@@ -309,8 +382,13 @@ def kind_of(scenario: Scenario) -> str:
 
 
 def summary(session: Session, scenario: Scenario) -> dict:
-    return {"name": scenario.name, "description": scenario.description, "kind": kind_of(scenario),
-            "origin": origin_of(session, scenario), "source": scenario.source}
+    return {
+        "name": scenario.name,
+        "description": scenario.description,
+        "kind": kind_of(scenario),
+        "origin": origin_of(session, scenario),
+        "source": scenario.source,
+    }
 
 
 async def list_scenarios(request: web.Request) -> web.Response:
@@ -329,7 +407,9 @@ async def one_scenario(request: web.Request) -> web.Response:
     scenario = session.library[name]
     origin = origin_of(session, scenario)
     text = None if origin == "api" else file_text(Path(scenario.source))
-    return web.json_response({"scenario": {**summary(session, scenario), "definition": scenario_json(scenario), "text": text}})
+    return web.json_response(
+        {"scenario": {**summary(session, scenario), "definition": scenario_json(scenario), "text": text}}
+    )
 
 
 def file_text(path: Path) -> str | None:
@@ -351,7 +431,9 @@ async def add_scenario_call(request: web.Request) -> web.Response:
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in session.library
     add_scenario(request, session, scenario)
-    return web.json_response({"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201)
+    return web.json_response(
+        {"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201
+    )
 
 
 def checking_only(request: web.Request) -> bool:
@@ -370,7 +452,12 @@ async def check_scenario(session: Session, text: str, content_type: str, default
     except ScenarioError as exc:
         problems = [{"line": problem.line, "message": problem.message} for problem in exc.problems]
         return web.json_response({"valid": False, "problems": problems})
-    return web.json_response({"valid": True, "scenario": {"name": scenario.name, "kind": kind_of(scenario), "description": scenario.description}})
+    return web.json_response(
+        {
+            "valid": True,
+            "scenario": {"name": scenario.name, "kind": kind_of(scenario), "description": scenario.description},
+        }
+    )
 
 
 def parse_scenario_body(text: str, content_type: str, default_name: str | None) -> Scenario:
@@ -403,13 +490,17 @@ async def queue_scenario(request: web.Request) -> web.Response:
     name = await scenario_named_by(request, session, body, QUEUE_SOURCE)
     requests = len(session.library.queued(name)) * times
     if len(session.queue) + requests > MAX_QUEUE:
-        raise ControlError(f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
-                           f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)")
+        raise ControlError(
+            f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
+            f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)"
+        )
     gateway = gateway_of(request)
     queued = sum(len(kept.queue) for kept in gateway.every_session())
     if queued + requests > gateway.max_queued:
-        raise ControlError(f"the sessions' queues hold at most {gateway.max_queued:,} entries together, and hold {queued:,}; "
-                           f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties a session's)")
+        raise ControlError(
+            f"the sessions' queues hold at most {gateway.max_queued:,} entries together, and hold {queued:,}; "
+            f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties a session's)"
+        )
     session.enqueue(name, times)
     return web.json_response({"queued": name, "times": times, "requests": requests, "length": len(session.queue)})
 
@@ -531,9 +622,21 @@ async def list_sessions(request: web.Request) -> web.Response:
     sessions = gateway.sessions
     requests = Counter(record.session for record in gateway.journal.records)
     now = time.monotonic()
-    listed = [{"session": session.name, "idle": round(now - session.last_used, 3), "default": session.default, "time_scale": session.time_scale,
-               "strict": session.strict, "queue": len(session.queue), "requests": requests[session.name]} for session in sessions.listed()]
-    return web.json_response({"sessions": listed, "max_sessions": sessions.limit, "idle_timeout": sessions.idle_timeout})
+    listed = [
+        {
+            "session": session.name,
+            "idle": round(now - session.last_used, 3),
+            "default": session.default,
+            "time_scale": session.time_scale,
+            "strict": session.strict,
+            "queue": len(session.queue),
+            "requests": requests[session.name],
+        }
+        for session in sessions.listed()
+    ]
+    return web.json_response(
+        {"sessions": listed, "max_sessions": sessions.limit, "idle_timeout": sessions.idle_timeout}
+    )
 
 
 async def drop_session(request: web.Request) -> web.Response:

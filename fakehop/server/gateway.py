@@ -5,27 +5,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
 
 from aiohttp import web
 
-from ..state import journal as jr
 from ..play import player
-from . import prerender
-from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
-from .intake import (LARGE_BODY_BYTES, MAX_HEADER_BYTES, MAX_MODEL_CHARS, PARSER_ERRORS_AS_WARNINGS, HeldBodies, bearer_token,
-                     in_body_thread, json_body, read_body, request_id_for, seed_of, unknown_fakehop_header, unknown_header_message)
-from ..scenario.hints import base_url_hint
-from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
-from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
-from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
+from ..scenario.hints import base_url_hint
+from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import Script
-from ..state.sessions import (DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, MAX_ADDED_IN_ALL, MAX_QUEUED_IN_ALL, SCENARIO_HEADER, SESSION_HEADER, BadSessionName,
-                       Session, Sessions, SessionStart, Unmatched, checked_name, session_named_by)
+from ..state import journal as jr
+from ..state.sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE,
+    MAX_ADDED_IN_ALL,
+    MAX_QUEUED_IN_ALL,
+    SCENARIO_HEADER,
+    SESSION_HEADER,
+    BadSessionName,
+    Session,
+    Sessions,
+    SessionStart,
+    Unmatched,
+    checked_name,
+    session_named_by,
+)
 from ..state.stored import StoredResponses
+from . import prerender
+from .intake import (
+    LARGE_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_MODEL_CHARS,
+    PARSER_ERRORS_AS_WARNINGS,
+    HeldBodies,
+    bearer_token,
+    in_body_thread,
+    json_body,
+    read_body,
+    request_id_for,
+    seed_of,
+    unknown_fakehop_header,
+    unknown_header_message,
+)
+from .origins import HOSTS_KEY, HostCheck, refused_host_message
+from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
+from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
 
 log = logging.getLogger("fakehop")
 
@@ -48,7 +74,9 @@ class Gateway:
     time_scale: float = 1.0
     api_key: str | None = None
     admin_token: str | None = None
-    allowed_hosts: tuple[str, ...] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
+    allowed_hosts: tuple[
+        str, ...
+    ] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
     journal: jr.Journal = field(default_factory=jr.Journal)
     strict: bool = False
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -106,12 +134,16 @@ class Gateway:
 # ---------------------------------------------------------------- answering one request
 
 
-def error_response(protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None) -> web.Response:
+def error_response(
+    protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None
+) -> web.Response:
     body = protocol.error_body(status, message, request_id, param=param, code=code)
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
 
-def stamp_answer(response: web.StreamResponse, request_id: str, protocol, success_headers: list[tuple[str, str]] = ()) -> None:
+def stamp_answer(
+    response: web.StreamResponse, request_id: str, protocol, success_headers: list[tuple[str, str]] = ()
+) -> None:
     """A protocol's answer's own headers: the request id where its SDK reads it; on a success
     `success_headers` (its rate-limit headers), on an error the protocol's error headers,
     unless the scenario set them."""
@@ -132,7 +164,9 @@ def body_message(body: dict) -> str:
 def authorized(request: web.Request, api_key: str | None) -> bool:
     if api_key is None:
         return True
-    return request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
+    return (
+        request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
+    )
 
 
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
@@ -142,7 +176,11 @@ def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadR
     if hosts.refuses(host):
         return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
     if not authorized(request, api_key):
-        return BadRequest("Invalid API key: this fakehop server was started with --api-key and the request did not send that key.", status=401, code="invalid_api_key")
+        return BadRequest(
+            "Invalid API key: this fakehop server was started with --api-key and the request did not send that key.",
+            status=401,
+            code="invalid_api_key",
+        )
     unknown = unknown_fakehop_header(request.headers)
     if unknown is not None:
         return BadRequest(unknown_header_message(unknown), param=unknown)
@@ -183,7 +221,15 @@ class Answer:
             return await self.answer()
         except BadRequest as exc:
             self.record.close(jr.REJECTED, exc.status, exc.message)
-            return error_response(self.protocol, exc.status, exc.message, self.request_id, param=exc.param, code=exc.code, headers=exc.headers)
+            return error_response(
+                self.protocol,
+                exc.status,
+                exc.message,
+                self.request_id,
+                param=exc.param,
+                code=exc.code,
+                headers=exc.headers,
+            )
         except UnknownScenario as exc:
             self.record.close(jr.REJECTED, 400, str(exc))
             return error_response(self.protocol, 400, str(exc), self.request_id, param=SCENARIO_HEADER)
@@ -228,8 +274,11 @@ class Answer:
         del raw  # as large as the body limit: not to be held for as long as the stream lasts
         parsed = await in_body_thread(protocol.parse, body) if large else protocol.parse(body)
         if len(parsed.model) > MAX_MODEL_CHARS:
-            raise BadRequest(f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
-                             f"but got a string with length {len(parsed.model)} instead.", param="model")
+            raise BadRequest(
+                f"Invalid 'model': string too long. Expected a string with maximum length {MAX_MODEL_CHARS}, "
+                f"but got a string with length {len(parsed.model)} instead.",
+                param="model",
+            )
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
@@ -252,7 +301,9 @@ class Answer:
     def http_error(self, script: Script) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
         self.record.retry_after = headers.get("Retry-After")
-        self.record.retry_after_ms = next((value for name, value in headers.items() if name.lower() == RETRY_AFTER_MS), None)
+        self.record.retry_after_ms = next(
+            (value for name, value in headers.items() if name.lower() == RETRY_AFTER_MS), None
+        )
         self.record.close(jr.HTTP_ERROR, status, body_message(body))
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
@@ -283,7 +334,9 @@ class Answer:
                     unpaused = 0
         raise RuntimeError("a timeline always ends with an ending")  # pragma: no cover
 
-    async def end_stream(self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening) -> web.StreamResponse:
+    async def end_stream(
+        self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening
+    ) -> web.StreamResponse:
         """The last write and how the stream ends. A stream that ends well sends its last frames
         and the end of the chunked body in one write (`write_eof(data)`)."""
         kind = type(ending)
@@ -366,8 +419,9 @@ async def stored_response(request: web.Request) -> web.Response:
         refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if refused is not None:
         record.close(jr.REJECTED, refused.status, refused.message)
-        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param,
-                                  code=refused.code)
+        response = error_response(
+            protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
+        )
     else:
         if request.method == "DELETE":
             gateway.responses.delete(response_id, session.name)
@@ -394,7 +448,9 @@ def is_anthropic_client(request: web.Request) -> bool:
 
 def wrong_base_url(request: web.Request) -> str:
     """What a 404's path says of the client's base URL (see hints.base_url_hint)."""
-    return base_url_hint(request.path, f"{request.scheme}://{request.host}", (*BY_PATH, MODELS_PATH), is_anthropic_client(request))
+    return base_url_hint(
+        request.path, f"{request.scheme}://{request.host}", (*BY_PATH, MODELS_PATH), is_anthropic_client(request)
+    )
 
 
 async def unrouted(request: web.Request) -> web.Response:
@@ -407,7 +463,11 @@ async def unrouted(request: web.Request) -> web.Response:
     if refused is not None:
         status, message, headers = refused.status, refused.message, None
     elif allowed:
-        status, message, headers = 405, f"Method {request.method} is not allowed on {request.path}", {"Allow": ",".join(allowed)}
+        status, message, headers = (
+            405,
+            f"Method {request.method} is not allowed on {request.path}",
+            {"Allow": ",".join(allowed)},
+        )
     else:
         status, message, headers = 404, f"Unknown path {request.path}{wrong_base_url(request)}", None
     gateway = request.app[GATEWAY_KEY]
@@ -440,7 +500,9 @@ async def list_models(request: web.Request) -> web.Response:
             refused = BadRequest(str(exc), param=SESSION_HEADER)
     if refused is not None:
         protocol = protocol_for_request(request)
-        response = error_response(protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code)
+        response = error_response(
+            protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
+        )
     else:
         anthropic = "anthropic-version" in request.headers
         protocol = PROTOCOLS["messages" if anthropic else "chat"]
@@ -452,21 +514,38 @@ async def list_models(request: web.Request) -> web.Response:
 def models_response(models: list[str], anthropic: bool) -> web.Response:
     if anthropic:
         data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
-        return web.json_response({"data": data, "has_more": False, "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+        return web.json_response(
+            {
+                "data": data,
+                "has_more": False,
+                "first_id": models[0] if models else None,
+                "last_id": models[-1] if models else None,
+            }
+        )
     data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
     return web.json_response({"object": "list", "data": data})
 
 
-async def start_app(app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0) -> tuple[web.AppRunner, str]:
+async def start_app(
+    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0
+) -> tuple[web.AppRunner, str]:
     """Serve `app` as fakehop serves: handlers cancelled when their client goes, long header
     lines taken, parser errors logged as warnings. Returns the runner and the base URL."""
     logging.getLogger("aiohttp.server").addFilter(PARSER_ERRORS_AS_WARNINGS)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout,
-                           max_line_size=MAX_HEADER_BYTES, max_field_size=MAX_HEADER_BYTES)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=shutdown_timeout,
+        max_line_size=MAX_HEADER_BYTES,
+        max_field_size=MAX_HEADER_BYTES,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     await site.start()
-    if not site._server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
+    if (
+        not site._server.sockets
+    ):  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
         await runner.cleanup()
         raise OSError(f"no socket could be opened to listen on {host} port {port}")
     bound_port = site._server.sockets[0].getsockname()[1]

@@ -15,16 +15,17 @@ import json
 import logging
 import re
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from .jsonshape import Shape, shape_of
 from ..protocols.common import FRESH, BadRequest
-from .render import seeded_request_id
 from ..state.sessions import SCENARIO_HEADER, SESSION_HEADER
+from .jsonshape import Shape, shape_of
+from .render import seeded_request_id
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 128  # arrays and objects inside each other; real requests stay far below
@@ -77,9 +78,12 @@ class HeldBodies:
 
     def hold(self, size: int) -> None:
         if self.held + size > self.limit:
-            raise BadRequest(f"fakehop holds at most {self.limit:,} bytes of request bodies at once, and the answers under way "
-                             f"hold {self.held:,}; this body of {size:,} bytes would pass that: retry once they are answered.",
-                             status=429, headers={"Retry-After": "1"})
+            raise BadRequest(
+                f"fakehop holds at most {self.limit:,} bytes of request bodies at once, and the answers under way "
+                f"hold {self.held:,}; this body of {size:,} bytes would pass that: retry once they are answered.",
+                status=429,
+                headers={"Retry-After": "1"},
+            )
         self.held += size
 
 
@@ -91,8 +95,10 @@ def json_body(request: web.Request, raw: bytes) -> dict:
     try:
         return json_object(raw)
     except NotJson:
-        raise BadRequest("We could not parse the JSON body of your request. The body must be a JSON object"
-                         f"{content_type_hint(request)}.") from None
+        raise BadRequest(
+            "We could not parse the JSON body of your request. The body must be a JSON object"
+            f"{content_type_hint(request)}."
+        ) from None
 
 
 async def in_body_thread(work: Callable[..., T], *args) -> T:
@@ -111,7 +117,9 @@ def json_object(raw: bytes) -> dict:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadRequest(f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8.") from None
+        raise BadRequest(
+            f"The request body is not valid UTF-8 (byte {exc.start}); send a JSON object in UTF-8."
+        ) from None
     try:
         body = checked_json(raw, text)
     except UnfitJson as exc:
@@ -125,8 +133,9 @@ def json_object(raw: bytes) -> dict:
 
 def refusal(exc: UnfitJson) -> BadRequest:
     if isinstance(exc, TooManyValues):
-        return BadRequest(f"The request body is too large to read: {exc}, and fakehop reads at most that many.",
-                          status=413)
+        return BadRequest(
+            f"The request body is too large to read: {exc}, and fakehop reads at most that many.", status=413
+        )
     return BadRequest(f"We could not use the JSON body of your request: {exc}.")
 
 
@@ -163,7 +172,11 @@ async def read_body(request: web.Request, limit: int, held: HeldBodies | None = 
     if holding:
         held.hold(holding)
     try:
-        raw = await request.read() if length is not None and length <= LARGE_BODY_BYTES else await read_in_pieces(request, limit)
+        raw = (
+            await request.read()
+            if length is not None and length <= LARGE_BODY_BYTES
+            else await read_in_pieces(request, limit)
+        )
     except BaseException as exc:
         if holding:
             held.held -= holding
@@ -199,7 +212,10 @@ async def inflated(request: web.Request, encoding: str, limit: int, held: HeldBo
     raises), refused as soon as it passes `limit`; (415) for an encoding fakehop does not take."""
     wbits = INFLATED.get(encoding)
     if wbits is None:
-        raise BadRequest(f"Content-Encoding {encoding[:40]!r} is not supported: send the body uncompressed, or as gzip or deflate.", status=415)
+        raise BadRequest(
+            f"Content-Encoding {encoding[:40]!r} is not supported: send the body uncompressed, or as gzip or deflate.",
+            status=415,
+        )
     pieces: list[bytes] = []
     try:
         return await inflate_into(pieces, request, encoding, wbits, limit, held)
@@ -209,7 +225,9 @@ async def inflated(request: web.Request, encoding: str, limit: int, held: HeldBo
         raise
 
 
-async def inflate_into(pieces: list[bytes], request: web.Request, encoding: str, wbits: int, limit: int, held: HeldBodies | None) -> bytes:
+async def inflate_into(
+    pieces: list[bytes], request: web.Request, encoding: str, wbits: int, limit: int, held: HeldBodies | None
+) -> bytes:
     """The body inflated, each piece held in `held` and kept in `pieces` as it comes."""
     size = 0
     inflater = None
@@ -220,7 +238,9 @@ async def inflate_into(pieces: list[bytes], request: web.Request, encoding: str,
             try:
                 piece = inflater.decompress(chunk, INFLATED_PIECE)
             except zlib.error:
-                raise BadRequest(f"The request body is not valid {encoding} data, as its Content-Encoding says it is.") from None
+                raise BadRequest(
+                    f"The request body is not valid {encoding} data, as its Content-Encoding says it is."
+                ) from None
             size += len(piece)
             if size > limit:
                 raise too_large(limit)
@@ -269,7 +289,9 @@ def checked_json(raw: bytes, text: str):
         raise UnfitJson(TOO_DEEP) from None
     if shape is not None and shape.depth > MAX_JSON_DEPTH:
         raise UnfitJson(TOO_DEEP)
-    if "\\" in text and _SURROGATE_ESCAPE.search(text) and unpaired_surrogate(text):  # a text with no backslash is found at once
+    if (
+        "\\" in text and _SURROGATE_ESCAPE.search(text) and unpaired_surrogate(text)
+    ):  # a text with no backslash is found at once
         raise UnfitJson(r"it holds a \u escape of an unpaired UTF-16 surrogate, which is not text")
     return value
 
@@ -361,8 +383,10 @@ def unknown_fakehop_header(headers) -> str | None:
 def unknown_header_message(name: str) -> str:
     close = difflib.get_close_matches(name.title(), FAKEHOP_HEADERS, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return (f"Unknown header {name[:80]}: fakehop reads only {', '.join(FAKEHOP_HEADERS[:-1])} and {FAKEHOP_HEADERS[-1]}, "
-            f"and refuses every other X-Fakehop-* header{hint}")
+    return (
+        f"Unknown header {name[:80]}: fakehop reads only {', '.join(FAKEHOP_HEADERS[:-1])} and {FAKEHOP_HEADERS[-1]}, "
+        f"and refuses every other X-Fakehop-* header{hint}"
+    )
 
 
 def seed_of(request: web.Request) -> int | None:
@@ -373,7 +397,9 @@ def seed_of(request: web.Request) -> int | None:
     try:
         return parse_seed(text)
     except ValueError:
-        raise BadRequest(f"Invalid {SEED_HEADER} header: expected a whole number such as 0, got {text[:40]!r}.", param=SEED_HEADER) from None
+        raise BadRequest(
+            f"Invalid {SEED_HEADER} header: expected a whole number such as 0, got {text[:40]!r}.", param=SEED_HEADER
+        ) from None
 
 
 class ParserErrorsAsWarnings(logging.Filter):

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterator
 from functools import partial
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
-from typing import Iterator
 
 from aiohttp import web
 
-from .control import control_call
 from ..state.journal import IN_PROGRESS, Journal, Record
+from .control import control_call
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is counted as OTHER
@@ -30,7 +30,7 @@ NONE = "none"  # the label of a value a record does not have: no protocol, scena
 class Stream:
     """What the streams of one protocol add up to."""
 
-    __slots__ = ("bytes", "events", "keepalives", "durations", "duration_sum")
+    __slots__ = ("bytes", "duration_sum", "durations", "events", "keepalives")
 
     def __init__(self) -> None:
         self.bytes = self.events = self.keepalives = 0
@@ -107,7 +107,10 @@ class Counts:
     def stream_totals(self) -> dict[tuple, Stream]:
         """What the streams sent, by protocol."""
         self.fold()
-        return {(NONE if protocol is None else protocol,): self.streams[protocol] for protocol in sorted(self.streams, key=str)}
+        return {
+            (NONE if protocol is None else protocol,): self.streams[protocol]
+            for protocol in sorted(self.streams, key=str)
+        }
 
     def in_progress(self) -> int:
         """Requests opened and not closed yet: every request opens a record, and closes it once."""
@@ -117,15 +120,23 @@ class Counts:
     def open_streams(self) -> dict[tuple, int]:
         """Streams going out now (a 200 whose SSE has begun and not ended), by protocol."""
         self.fold()
-        streaming = Counter(map(PROTOCOL, compress(self.open, map(eq, map(STREAM_STATUS, self.open), repeat(STREAMED_200)))))
-        return {(NONE if protocol is None else protocol,): count for protocol, count in sorted(streaming.items(), key=str)}
+        streaming = Counter(
+            map(PROTOCOL, compress(self.open, map(eq, map(STREAM_STATUS, self.open), repeat(STREAMED_200))))
+        )
+        return {
+            (NONE if protocol is None else protocol,): count for protocol, count in sorted(streaming.items(), key=str)
+        }
 
 
 LABELS = attrgetter("protocol", "scenario", "end", "status")
 PATH, PROTOCOL, END, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(
-    attrgetter, ("path", "protocol", "end", "sent_bytes", "events", "keepalives", "duration"))
+    attrgetter, ("path", "protocol", "end", "sent_bytes", "events", "keepalives", "duration")
+)
 STREAM_STATUS = attrgetter("stream", "status")
-STREAMED_200 = (True, 200)  # a stream that went out (or is going out): open while under way, in the histogram once ended
+STREAMED_200 = (
+    True,
+    200,
+)  # a stream that went out (or is going out): open while under way, in the histogram once ended
 BUCKET_OF = partial(bisect_left, DURATION_BUCKETS)
 FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
 
@@ -140,32 +151,46 @@ class Collector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         counts = self.counts
-        requests = CounterMetricFamily("fakehop_requests", "Requests answered, by protocol, scenario and how the answer ended",
-                                       labels=("protocol", "scenario", "end"))
+        requests = CounterMetricFamily(
+            "fakehop_requests",
+            "Requests answered, by protocol, scenario and how the answer ended",
+            labels=("protocol", "scenario", "end"),
+        )
         for labels, total in counts.request_totals(0, 1, 2).items():
             requests.add_metric(labels, total)
         yield requests
-        statuses = CounterMetricFamily("fakehop_responses", "Answers by HTTP status (none: the client went first)", labels=("status",))
+        statuses = CounterMetricFamily(
+            "fakehop_responses", "Answers by HTTP status (none: the client went first)", labels=("status",)
+        )
         for labels, total in counts.request_totals(3).items():
             statuses.add_metric(labels, total)
         yield statuses
-        yield GaugeMetricFamily("fakehop_requests_in_progress", "Requests being answered now, of every kind: open streams, and answers still under way",
-                                value=counts.in_progress())
-        streams = GaugeMetricFamily("fakehop_open_streams", "SSE streams going out now: a 200 whose stream has begun and not ended",
-                                    labels=("protocol",))
+        yield GaugeMetricFamily(
+            "fakehop_requests_in_progress",
+            "Requests being answered now, of every kind: open streams, and answers still under way",
+            value=counts.in_progress(),
+        )
+        streams = GaugeMetricFamily(
+            "fakehop_open_streams",
+            "SSE streams going out now: a 200 whose stream has begun and not ended",
+            labels=("protocol",),
+        )
         for labels, count in counts.open_streams().items():
             streams.add_metric(labels, count)
         yield streams
         by_protocol = counts.stream_totals()
-        for name, field, help_text in (("fakehop_stream_bytes", "bytes", "Bytes of SSE written to streams"),
-                                       ("fakehop_stream_events", "events", "SSE events written to streams (keepalives not counted)"),
-                                       ("fakehop_keepalives", "keepalives", "Keepalive comments written to streams")):
+        for name, field, help_text in (
+            ("fakehop_stream_bytes", "bytes", "Bytes of SSE written to streams"),
+            ("fakehop_stream_events", "events", "SSE events written to streams (keepalives not counted)"),
+            ("fakehop_keepalives", "keepalives", "Keepalive comments written to streams"),
+        ):
             family = CounterMetricFamily(name, help_text, labels=("protocol",))
             for labels, total in by_protocol.items():
                 family.add_metric(labels, getattr(total, field))
             yield family
-        durations = HistogramMetricFamily("fakehop_stream_duration_seconds", "Streams from the request's arrival to their end",
-                                          labels=("protocol",))
+        durations = HistogramMetricFamily(
+            "fakehop_stream_duration_seconds", "Streams from the request's arrival to their end", labels=("protocol",)
+        )
         for labels, total in by_protocol.items():
             durations.add_metric(labels, cumulative_buckets(total.durations), total.duration_sum)
         yield durations

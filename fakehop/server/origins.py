@@ -12,7 +12,7 @@ the answer), or a name given with `--allow-host`; and the control API also refus
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from aiohttp import web
 
@@ -64,8 +64,10 @@ HOSTS_KEY: web.AppKey[HostCheck] = web.AppKey("hosts", HostCheck)
 
 def refused_host_message(header: str) -> str:
     shown = header if len(header) <= 80 else header[:79] + "…"
-    return (f"fakehop does not answer requests for host {shown!r}: it answers loopback names and addresses, IP addresses, "
-            f"the host it was started on and those given with --allow-host (or --allow-host '*' for any)")
+    return (
+        f"fakehop does not answer requests for host {shown!r}: it answers loopback names and addresses, IP addresses, "
+        f"the host it was started on and those given with --allow-host (or --allow-host '*' for any)"
+    )
 
 
 def foreign_origin(request: web.Request) -> str | None:

@@ -19,14 +19,14 @@ import itertools
 import operator
 import random
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 from json.encoder import encode_basestring
 
 from ..play import player
-from ..state.journal import sse_events
 from ..protocols.common import Meta, ParsedRequest
 from ..scenario.model import Script
+from ..state.journal import sse_events
 
 # A write as the server sends it: when it is due (seconds from the stream's start), its bytes,
 # the SSE events in them (journal.sse_events) and the last happening in it.
@@ -119,7 +119,7 @@ class Write:
             return filled_holes[holes].join(literals) if holes >= 0 else literals[0]
         spine = self._spine
         before = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[:spine]])
-        after = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[spine + 1:]])
+        after = b"".join([filled_holes[holes].join(literals) for holes, literals in runs[spine + 1 :]])
         holes, literals = runs[spine]  # a write of several runs has holes in each, so two literals or more
         return filled_holes[holes].join([before + literals[0], *literals[1:-1], literals[-1] + after])
 
@@ -176,24 +176,33 @@ def _runs(data: bytes) -> list[tuple[Holes | None, tuple[bytes, ...]]]:
         return [(None, (data,))]
     frames = [[matches[0]]]  # the markers of each frame: none of the bytes between them ends a frame
     for before, match in zip(matches, matches[1:]):
-        if b"\n\n" in data[before.end():match.start()]:
+        if b"\n\n" in data[before.end() : match.start()]:
             frames.append([match])
         else:
             frames[-1].append(match)
-    holes = [Holes(tuple(_value_index(m.group(1)) for m in marks), tuple(data[a.end():b.start()] for a, b in zip(marks, marks[1:])))
-             for marks in frames]
-    after = [data[marks[-1].end():following[0].start()] for marks, following in zip(frames, frames[1:])] + [data[frames[-1][-1].end():]]
+    holes = [
+        Holes(
+            tuple(_value_index(m.group(1)) for m in marks),
+            tuple(data[a.end() : b.start()] for a, b in zip(marks, marks[1:])),
+        )
+        for marks in frames
+    ]
+    after = [data[marks[-1].end() : following[0].start()] for marks, following in zip(frames, frames[1:])] + [
+        data[frames[-1][-1].end() :]
+    ]
     runs: list[tuple[Holes, list[bytes]]] = []
     for frame_holes, literal in zip(holes, after):
         if runs and runs[-1][0] == frame_holes:
             runs[-1][1].append(literal)
         else:
             runs.append((frame_holes, [b"", literal]))
-    runs[0][1][0] = data[:matches[0].start()]
+    runs[0][1][0] = data[: matches[0].start()]
     return [(frame_holes, tuple(literals)) for frame_holes, literals in runs]
 
 
-def stream_writes(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float) -> Iterator[TimedWrite]:
+def stream_writes(
+    protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float
+) -> Iterator[TimedWrite]:
     """The writes of one streamed answer: filled in from the kept rendering, or encoded afresh
     when there is none."""
     rendering = kept(protocol, script, parsed, meta, time_scale)
@@ -239,7 +248,10 @@ def render(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_sca
     marking = MarkingMeta(meta)
     writes, numbered = [], {}  # each distinct Holes with its number
     for offset, data, events, last in encoded_writes(protocol, marking, parsed, laid_out):
-        runs = tuple((-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals) for holes, literals in _runs(data))
+        runs = tuple(
+            (-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals)
+            for holes, literals in _runs(data)
+        )
         writes.append(Write(offset, runs, events, last))
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING or not rendering.fillable():

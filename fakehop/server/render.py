@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..play import player
-from ..scenario.library import Library, resolve
 from ..protocols import PROTOCOLS
 from ..protocols.common import Meta, ParsedRequest, default_message, dumps
+from ..scenario.library import Library, resolve
 from ..scenario.model import HttpError
 
 FIXED_CREATED = 1_700_000_000
@@ -40,11 +40,15 @@ def http_error_answer(protocol, error: HttpError, request_id: str) -> tuple[int,
     if error.retry_after is not None:
         headers["Retry-After"] = error.retry_after
     message = error.message or default_message(error.status)
-    body = protocol.error_body(error.status, message, request_id, param=error.param, code=error.code, error_type=error.error_type)
+    body = protocol.error_body(
+        error.status, message, request_id, param=error.param, code=error.code, error_type=error.error_type
+    )
     return error.status, headers, body
 
 
-def whole_answer(protocol, meta: Meta, parsed: ParsedRequest, outcome: player.Outcome, request_id: str) -> tuple[int, dict | None]:
+def whole_answer(
+    protocol, meta: Meta, parsed: ParsedRequest, outcome: player.Outcome, request_id: str
+) -> tuple[int, dict | None]:
     """Status and JSON body of a non-streamed answer; body None for disconnect and hang."""
     ending = outcome.ending
     if isinstance(ending, player.Failure):

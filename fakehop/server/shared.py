@@ -12,11 +12,22 @@ if TYPE_CHECKING:
 
 __all__ = ["GATEWAY_KEY", "STREAM_HEADERS", "allowed_methods"]
 
-GATEWAY_KEY: web.AppKey["Gateway"] = web.AppKey("gateway", object)
-STREAM_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway", object)
+STREAM_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
 
 
 def allowed_methods(app: web.Application, path: str) -> list[str]:
     """The methods the routes of `path` take; none for a path with no route but the catch-all ones."""
-    return sorted({route.method for resource in app.router.resources() if resource.get_info().get("path") == path
-                   for route in resource if route.method != "*"})
+    return sorted(
+        {
+            route.method
+            for resource in app.router.resources()
+            if resource.get_info().get("path") == path
+            for route in resource
+            if route.method != "*"
+        }
+    )

@@ -6,8 +6,9 @@ import copy
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -42,8 +43,16 @@ UNMATCHED = "unmatched"  # strict mode: no scenario was set up for it, answered 
 IN_PROGRESS = "in_progress"
 MAX_ERROR_IN_LINE = 160
 # What each ending means to whoever reads the log (see fakehop.style).
-END_TONES = {COMPLETED: "good", FAILED: "bad", HTTP_ERROR: "bad", DISCONNECTED: "bad", CLIENT_DISCONNECTED: "warn",
-             REJECTED: "warn", UNMATCHED: "warn", IN_PROGRESS: "faint"}
+END_TONES = {
+    COMPLETED: "good",
+    FAILED: "bad",
+    HTTP_ERROR: "bad",
+    DISCONNECTED: "bad",
+    CLIENT_DISCONNECTED: "warn",
+    REJECTED: "warn",
+    UNMATCHED: "warn",
+    IN_PROGRESS: "faint",
+}
 NOT_STREAMED_ENDS = frozenset((HTTP_ERROR, REJECTED, UNMATCHED))  # answered before any stream, whatever was asked
 
 
@@ -115,7 +124,9 @@ def body_weight(raw: bytes) -> int:
 def cut_body(raw: bytes) -> str:
     """What the journal keeps of a body longer than KEPT_BODY_BYTES: its start as text, and a note saying so."""
     start = raw[:KEPT_BODY_BYTES].decode("utf-8", "replace")
-    return f"{start}… [cut by fakehop: the body had {len(raw):,} bytes; the journal keeps the first {KEPT_BODY_BYTES:,}]"
+    return (
+        f"{start}… [cut by fakehop: the body had {len(raw):,} bytes; the journal keeps the first {KEPT_BODY_BYTES:,}]"
+    )
 
 
 @dataclass(slots=True)
@@ -152,7 +163,9 @@ class Record:
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     _started: float = field(default_factory=time.monotonic, repr=False)
-    held_bytes: int = field(default=0, repr=False)  # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
+    held_bytes: int = field(
+        default=0, repr=False
+    )  # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
@@ -181,7 +194,9 @@ class Record:
             self.status = status
         if error is not None:
             self.error = error
-        self.duration = time.monotonic() - self._started  # rounded when shown: round() costs more than the rest of close
+        self.duration = (
+            time.monotonic() - self._started
+        )  # rounded when shown: round() costs more than the rest of close
 
     def as_json(self, secrets: bool = False, frames: bool = False) -> dict:
         """The record as JSON, the headers redacted (see `redacted`) unless `secrets`; the
@@ -196,7 +211,7 @@ class Record:
             data["frames"] = [[self.since_arrival(at), frame.decode("utf-8", "replace")] for at, frame in self.frames]
         return data
 
-    def snapshot(self) -> "Record":
+    def snapshot(self) -> Record:
         """A copy of the record as it is now, to read in another thread: the loop's later
         changes (its end, events, frames) do not reach it. The body and headers are shared:
         nothing changes them once kept."""
@@ -209,7 +224,7 @@ class Record:
         return None if moment is None else round(moment - self._started, 6)
 
     @classmethod
-    def from_json(cls, data: dict) -> "Record":
+    def from_json(cls, data: dict) -> Record:
         """A record read back from the control API (keys this version does not know are left out)."""
         known = set(JSON_FIELDS) | {"frames"}
         return cls(**{key: value for key, value in data.items() if key in known})
@@ -222,23 +237,31 @@ class Record:
     def log_line(self, tint: Tint = plain) -> str:
         """One readable line: when, what was asked, the scenario it got, how it ended and whether
         it streamed; `tint` colours its parts by what they mean."""
-        clock = time.strftime("%H:%M:%S", time.localtime(self.started_at)) + f".{int(self.started_at * 1000) % 1000:03d}"
+        clock = (
+            time.strftime("%H:%M:%S", time.localtime(self.started_at)) + f".{int(self.started_at * 1000) % 1000:03d}"
+        )
         duration = "-" if self.duration is None else f"{self.duration:.3f}s"
         scenario = tint(f"{self.scenario or '-':<18}", "strong")
         end = tint(f"{self.end:<19}", END_TONES.get(self.end, ""))
-        line = (f"{clock} #{self.seq:<4} {self.method:<4} {self.path:<22} {self.protocol or '-':<9} "
-                f"{scenario} {self.status or '-':>3} {end} {self.events:>4} events {duration:>8}")
+        line = (
+            f"{clock} #{self.seq:<4} {self.method:<4} {self.path:<22} {self.protocol or '-':<9} "
+            f"{scenario} {self.status or '-':>3} {end} {self.events:>4} events {duration:>8}"
+        )
         if self.streamed:
             line += "  streamed"
         if self.session is not None:
             line += f"  session={self.session}"
         if self.error:
             error = " ".join(self.error.split())
-            line += "  " + tint(error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…", "bad")
+            line += "  " + tint(
+                error if len(error) <= MAX_ERROR_IN_LINE else error[: MAX_ERROR_IN_LINE - 1] + "…", "bad"
+            )
         return line
 
 
-JSON_FIELDS = tuple(f.name for f in fields(Record) if not f.name.startswith("_") and f.name not in ("frames", "held_bytes"))
+JSON_FIELDS = tuple(
+    f.name for f in fields(Record) if not f.name.startswith("_") and f.name not in ("frames", "held_bytes")
+)
 
 
 class Journal:
@@ -317,7 +340,9 @@ class Journal:
     def since(self, seq: int = 0) -> list[Record]:
         return [r for r in self.records if r.seq > seq]
 
-    def page(self, since: int, limit: int, max_bytes: int, only_session: str | None = None) -> tuple[list[Record], bool]:
+    def page(
+        self, since: int, limit: int, max_bytes: int, only_session: str | None = None
+    ) -> tuple[list[Record], bool]:
         """At most `limit` records after `since` (only session `only_session`'s, when given),
         holding at most `max_bytes` together (but at least one record), and whether more follow."""
         page: list[Record] = []

@@ -12,17 +12,17 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from multidict import istr
 
-from . import journal as jr
-from ..scenario.library import Library, Pinned, SequenceCounters, UnknownScenario
-from ..protocols.common import ParsedRequest
 from ..play.ratelimit import RateLimits
-from ..scenario.reader import NAME_PATTERN
+from ..protocols.common import ParsedRequest
+from ..scenario.library import Library, Pinned, SequenceCounters, UnknownScenario
 from ..scenario.model import Scenario, Script
+from ..scenario.reader import NAME_PATTERN
+from . import journal as jr
 
 SESSION_HEADER = "X-Fakehop-Session"
 SCENARIO_HEADER = "X-Fakehop-Scenario"
@@ -52,14 +52,17 @@ class Unmatched(LookupError):
             f"No scenario was set up for this request, and {where} of this fakehop server is strict, so it does not "
             "fall back to the default scenario. Name one with the X-Fakehop-Scenario header, queue one "
             "(POST /_fakehop/queue, `fakehop queue NAME`, or fakehop.queue(...) in a test), or add a scenario "
-            "whose `match` fits this request.")
+            "whose `match` fits this request."
+        )
 
 
 def checked_name(name: str) -> str:
     if not NAME_PATTERN.fullmatch(name):
         shown = name if len(name) <= 40 else name[:40] + "..."
-        raise BadSessionName(f"Invalid session name {shown!r}: a session name is 1 to 128 letters, digits, "
-                             "'.', '_' and '-', starting with a letter or digit.")
+        raise BadSessionName(
+            f"Invalid session name {shown!r}: a session name is 1 to 128 letters, digits, "
+            "'.', '_' and '-', starting with a letter or digit."
+        )
     return name
 
 
@@ -86,9 +89,9 @@ def session_named_by(headers: Mapping[str, str]) -> str | None:
 def session_in_key(key: str) -> str | None:
     """ID, from a key `sk-fakehop-ID` or `Bearer sk-fakehop-ID` (the scheme in any case); None from another."""
     if key.startswith(SESSION_KEY_PREFIX):
-        return key[len(SESSION_KEY_PREFIX):]
-    if key[:len(BEARER)].lower() == BEARER and key.startswith(SESSION_KEY_PREFIX, len(BEARER)):
-        return key[len(BEARER) + len(SESSION_KEY_PREFIX):]
+        return key[len(SESSION_KEY_PREFIX) :]
+    if key[: len(BEARER)].lower() == BEARER and key.startswith(SESSION_KEY_PREFIX, len(BEARER)):
+        return key[len(BEARER) + len(SESSION_KEY_PREFIX) :]
     return None
 
 
@@ -191,7 +194,13 @@ class Sessions:
     """The named sessions, made on first use. One idle for `idle_timeout` seconds is dropped,
     and when a new one would make more than `limit`, the one idle longest goes first."""
 
-    def __init__(self, start: SessionStart, journal: jr.Journal, limit: int = DEFAULT_MAX_SESSIONS, idle_timeout: float = DEFAULT_SESSION_IDLE):
+    def __init__(
+        self,
+        start: SessionStart,
+        journal: jr.Journal,
+        limit: int = DEFAULT_MAX_SESSIONS,
+        idle_timeout: float = DEFAULT_SESSION_IDLE,
+    ):
         self.start = start
         self.journal = journal
         self.limit = limit

@@ -158,7 +158,11 @@ class StoredResponses:
         response_id = request.conversation.continues
         stored = self.find(response_id, session)
         if stored is None:
-            raise BadRequest(f"Previous response with id '{response_id}' not found.", param="previous_response_id", code="previous_response_not_found")
+            raise BadRequest(
+                f"Previous response with id '{response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
         return responses.chained(request, stored.thread)
 
     def _read_unread(self) -> None:
@@ -182,5 +186,5 @@ class StoredResponses:
 
 def terminal_response(last_write: bytes) -> dict:
     """The response object in the terminal event that ends a stream's last write."""
-    data = last_write[last_write.rindex(b"\ndata: ") + len(b"\ndata: "):]
+    data = last_write[last_write.rindex(b"\ndata: ") + len(b"\ndata: ") :]
     return json.loads(data)["response"]

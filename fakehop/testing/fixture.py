@@ -14,26 +14,27 @@ import functools
 import itertools
 import ssl
 import time
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Container, Iterable, Mapping, Sequence, Union
+from typing import Any, Union
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from ..state import journal as jr
-from ..server.shared import GATEWAY_KEY
-from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..play.player import parse_time_scale, time_scale_from_env
-from .remote import ControlClient, ControlFailed
-from ..scenario.reader import SCENARIOS_SOURCE, Problem, ScenarioError, free_inline_name, parse_document
+from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import Scenario
-from ..server.gateway import Gateway
-from ..server.app import create_app
-from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
-from .thread_server import ThreadServer
-from ..verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
+from ..scenario.reader import SCENARIOS_SOURCE, Problem, ScenarioError, free_inline_name, parse_document
 from ..scenario.yamlsource import with_lines
+from ..server.app import create_app
+from ..server.gateway import Gateway
+from ..server.shared import GATEWAY_KEY
+from ..state import journal as jr
+from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
+from ..verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
+from .remote import ControlClient, ControlFailed
+from .thread_server import ThreadServer
 
 ScenarioSpec = Union[str, Mapping[str, Any]]
 FAKE_API_KEY = "sk-fakehop"
@@ -70,7 +71,7 @@ class RecordedRequest:
     turn: int | None  # its turn in its conversation: 1 + the assistant turns it sent; None for one no protocol read
 
     @classmethod
-    def from_record(cls, record: jr.Record) -> "RecordedRequest":
+    def from_record(cls, record: jr.Record) -> RecordedRequest:
         data = record.as_json()
         data["headers"] = CIMultiDictProxy(CIMultiDict(record.headers.items()))  # every value of a repeated header
         data["body"] = copy.deepcopy(data["body"])  # a snapshot: changing it leaves the journal's as it was
@@ -105,7 +106,9 @@ def add_inline(session: Session, mapping: Mapping[str, Any]) -> str:
     return scenario.name
 
 
-def start_afresh(gateway: Gateway, name: str | None, time_scale: float | None, strict: bool | None, *, unnamed: bool = False) -> None:
+def start_afresh(
+    gateway: Gateway, name: str | None, time_scale: float | None, strict: bool | None, *, unnamed: bool = False
+) -> None:
     """Session `name` as the server started it (a named one is dropped and made anew), then with
     `time_scale` and `strict` where they are given; with `unnamed`, also the session of every
     request that names none."""
@@ -158,7 +161,9 @@ class LocalSession:
         return self.server.call(lambda: fn(self.gateway.session(self.name), *args))
 
     def reset(self, time_scale: float | None, strict: bool | None) -> None:
-        self.server.post(functools.partial(start_afresh, self.gateway, self.name, time_scale, strict, unnamed=self.unnamed))
+        self.server.post(
+            functools.partial(start_afresh, self.gateway, self.name, time_scale, strict, unnamed=self.unnamed)
+        )
 
     def check_name(self, name: str) -> None:
         self._on_session(Session.check_name, name)
@@ -225,7 +230,9 @@ class RemoteSession:
             if not exc.problems:
                 raise
             sent_as = SCENARIOS_SOURCE + ": "
-            raise ScenarioError(Problem(scenario.source, 0, problem.removeprefix(sent_as)) for problem in exc.problems) from None
+            raise ScenarioError(
+                Problem(scenario.source, 0, problem.removeprefix(sent_as)) for problem in exc.problems
+            ) from None
         return scenario.name
 
     def set_default(self, name: str) -> None:
@@ -269,7 +276,9 @@ class Fakehop:
     there), or a `RemoteServer`, driven through its control API.
     """
 
-    def __init__(self, server: ThreadServer | SameLoop | RemoteServer, session: str | None = None, *, unnamed: bool = False):
+    def __init__(
+        self, server: ThreadServer | SameLoop | RemoteServer, session: str | None = None, *, unnamed: bool = False
+    ):
         """With `unnamed` (a server in this process only), the session also takes every request
         and control call that names none, from its `reset` on."""
         if isinstance(server, RemoteServer):
@@ -280,7 +289,7 @@ class Fakehop:
         self.session = session
 
     @classmethod
-    def for_server(cls, test_server) -> "Fakehop":
+    def for_server(cls, test_server) -> Fakehop:
         """The handle for a `make_app()` app served by pytest-aiohttp's `aiohttp_server`."""
         return cls(SameLoop(test_server.app[GATEWAY_KEY], str(test_server.make_url("")).rstrip("/")))
 
@@ -336,7 +345,7 @@ class Fakehop:
             if isinstance(scenario, Mapping):
                 return self._driver.add(scenario)
         except (UnknownScenario, ScenarioError) as exc:
-            raise exc.with_traceback(None)
+            raise exc.with_traceback(None) from None
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
 
     @property
@@ -417,10 +426,16 @@ class Fakehop:
         allowed = set(allow)
         unknown = sorted(allowed - set(RULES))
         if unknown or level not in SEVERITIES:
-            raise ValueError(f"allow: unknown rule {', '.join(unknown)}; the rules are: {', '.join(RULES)}" if unknown
-                             else f"level: expected one of {', '.join(SEVERITIES)}, got {level!r}")
-        broken = [finding for finding in self.verdict(**settings)
-                  if finding.rule not in allowed and (level == WARNING or finding.severity == ERROR)]
+            raise ValueError(
+                f"allow: unknown rule {', '.join(unknown)}; the rules are: {', '.join(RULES)}"
+                if unknown
+                else f"level: expected one of {', '.join(SEVERITIES)}, got {level!r}"
+            )
+        broken = [
+            finding
+            for finding in self.verdict(**settings)
+            if finding.rule not in allowed and (level == WARNING or finding.severity == ERROR)
+        ]
         if broken:
             raise AssertionError(findings_report(broken))
 
@@ -440,14 +455,20 @@ class Fakehop:
     def anthropic_client(self, **options: Any):
         import anthropic
 
-        return anthropic.Anthropic(**self._client_options(self.anthropic_base_url, options, anthropic.DefaultHttpxClient))
+        return anthropic.Anthropic(
+            **self._client_options(self.anthropic_base_url, options, anthropic.DefaultHttpxClient)
+        )
 
     def async_anthropic_client(self, **options: Any):
         import anthropic
 
-        return anthropic.AsyncAnthropic(**self._client_options(self.anthropic_base_url, options, anthropic.DefaultAsyncHttpxClient))
+        return anthropic.AsyncAnthropic(
+            **self._client_options(self.anthropic_base_url, options, anthropic.DefaultAsyncHttpxClient)
+        )
 
-    def _client_options(self, base_url: str, options: dict[str, Any], http_client_class: Callable[..., Any]) -> dict[str, Any]:
+    def _client_options(
+        self, base_url: str, options: dict[str, Any], http_client_class: Callable[..., Any]
+    ) -> dict[str, Any]:
         """The client's settings: this session's key, and its header, so that an `api_key` in
         `options` (for a server started with --api-key) still leaves the client in the session.
         On a plain-HTTP server, the SDK's own HTTP client with a TLS context that has no
@@ -488,6 +509,13 @@ def make_app(
     and IP addresses ("*": any). Drive it with `Fakehop.for_server(await aiohttp_server(app))`.
     """
     library = Library.load(scenarios)
-    gateway = Gateway(library, default=default, time_scale=time_scale or time_scale_from_env(), api_key=api_key,
-                      allowed_hosts=tuple(allowed_hosts), strict=strict, lenient_conversations=lenient_conversations)
+    gateway = Gateway(
+        library,
+        default=default,
+        time_scale=time_scale or time_scale_from_env(),
+        api_key=api_key,
+        allowed_hosts=tuple(allowed_hosts),
+        strict=strict,
+        lenient_conversations=lenient_conversations,
+    )
     return create_app(gateway)

@@ -47,24 +47,59 @@ CALL_FAILED = pytest.StashKey[bool]()  # the test itself failed: its report has 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fakehop", "fakehop fake LLM gateway")
-    group.addoption("--fakehop-scenarios", action="append", default=[], metavar="DIR",
-                    help="directory of scenario files for the fakehop fixture, added after fakehop_scenarios (repeatable)")
-    group.addoption("--fakehop-time-scale", default=None, metavar="F",
-                    help="multiply every fakehop scenario duration by F (default: fakehop_time_scale, $FAKEHOP_TIME_SCALE or 1)")
-    group.addoption("--fakehop-url", default=None, metavar="URL",
-                    help="use the fakehop server running at URL instead of starting one (default: fakehop_url, $FAKEHOP_URL)")
-    parser.addini("fakehop_scenarios", type="linelist", default=[],
-                  help="directories of scenario files for the fakehop fixture, relative to the rootdir")
-    group.addoption("--fakehop-verdicts", default=None, choices=VERDICT_LEVELS,
-                    help="fail a test at teardown when its clients broke HopBase's rules: on errors, on warnings too, or off (default: fakehop_verdicts, else off)")
-    group.addoption("--fakehop-lenient-conversations", action="store_true", default=None,
-                    help="let through requests that the real APIs' conversation checks refuse (default: fakehop_lenient_conversations)")
+    group.addoption(
+        "--fakehop-scenarios",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of scenario files for the fakehop fixture, added after fakehop_scenarios (repeatable)",
+    )
+    group.addoption(
+        "--fakehop-time-scale",
+        default=None,
+        metavar="F",
+        help="multiply every fakehop scenario duration by F (default: fakehop_time_scale, $FAKEHOP_TIME_SCALE or 1)",
+    )
+    group.addoption(
+        "--fakehop-url",
+        default=None,
+        metavar="URL",
+        help="use the fakehop server running at URL instead of starting one (default: fakehop_url, $FAKEHOP_URL)",
+    )
+    parser.addini(
+        "fakehop_scenarios",
+        type="linelist",
+        default=[],
+        help="directories of scenario files for the fakehop fixture, relative to the rootdir",
+    )
+    group.addoption(
+        "--fakehop-verdicts",
+        default=None,
+        choices=VERDICT_LEVELS,
+        help="fail a test at teardown when its clients broke HopBase's rules: on errors, on warnings too, or off (default: fakehop_verdicts, else off)",
+    )
+    group.addoption(
+        "--fakehop-lenient-conversations",
+        action="store_true",
+        default=None,
+        help="let through requests that the real APIs' conversation checks refuse (default: fakehop_lenient_conversations)",
+    )
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
-    parser.addini("fakehop_verdicts", default="off", help="error | warning | off: fail a test at teardown on fakehop verdict findings of that level")
+    parser.addini(
+        "fakehop_verdicts",
+        default="off",
+        help="error | warning | off: fail a test at teardown on fakehop verdict findings of that level",
+    )
     parser.addini("fakehop_url", default="", help="the fakehop server to use instead of starting one")
-    parser.addini("fakehop_strict", default="", help="true: a request no scenario was set up for is a 400 and fails its test")
-    parser.addini("fakehop_lenient_conversations", type="bool", default=False,
-                  help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)")
+    parser.addini(
+        "fakehop_strict", default="", help="true: a request no scenario was set up for is a 400 and fails its test"
+    )
+    parser.addini(
+        "fakehop_lenient_conversations",
+        type="bool",
+        default=False,
+        help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,7 +135,17 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     return PluginSettings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient))
 
 
-STRICT_WORDS = {"": None, "true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+STRICT_WORDS = {
+    "": None,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "off": False,
+    "0": False,
+}
 
 
 def positive_float(value: Any) -> float:
@@ -127,8 +172,14 @@ def fakehop_server(pytestconfig: pytest.Config):
     from ..server.gateway import Gateway
     from .thread_server import ThreadServer
 
-    server = ThreadServer(Gateway(library, time_scale=settings.time_scale or 1.0, strict=bool(settings.strict),
-                                  lenient_conversations=settings.lenient_conversations))
+    server = ThreadServer(
+        Gateway(
+            library,
+            time_scale=settings.time_scale or 1.0,
+            strict=bool(settings.strict),
+            lenient_conversations=settings.lenient_conversations,
+        )
+    )
     try:
         server.start()
     except OSError as exc:
@@ -140,18 +191,22 @@ def fakehop_server(pytestconfig: pytest.Config):
 def running_server(url: str, library) -> Any:
     """The server at `url`, once it has answered and is known to have the scenarios of the
     fixture's directories (the fixture cannot add them to a server it did not start)."""
-    from .remote import ControlClient, ControlFailed, default_admin_token
     from .fixture import RemoteServer
+    from .remote import ControlClient, ControlFailed, default_admin_token
 
     server = RemoteServer(url.rstrip("/"), default_admin_token())
     try:
-        names = {s["name"] for s in ControlClient(server.url, server.admin_token).call("GET", "/scenarios")["scenarios"]}
+        names = {
+            s["name"] for s in ControlClient(server.url, server.admin_token).call("GET", "/scenarios")["scenarios"]
+        }
     except ControlFailed as exc:
         fail(f"fakehop: the server given by --fakehop-url, fakehop_url or $FAKEHOP_URL: {exc}")
     missing = sorted(set(library.names()) - names)
     if missing:
-        fail(f"fakehop: the server at {url} does not have the scenarios {', '.join(missing)}; "
-             "start it with the same --scenarios directories as fakehop_scenarios")
+        fail(
+            f"fakehop: the server at {url} does not have the scenarios {', '.join(missing)}; "
+            "start it with the same --scenarios directories as fakehop_scenarios"
+        )
     return server
 
 
@@ -167,7 +222,7 @@ def session_name(node: pytest.Item) -> str:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     prefix = f"{worker}-{secrets.token_hex(4)}-"
     test = re.sub(r"[^A-Za-z0-9._-]+", "-", node.nodeid).strip("-")
-    return prefix + test[-(MAX_SESSION_NAME - len(prefix)):]
+    return prefix + test[-(MAX_SESSION_NAME - len(prefix)) :]
 
 
 @pytest.fixture
@@ -184,7 +239,9 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
     handle = Fakehop(fakehop_server, session_name(request.node), unnamed=request.config.stash[SETTINGS].url is None)
     options = marker_options(request.node)
     settings = request.config.stash[SETTINGS]
-    handle.reset(time_scale=options.get("time_scale", settings.time_scale), strict=options.get("strict", settings.strict))
+    handle.reset(
+        time_scale=options.get("time_scale", settings.time_scale), strict=options.get("strict", settings.strict)
+    )
     if "scenario" in options:
         try:
             handle.use(options["scenario"])
@@ -256,5 +313,7 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
     if not isinstance(options.get("strict", False), bool):
         fail(f"@pytest.mark.{MARKER}(strict=...): expected True or False, got {options['strict']!r}")
     if options.get("verdicts", "off") not in VERDICT_LEVELS:
-        fail(f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}")
+        fail(
+            f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}"
+        )
     return options

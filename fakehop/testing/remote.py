@@ -11,7 +11,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .. import CONTROL_PREFIX as PREFIX
 from ..state.journal import IN_PROGRESS, Record
@@ -76,7 +77,9 @@ class ControlClient:
         self.timeout = timeout
         self.session = session
 
-    def call(self, method: str, path: str, payload: Any = None, *, text: str | None = None, query: dict | None = None) -> dict:
+    def call(
+        self, method: str, path: str, payload: Any = None, *, text: str | None = None, query: dict | None = None
+    ) -> dict:
         """One control call: `payload` goes as JSON, `text` as YAML; returns the JSON answer."""
         address = f"{self.url}{PREFIX}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         headers = {"Accept": "application/json"}
@@ -98,7 +101,9 @@ class ControlClient:
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             reason = getattr(reason, "strerror", None) or reason
-            raise ControlFailed(f"cannot reach a fakehop server at {self.url} ({reason}); start one with `fakehop serve` or pass --url") from None
+            raise ControlFailed(
+                f"cannot reach a fakehop server at {self.url} ({reason}); start one with `fakehop serve` or pass --url"
+            ) from None
 
     def answer_of(self, status: int, raw: bytes) -> dict:
         try:
@@ -108,7 +113,9 @@ class ControlClient:
         if not isinstance(answer, dict):
             raise ControlFailed(f"{self.url} answered HTTP {status} without fakehop's JSON; is it a fakehop server?")
         if status >= 400:
-            raise ControlFailed(f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []), status, answer)
+            raise ControlFailed(
+                f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []), status, answer
+            )
         return answer
 
     def page(self, since: int) -> tuple[list[Record], bool]:
@@ -133,7 +140,7 @@ class ControlClient:
             patience = max(deadline - time.monotonic(), interval)
             attempt = ControlClient(self.url, self.admin_token, patience, self.session)
             try:
-                return self.healthy(within(patience, lambda: attempt.call("GET", "/health")))
+                return self.healthy(within(patience, lambda attempt=attempt: attempt.call("GET", "/health")))
             except ControlFailed as exc:
                 left = deadline - time.monotonic()
                 if exc.status is not None or left <= 0:
@@ -143,11 +150,14 @@ class ControlClient:
     def healthy(self, answer: dict) -> dict:
         """`answer` when it is what fakehop's health check says: its status and version."""
         if answer.get("status") != "ok" or not isinstance(answer.get("version"), str):
-            raise ControlFailed(f"{self.url} answered its health check without fakehop's status and version; "
-                                "is it a fakehop server?")
+            raise ControlFailed(
+                f"{self.url} answered its health check without fakehop's status and version; is it a fakehop server?"
+            )
         return answer
 
-    def follow(self, since: int, interval: float, notice: Callable[[str], None] = lambda line: None) -> Iterator[Record]:
+    def follow(
+        self, since: int, interval: float, notice: Callable[[str], None] = lambda line: None
+    ) -> Iterator[Record]:
         """Each request once it has finished, polling forever from after `since`.
 
         Each poll reads the journal page by page, then the next resumes just before the oldest
@@ -179,7 +189,9 @@ class ControlClient:
             if more:
                 since = page[-1].seq
                 continue
-            since = oldest_in_progress - 1 if oldest_in_progress else max((record.seq for record in page), default=since)
+            since = (
+                oldest_in_progress - 1 if oldest_in_progress else max((record.seq for record in page), default=since)
+            )
             oldest_in_progress = None
             shown = {seq for seq in shown if seq > since}
             time.sleep(interval)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from ..server.gateway import Gateway
 from ..server.app import start
+from ..server.gateway import Gateway
 
 T = TypeVar("T")
 CALL_TIMEOUT = 10.0
@@ -44,7 +45,7 @@ class ThreadServer:
             self._thread.join()
             self._thread = self._loop = None
             if isinstance(exc, OSError):  # it could not listen (port in use, no file descriptors left, ...)
-                raise exc.with_traceback(None)  # the thread's frames say no more than the message
+                raise exc.with_traceback(None) from None  # the thread's frames say no more than the message
             raise
         return self.url
 
@@ -108,7 +109,7 @@ class ThreadServer:
         self._thread.join()
         self._thread = self._loop = None
 
-    def __enter__(self) -> "ThreadServer":
+    def __enter__(self) -> ThreadServer:
         self.start()
         return self
 

@@ -9,14 +9,28 @@ does not say, from its events.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from ...protocols import PROTOCOLS
 from ...protocols.common import BadRequest, ParsedRequest, dumps
 from ...scenario.reader import is_header
 from ...state.stored import StoredResponses
 from .chat import ChatReader
-from .facts import CUT, FAILED, FINISHED, HTTP_ERROR, LEFT, Captured, HttpError, Reader, Request, clean, error_details, json_object
+from .facts import (
+    CUT,
+    FAILED,
+    FINISHED,
+    HTTP_ERROR,
+    LEFT,
+    Captured,
+    HttpError,
+    Reader,
+    Request,
+    clean,
+    error_details,
+    json_object,
+)
 from .messages import MessagesReader
 from .responses import ResponsesReader
 from .sse import Frame, FrameReader
@@ -25,8 +39,24 @@ READERS: dict[str, type[Reader]] = {reader.NAME: reader for reader in (ChatReade
 RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit")
 RETRY_HEADERS = ("retry-after", "retry-after-ms", "x-should-retry")  # what the SDKs read before retrying
 
-__all__ = ["AnswerReader", "Asked", "CaptureError", "Captured", "CUT", "FAILED", "FINISHED", "HTTP_ERROR", "LEFT", "READERS", "Request",
-           "Requests", "detect", "json_object", "names_event_stream", "payload_protocol"]
+__all__ = [
+    "CUT",
+    "FAILED",
+    "FINISHED",
+    "HTTP_ERROR",
+    "LEFT",
+    "READERS",
+    "AnswerReader",
+    "Asked",
+    "CaptureError",
+    "Captured",
+    "Request",
+    "Requests",
+    "detect",
+    "json_object",
+    "names_event_stream",
+    "payload_protocol",
+]
 
 
 class CaptureError(Exception):
@@ -98,7 +128,7 @@ class AnswerReader:
 
 def names_event_stream(content_type: str) -> bool | None:
     """Whether a Content-Type is an event stream's; None for no Content-Type at all."""
-    return content_type.split(";")[0].strip().lower() == "text/event-stream" if content_type else None
+    return content_type.split(";", maxsplit=1)[0].strip().lower() == "text/event-stream" if content_type else None
 
 
 def keeps(header: str) -> bool:
@@ -150,9 +180,17 @@ class Requests:
             try:
                 parsed, unknown = self.answers.continued(parsed), None
             except BadRequest:  # an answer given before these: what it said is not known
-                return Asked(Request(protocol.NAME, parsed.model, parsed.prompt or None, unknown_chain=unknown), parsed.stream, parsed)
+                return Asked(
+                    Request(protocol.NAME, parsed.model, parsed.prompt or None, unknown_chain=unknown),
+                    parsed.stream,
+                    parsed,
+                )
         conversation = parsed.conversation
-        return Asked(Request(protocol.NAME, parsed.model, parsed.prompt, conversation.turn, bool(conversation.tool_results)), parsed.stream, parsed)
+        return Asked(
+            Request(protocol.NAME, parsed.model, parsed.prompt, conversation.turn, bool(conversation.tool_results)),
+            parsed.stream,
+            parsed,
+        )
 
     def answered(self, asked: Asked, captured: Captured) -> None:
         """Keep a Responses answer, as the server would, for the requests that continue it:
@@ -161,8 +199,12 @@ class Requests:
         parsed = asked.parsed
         if parsed is None or captured.answer_id is None or not parsed.conversation.keep:
             return
-        output = [{"type": "function_call", "call_id": block.call_id, "name": block.name} if block.kind == "tool_call" else {"type": block.kind}
-                  for block in captured.blocks()]
+        output = [
+            {"type": "function_call", "call_id": block.call_id, "name": block.name}
+            if block.kind == "tool_call"
+            else {"type": block.kind}
+            for block in captured.blocks()
+        ]
         kept = {"id": captured.answer_id, "output": output}
         self.answers.keep(parsed, dumps(kept).encode(), True)
 

@@ -120,7 +120,9 @@ class Captured:
     model: str | None = None
     parts: list[CapturedBlock | RawFrame] = field(default_factory=list)
     usage: Usage | None = None
-    usage_details: dict[str, int] = field(default_factory=dict)  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
+    usage_details: dict[str, int] = field(
+        default_factory=dict
+    )  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
     finish: str | None = None  # a scenario finish reason, when the answer said one
     stop_sequence: str | None = None  # the sequence a stop_sequence finish names
     answer_id: str | None = None  # Responses: the response's id, which a later request's previous_response_id names
@@ -221,7 +223,9 @@ class Reader:
         self.captured = Captured(self.NAME, streamed)
         self.open: dict[Any, CapturedBlock] = {}  # blocks by the protocol's key for them
         self.last_frame_at: float | None = None
-        self.grown: list[tuple[CapturedBlock, int, int, Any]] = []  # each block the event being read added to, as it was before
+        self.grown: list[
+            tuple[CapturedBlock, int, int, Any]
+        ] = []  # each block the event being read added to, as it was before
 
     # -------------------------------------------- frames
 
@@ -315,8 +319,10 @@ class Reader:
         """The answer's token counts; a count not given keeps the one an earlier event gave."""
         before = self.captured.usage or Usage()
         given_input, given_output = number(input_tokens), number(output_tokens)
-        self.captured.usage = Usage(before.input_tokens if given_input is None else given_input,
-                                    before.output_tokens if given_output is None else given_output)
+        self.captured.usage = Usage(
+            before.input_tokens if given_input is None else given_input,
+            before.output_tokens if given_output is None else given_output,
+        )
 
     def details(self, **counts: Any) -> None:
         """Usage detail counts, those the answer gave."""
@@ -332,7 +338,9 @@ class Reader:
         if reason is None:
             return
         finish = self.FINISHES.get(reason)
-        if finish is None or (finish == "stop_sequence" and self.captured.stop_sequence is None):  # no scenario form without the sequence
+        if finish is None or (
+            finish == "stop_sequence" and self.captured.stop_sequence is None
+        ):  # no scenario form without the sequence
             self.captured.left_out[f"finish reason {reason!r} (replayed as the inferred one)"] += 1
             finish = None
         self.captured.finish = finish
@@ -360,7 +368,11 @@ class Reader:
 
 
 # Codes and types of OpenAI errors that are no fail kind's own, and the kind of the status they come with.
-OPENAI_OTHER_KINDS = {"insufficient_quota": "rate_limit", "tokens": "rate_limit", "context_length_exceeded": "invalid_prompt"}
+OPENAI_OTHER_KINDS = {
+    "insufficient_quota": "rate_limit",
+    "tokens": "rate_limit",
+    "context_length_exceeded": "invalid_prompt",
+}
 
 
 class OpenAIReader(Reader):
@@ -370,7 +382,11 @@ class OpenAIReader(Reader):
         """By the error's code, one a fail kind writes or another known one; else by its type."""
         code, error_type = error.get("code"), error.get("type")
         by_code = [kind for kind, (written, _) in OPENAI_FAIL.items() if written == code]
-        others = [OPENAI_OTHER_KINDS[value] for value in (code, error_type) if isinstance(value, str) and value in OPENAI_OTHER_KINDS]
+        others = [
+            OPENAI_OTHER_KINDS[value]
+            for value in (code, error_type)
+            if isinstance(value, str) and value in OPENAI_OTHER_KINDS
+        ]
         by_type = [kind for kind, (_, written) in OPENAI_FAIL.items() if written == error_type]
         return kind_of(by_code or others or by_type, message)
 

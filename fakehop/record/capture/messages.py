@@ -12,7 +12,12 @@ from ...protocols.common import ANTHROPIC_ERROR_TYPES
 from ...protocols.messages import FAIL_TYPES, STOP_REASONS
 from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of
 
-BLOCK_KINDS = {"text": "text", "thinking": "reasoning", "redacted_thinking": "redacted_thinking", "tool_use": "tool_call"}
+BLOCK_KINDS = {
+    "text": "text",
+    "thinking": "reasoning",
+    "redacted_thinking": "redacted_thinking",
+    "tool_use": "tool_call",
+}
 DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 # What each block holds when it starts (or, in a whole message, all along).
 START_FIELDS = {"text": "text", "thinking": "thinking"}
@@ -37,13 +42,18 @@ class MessagesReader(Reader):
     def message_start(self, at: float | None, event: dict) -> None:
         message = event.get("message") if isinstance(event.get("message"), dict) else {}
         self.model(message.get("model"))
-        self.message_usage(message.get("usage"), output=False)  # its output_tokens is a placeholder; message_delta's counts
+        self.message_usage(
+            message.get("usage"), output=False
+        )  # its output_tokens is a placeholder; message_delta's counts
 
     def message_usage(self, usage: Any, output: bool = True) -> None:
         if isinstance(usage, dict):
             self.usage(usage.get("input_tokens"), usage.get("output_tokens") if output else None)
-            self.details(cache_write_tokens=usage.get("cache_creation_input_tokens"), cached_tokens=usage.get("cache_read_input_tokens"),
-                         reasoning_tokens=detail(usage, "output_tokens_details", "thinking_tokens"))
+            self.details(
+                cache_write_tokens=usage.get("cache_creation_input_tokens"),
+                cached_tokens=usage.get("cache_read_input_tokens"),
+                reasoning_tokens=detail(usage, "output_tokens_details", "thinking_tokens"),
+            )
 
     def block_start(self, at: float | None, event: dict) -> None:
         block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
@@ -57,8 +67,12 @@ class MessagesReader(Reader):
             return
         if kind == "tool_call":
             given = block.get("input")
-            text = json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""  # a streamed one starts at {}
-            found = self.piece(index, kind, text, at, name=clean(block.get("name")) or None, call_id=clean(block.get("id")) or None)
+            text = (
+                json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""
+            )  # a streamed one starts at {}
+            found = self.piece(
+                index, kind, text, at, name=clean(block.get("name")) or None, call_id=clean(block.get("id")) or None
+            )
         elif kind == "redacted_thinking":
             found = self.piece(index, kind, "", at, data=clean(block.get("data")) or None)
         else:
@@ -118,4 +132,3 @@ class MessagesReader(Reader):
         self.stop(body)
         self.message_usage(body.get("usage"))
         self.end(FINISHED, at)
-

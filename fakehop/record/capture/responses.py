@@ -51,18 +51,24 @@ class ResponsesReader(OpenAIReader):
         "response.output_item.added": "item_added",
         "response.content_part.added": "part_added",
         "response.output_item.done": "item_done",
-        **{name: "delta" for name in DELTA_KINDS},
+        **dict.fromkeys(DELTA_KINDS, "delta"),
         "response.completed": "terminal",
         "response.incomplete": "terminal",
         "response.failed": "terminal",
         "error": "error",
     }
-    SKIPPED = frozenset({
-        "response.content_part.done", "response.output_text.done",
-        "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
-        "response.reasoning_summary_text.done", "response.reasoning_text.done",
-        "response.function_call_arguments.done", "response.refusal.done",
-    })
+    SKIPPED = frozenset(
+        {
+            "response.content_part.done",
+            "response.output_text.done",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_part.done",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_text.done",
+            "response.function_call_arguments.done",
+            "response.refusal.done",
+        }
+    )
 
     def __init__(self, streamed: bool = True):
         super().__init__(streamed)
@@ -89,7 +95,11 @@ class ResponsesReader(OpenAIReader):
         if kind is None:
             self.captured.left_out[f"{item.get('type') or 'untyped'} output items"] += 1
             return None
-        facts = {"name": clean(item.get("name")) or None, "call_id": clean(item.get("call_id")) or None} if kind == "tool_call" else {}
+        facts = (
+            {"name": clean(item.get("name")) or None, "call_id": clean(item.get("call_id")) or None}
+            if kind == "tool_call"
+            else {}
+        )
         return self.piece(index, kind, "", at, **facts)
 
     def message_phase(self, index: Any, item: dict) -> None:
@@ -118,7 +128,13 @@ class ResponsesReader(OpenAIReader):
             self.captured.note("Raw reasoning text is replayed as a reasoning summary.")
         kind, index = DELTA_KINDS[event["type"]], event.get("output_index")
         if kind in PART_KINDS.values():
-            self.piece((index, event.get("content_index")), kind, event.get("delta"), at, phase=self.phases.get(index) if kind == "text" else None)
+            self.piece(
+                (index, event.get("content_index")),
+                kind,
+                event.get("delta"),
+                at,
+                phase=self.phases.get(index) if kind == "text" else None,
+            )
         else:
             self.piece(index, kind, event.get("delta"), at, part=event.get("summary_index", event.get("content_index")))
 
@@ -170,7 +186,9 @@ class ResponsesReader(OpenAIReader):
         status = response.get("status")
         if status == "failed":
             if self.captured.failure is None:  # no `error` event came first
-                self.fail(at, response.get("error") if isinstance(response.get("error"), dict) else {}, error_event=False)
+                self.fail(
+                    at, response.get("error") if isinstance(response.get("error"), dict) else {}, error_event=False
+                )
             return
         if status == "incomplete":
             details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
@@ -180,7 +198,11 @@ class ResponsesReader(OpenAIReader):
     def error(self, at: float | None, event: dict) -> None:
         """An `error` event: nested (`{"error": {…}}`, as the real API sends it) or flat, whose
         `type` is the event's own."""
-        error = event.get("error") if isinstance(event.get("error"), dict) else {key: event.get(key) for key in ("code", "message", "param") if key in event}
+        error = (
+            event.get("error")
+            if isinstance(event.get("error"), dict)
+            else {key: event.get(key) for key in ("code", "message", "param") if key in event}
+        )
         self.fail(at, error)
 
     def whole(self, body: dict, at: float | None) -> None:
