@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 from importlib import metadata
-from pathlib import Path
 
 import httpcore2  # noqa: F401 - see below
 import pytest
@@ -12,8 +11,6 @@ import pytest
 from fakehop.scenario.library import Library
 from fakehop.server.app import create_app
 from fakehop.server.gateway import Gateway
-
-from . import assert_cache
 
 # The SDKs' HTTP library imports httpcore2 when it makes its first client, and keeps a map from
 # httpcore2's exceptions to its own from then on. A pytester run in this process removes the
@@ -86,10 +83,10 @@ def pytest_configure(config):
         "markers",
         "long: one of the slowest tests (seconds to tens of seconds); run first, so that under xdist it ends with the others, not after them",
     )
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):  # the xdist controller
-        assert_cache.fill(config, sorted(Path(__file__).parent.glob("test_*.py")))
-    else:  # a process that collects: see pytest_collection_finish
-        gc.disable()
+    if not (
+        getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    ):  # not the xdist controller
+        gc.disable()  # a process that collects: see pytest_collection_finish
 
 
 def pytest_report_header(config) -> str:
