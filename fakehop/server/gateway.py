@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from ..play import player
 from ..protocols import BY_PATH, PROTOCOLS
@@ -150,7 +150,8 @@ def stamp_answer(
     headers = response.headers
     headers[protocol.REQUEST_ID_HEADER] = request_id
     if response.status < 400:
-        headers.extend(success_headers)
+        if success_headers:
+            headers.extend(success_headers)
         return
     for name, value in protocol.error_headers(response.status):
         headers.setdefault(name, value)
@@ -172,7 +173,7 @@ def authorized(request: web.Request, api_key: str | None) -> bool:
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
     """Why a request may not be answered at all: a Host that is not this server's, a wrong API
     key, or an X-Fakehop-* header fakehop does not read."""
-    host = request.headers.get("Host")
+    host = request.headers.get(hdrs.HOST)
     if hosts.refuses(host):
         return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
     if not authorized(request, api_key):

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
+from multidict import istr
 
 from ..protocols.common import FRESH, BadRequest
 from ..state.sessions import SCENARIO_HEADER, SESSION_HEADER
@@ -53,6 +54,7 @@ T = TypeVar("T")
 # Content-Encoding values fakehop inflates, with zlib's wbits for each (deflate: zlib's wrapper or raw, found by its first byte).
 INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 SEED_HEADER = "X-Fakehop-Seed"
+SEED_KEY = istr(SEED_HEADER)  # looked up for every request: see sessions.SESSION_HEADER_KEY
 # The request headers of fakehop's own that it reads; any other X-Fakehop-* header is a mistake, refused.
 FAKEHOP_HEADERS = (SCENARIO_HEADER, SEED_HEADER, SESSION_HEADER)
 _OWN_PREFIX = "x-fakehop-"
@@ -165,7 +167,7 @@ async def read_body(request: web.Request, limit: int, held: HeldBodies | None = 
     length = request.content_length
     if length is not None and length > limit:
         raise too_large(limit)
-    encoding = request.headers.get("Content-Encoding")
+    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
     if encoding is not None and encoding.strip().lower() != "identity":
         return await inflated(request, encoding.strip().lower(), limit, held)
     holding = length if held is not None and length is not None else 0
@@ -345,7 +347,7 @@ def new_request_id() -> str:
 
 def request_id_for(request: web.Request) -> str:
     """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
-    seed = request.headers.get(SEED_HEADER)
+    seed = request.headers.get(SEED_KEY)
     if seed is not None:  # most requests send none: no exception is raised and caught for them
         try:
             return seeded_request_id(parse_seed(seed))
@@ -391,7 +393,7 @@ def unknown_header_message(name: str) -> str:
 
 def seed_of(request: web.Request) -> int | None:
     """The request's seed, None without the header; BadRequest naming the header when it is not a number."""
-    text = request.headers.get(SEED_HEADER)
+    text = request.headers.get(SEED_KEY)
     if text is None:
         return None
     try:

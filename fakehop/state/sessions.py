@@ -31,6 +31,7 @@ BEARER = "bearer "  # the scheme of an Authorization header that carries a key, 
 # The headers looked up for every request, as multidict's case-insensitive strings: looked up
 # with one, a request's headers need not fold the name's case first (half the cost of a lookup).
 SESSION_HEADER_KEY, AUTHORIZATION_KEY, X_API_KEY = istr(SESSION_HEADER), istr("Authorization"), istr("x-api-key")
+SCENARIO_HEADER_KEY = istr(SCENARIO_HEADER)
 DEFAULT_MAX_SESSIONS = 1000
 DEFAULT_SESSION_IDLE = 600.0  # seconds with no request and no control call, after which a session is dropped
 # Beside each session's own caps, what all sessions hold together: a thousand sessions with
@@ -151,7 +152,7 @@ class Session:
 
     def select(self, protocol: str, request: ParsedRequest, headers: Mapping[str, str]) -> str | Pinned:
         """The scenario a request gets: header, then queue, then `match`, then the default (Unmatched when strict)."""
-        header = headers.get(SCENARIO_HEADER)
+        header = headers.get(SCENARIO_HEADER_KEY)
         if header is not None:
             self.check_name(header)
             return header
