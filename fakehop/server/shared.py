@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
 
 if TYPE_CHECKING:
     from .gateway import Gateway
@@ -13,11 +14,16 @@ if TYPE_CHECKING:
 __all__ = ["GATEWAY_KEY", "STREAM_HEADERS", "allowed_methods"]
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway", object)
-STREAM_HEADERS = {
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
+# Read-only and case-insensitive already: a response copies these faster than a dict's.
+STREAM_HEADERS = CIMultiDictProxy(
+    CIMultiDict(
+        {
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
+)
 
 
 def allowed_methods(app: web.Application, path: str) -> list[str]:
