@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from openai.types.chat import ChatCompletionFunctionToolParam
+
 from . import clients
 
 QUESTION = "What is the weather in Paris, and the time?"
-CHAT_TOOLS = [
+CHAT_TOOLS: list[ChatCompletionFunctionToolParam] = [
     {
         "type": "function",
         "function": {
@@ -60,6 +62,11 @@ class Agent:
         self.messages: list[dict] = [{"role": "user", "content": QUESTION}]
         self.last: Turn | None = None
 
+    def last_calls(self) -> list[Call]:
+        """The tool calls of the last answer, which the agent answers."""
+        assert self.last is not None, "an agent answers after it asked"
+        return self.last.calls
+
 
 class ChatAgent(Agent):
     """Chat Completions: the assistant message goes back with its `tool_calls`, then a `tool`
@@ -94,7 +101,7 @@ class ChatAgent(Agent):
 
     def answer(self, results: dict[str, str]) -> None:
         self.messages += [
-            {"role": "tool", "tool_call_id": call.call_id, "content": results[call.name]} for call in self.last.calls
+            {"role": "tool", "tool_call_id": call.call_id, "content": results[call.name]} for call in self.last_calls()
         ]
 
 
@@ -138,7 +145,7 @@ class ResponsesAgent(Agent):
     def answer(self, results: dict[str, str]) -> None:
         outputs = [
             {"type": "function_call_output", "call_id": call.call_id, "output": results[call.name]}
-            for call in self.last.calls
+            for call in self.last_calls()
         ]
         self.items += outputs
         self.new_items += outputs
@@ -170,7 +177,7 @@ class MessagesAgent(Agent):
     def answer(self, results: dict[str, str]) -> None:
         blocks = [
             {"type": "tool_result", "tool_use_id": call.call_id, "content": results[call.name]}
-            for call in self.last.calls
+            for call in self.last_calls()
         ]
         self.messages.append({"role": "user", "content": blocks})
 

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import cast
 
 from fakehop.cli.main import main
 
@@ -68,7 +69,8 @@ def run_main(args: tuple[str, ...], env: Environment, text: bool) -> subprocess.
         try:
             code = main(list(args))
         except SystemExit as exit:
-            code = 0 if exit.code is None else exit.code
+            assert not isinstance(exit.code, str), exit.code  # argparse and main exit with a number
+            code = exit.code or 0
     return subprocess.CompletedProcess(["fakehop", *args], code, written(stdout, text), written(stderr, text))
 
 
@@ -78,7 +80,7 @@ def memory_stream() -> io.TextIOWrapper:
 
 
 def written(stream: io.TextIOWrapper, text: bool) -> str | bytes:
-    data = stream.buffer.getvalue()
+    data = cast(io.BytesIO, stream.buffer).getvalue()  # memory_stream's
     return data.decode("utf-8") if text else data
 
 

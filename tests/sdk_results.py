@@ -15,6 +15,13 @@ from typing import Any
 import anthropic
 import httpx2
 import openai
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageToolCallUnion,
+    ChatCompletionUserMessageParam,
+)
+from openai.types.responses import Response, ResponseCompletedEvent, ResponseFailedEvent, ResponseIncompleteEvent
 
 from fakehop.protocols import PROTOCOLS
 
@@ -99,20 +106,19 @@ def counts(values: dict, path: str = ""):
 
 async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
     async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
-        request = {
-            "model": MODELS["chat"],
-            "messages": [{"role": "user", "content": QUESTION}],
-            "extra_headers": headers,
-        }
+        model, question = MODELS["chat"], [ChatCompletionUserMessageParam(role="user", content=QUESTION)]
+        completion: ChatCompletion
         if stream:
-            async with client.chat.completions.stream(**request, stream_options={"include_usage": True}) as events:
+            async with client.chat.completions.stream(
+                model=model, messages=question, extra_headers=headers, stream_options={"include_usage": True}
+            ) as events:
                 async for _ in events:
                     pass
                 completion = await events.get_final_completion()
         else:
-            completion = await client.chat.completions.create(**request)
+            completion = await client.chat.completions.create(model=model, messages=question, extra_headers=headers)
     choice = completion.choices[0]
-    calls = [(call.id, call.function.name, call.function.arguments) for call in choice.message.tool_calls or []]
+    calls = [function_call(call) for call in choice.message.tool_calls or []]
     return {
         "model": completion.model,
         "text": choice.message.content,
@@ -121,6 +127,11 @@ async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
         "finish": choice.finish_reason,
         "usage": usage_of(completion.usage),
     }
+
+
+def function_call(call: ChatCompletionMessageToolCallUnion) -> tuple:
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall), call  # the only kind fakehop sends
+    return (call.id, call.function.name, call.function.arguments)
 
 
 def responses_item(item: Any) -> tuple:
@@ -138,14 +149,16 @@ def responses_item(item: Any) -> tuple:
 
 async def responses(url: str, stream: bool, headers: dict, timeout: float) -> dict:
     async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
-        request = {"model": MODELS["responses"], "input": QUESTION, "extra_headers": headers}
+        model = MODELS["responses"]
+        response: Response | None = None
         if stream:
-            response = None
-            async for event in await client.responses.create(**request, stream=True):
-                if event.type in ("response.completed", "response.incomplete", "response.failed"):
+            async for event in await client.responses.create(
+                model=model, input=QUESTION, extra_headers=headers, stream=True
+            ):
+                if isinstance(event, (ResponseCompletedEvent, ResponseIncompleteEvent, ResponseFailedEvent)):
                     response = event.response
         else:
-            response = await client.responses.create(**request)
+            response = await client.responses.create(model=model, input=QUESTION, extra_headers=headers)
     if response is None:
         return {"ended": "without a terminal event"}
     return {

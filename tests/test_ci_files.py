@@ -18,7 +18,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-import tomllib
+import pytest
 import yaml
 
 from fakehop.cli.main import build_parser
@@ -270,6 +270,7 @@ def test_the_oldest_sdks_the_makefile_tests_are_those_the_contributing_page_name
 
 
 def test_the_lock_pins_every_package_pyproject_names_and_make_test_installs_from_it():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     named = [*project["dependencies"], *project["optional-dependencies"]["test"]]
     lock = ROOT / make_variable("LOCK")

@@ -68,6 +68,7 @@ def test_serve_prints_its_url_and_answers(tmp_path: Path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert server.stdout is not None and server.stderr is not None
     try:
         first = server.stdout.readline()
         url = first.split("listening on ")[1].strip()
@@ -366,8 +367,11 @@ def started(*args: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "fakehop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    assert process.stdout is not None
     first = process.stdout.readline()
-    return process, re.search(r" on (http://[^ ]+?:\d+)", first).group(1)
+    found = re.search(r" on (http://[^ ]+?:\d+)", first)
+    assert found, first
+    return process, found.group(1)
 
 
 def stopped(process: subprocess.Popen) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from fakehop.server.gateway import Gateway
 from fakehop.testing.thread_server import ThreadServer
@@ -42,7 +43,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1400, "height": 900}
-MESSAGES = [{"role": "user", "content": "Hi"}]
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
 SCREENSHOT_VARIABLE = "FAKEHOP_CONSOLE_SCREENSHOT"
 
 

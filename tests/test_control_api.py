@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from fakehop.scenario.library import Library
 from fakehop.server.gateway import Gateway
@@ -13,7 +14,7 @@ from fakehop.state.journal import Journal
 from . import clients
 from .conftest import FAST
 
-MESSAGES = [{"role": "user", "content": "Hello"}]
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello"}]
 SAY_ONE = {"name": "say-one", "steps": [{"text": "one"}]}
 SAY_TWO = {"name": "say-two", "steps": [{"text": "two"}]}
 
@@ -53,7 +54,7 @@ def control(session, base_url) -> Control:
     return Control(session, base_url)
 
 
-async def ask(client: openai.AsyncOpenAI, **extra) -> str:
+async def ask(client: openai.AsyncOpenAI, **extra) -> str | None:
     """What the app sees: the answer's text, or the name of the error the SDK raised."""
     try:
         completion = await client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, **extra)

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
 import openai
@@ -38,16 +38,18 @@ class ServerProcess:
     def __init__(self, *options: str):
         command = [sys.executable, "-m", "fakehop", "serve", "--port", "0", "--time-scale", "0.01", *options]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.stdout, self.stderr = self.process.stdout, self.process.stderr
         self.lines: queue.Queue[str] = queue.Queue()
-        banner = self.process.stdout.readline()
-        assert " listening on " in banner, banner + self.process.stderr.read()
+        banner = self.stdout.readline()
+        assert " listening on " in banner, banner + self.stderr.read()
         self.url = banner.split()[-1]
-        self.process.stdout.readline()  # the second banner line
+        self.stdout.readline()  # the second banner line
         self.collector = threading.Thread(target=self.collect, daemon=True)
         self.collector.start()
 
     def collect(self) -> None:
-        for line in self.process.stdout:
+        for line in self.stdout:
             self.lines.put(line.rstrip("\n"))
 
     def next_line(self) -> str:
@@ -61,7 +63,7 @@ class ServerProcess:
             self.process.kill()
             self.process.wait()
         self.collector.join(timeout=WAIT)
-        self.process.stderr.close()
+        self.stderr.close()
 
 
 def fakehop_here(*args: str, url: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -104,7 +106,7 @@ def app(url: str) -> openai.OpenAI:
     return clients.openai_sync(base_url=url + "/v1", api_key="sk-test", max_retries=0)
 
 
-def ask(client: openai.OpenAI) -> str:
+def ask(client: openai.OpenAI) -> str | None:
     try:
         completion = client.chat.completions.create(
             model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hello"}]
@@ -344,9 +346,14 @@ def test_requests_json_shows_what_the_app_sent(url):
     assert '"messages": [{"role": "user", "content": "Hello"}]' in result.stdout
 
 
-def lines_into(stream, lines: queue.Queue[str]) -> threading.Thread:
+def lines_into(stream: Iterable[str], lines: queue.Queue[str]) -> threading.Thread:
     """A thread that puts each line of `stream` into `lines` as it comes."""
-    reader = threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in stream], daemon=True)
+
+    def put_each() -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+
+    reader = threading.Thread(target=put_each, daemon=True)
     reader.start()
     return reader
 
@@ -357,6 +364,7 @@ def following(url: str, *options: str, notes: queue.Queue[str] | None = None) ->
     into `notes`); stopped by Ctrl-C at the end, when it must have printed no traceback."""
     command = [sys.executable, "-m", "fakehop", "requests", "--follow", "--interval", "0.05", "--url", url, *options]
     follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert follower.stdout is not None and follower.stderr is not None
     lines: queue.Queue[str] = queue.Queue()
     notes = queue.Queue() if notes is None else notes
     lines_into(follower.stdout, lines)

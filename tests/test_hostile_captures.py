@@ -112,7 +112,9 @@ def stream_with(protocol: str, frame: str) -> str:
 
 def kept_raw(path: Path, protocol: str, frame: str) -> None:
     """The file at `path` plays `frame` as it came, and of the output around it no more than the good events gave."""
-    steps = load_file(path).entries[0].script.steps
+    script = load_file(path).entries[0].script
+    assert script is not None
+    steps = script.steps
     assert frame in [getattr(step, "data", None) for step in steps], path.read_text()[:2000]
     assert "".join(joined_texts(path)) == ("Hi there" if protocol == "chat" else "Hi")
 
@@ -414,7 +416,8 @@ async def endless(aiohttp_server):
             for number in itertools.count():
                 await response.write(chat_chunk({"content": numbered_piece(number)}).encode())
         except ConnectionError:
-            return response
+            pass
+        return response
 
     app = web.Application()
     app.router.add_post("/{path:.*}", answer)

@@ -155,6 +155,7 @@ def recording_proxy(upstream_url: str, out: Path) -> Iterator[tuple[str, subproc
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proxy.stdout is not None and proxy.stderr is not None
     try:
         banner = proxy.stdout.readline()
         assert banner.startswith("fakehop "), (banner, proxy.stderr.read() if proxy.poll() is not None else "")

@@ -250,6 +250,7 @@ class Served:
         ]
         environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment)
+        assert self.process.stdout is not None
         self.url = self.process.stdout.readline().split()[-1]
 
     def rss_mib(self) -> float:

@@ -17,6 +17,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -58,6 +59,7 @@ async def run(*command: str) -> tuple[int, str, str]:
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     stdout, stderr = await process.communicate()
+    assert process.returncode is not None  # set once communicate() returns
     return process.returncode, stdout.decode(), stderr.decode()
 
 
@@ -151,7 +153,7 @@ def chat_chunk(delta: dict, finish: str | None = None) -> str:
 
 
 def chat_call(index: int, arguments: str, **first: str) -> str:
-    call = {"index": index, "function": {"arguments": arguments}}
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
     if first:
         call.update(id=first["id"], type="function")
         call["function"]["name"] = first["name"]
@@ -374,7 +376,7 @@ def messages_parallel_calls() -> str:
         {"type": "tool_use", "id": "toolu_t", "name": "get_time", "input": {}},
         [{"type": "input_json_delta", "partial_json": '{"tz": "CET"}'}],
     )
-    ending = [
+    ending: list[dict] = [
         {
             "type": "message_delta",
             "delta": {"stop_reason": "tool_use", "stop_sequence": None},
@@ -511,7 +513,7 @@ def messages_refusal() -> str:
         "output_tokens": 1,
     }
     usage = {**cache, "output_tokens": 11, "output_tokens_details": {"thinking_tokens": 4}}
-    ending = [
+    ending: list[dict] = [
         {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None}, "usage": usage},
         {"type": "message_stop"},
     ]
@@ -520,7 +522,7 @@ def messages_refusal() -> str:
 
 def messages_stop_sequence() -> str:
     text = messages_block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "1, 2, 3"}])
-    ending = [
+    ending: list[dict] = [
         {
             "type": "message_delta",
             "delta": {"stop_reason": "stop_sequence", "stop_sequence": "###"},

@@ -59,7 +59,7 @@ def absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 def imported_by(module: str, path: Path, modules: set[str]) -> set[str]:
     """The fakehop modules this module imports anywhere in its file."""
-    targets = set()
+    targets: set[str] = set()
     for node in runtime_imports(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import cast
 
 import aiohttp
 import anthropic
 import httpx2
 import pytest
+from anthropic.types import MessageParam, ThinkingConfigParam
 
 from fakehop.play import player
 from fakehop.protocols import messages
@@ -26,12 +28,13 @@ from .agents import MessagesAgent, agent_weather_loop
 from .sdk_results import CUT_SHORT, caused_by
 
 MODEL = "claude-sonnet-5"
-MESSAGES = [{"role": "user", "content": "Hello"}]
+MESSAGES: list[MessageParam] = [{"role": "user", "content": "Hello"}]
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 BLOCK_TYPES = {"text": "text", "reasoning": "thinking", "tool_call": "tool_use"}
 INTERRUPTED = "Response stream interrupted, please retry"
 LIBRARY = Library.load()
-THINKING = messages.EXAMPLE_REQUEST["thinking"]  # the example request's, which the expected outcomes are for
+# the example request's, which the expected outcomes are for
+THINKING = cast(ThinkingConfigParam, messages.EXAMPLE_REQUEST["thinking"])
 
 
 def scenario_header(name: str) -> dict:
@@ -41,6 +44,7 @@ def scenario_header(name: str) -> dict:
 def expected_outcome(name: str) -> player.Outcome:
     """What the scenario says the answer holds, for the example request."""
     script = LIBRARY[name].entries[0].script
+    assert script is not None
     parsed = messages.parse(dict(messages.EXAMPLE_REQUEST))
     return player.Outcome.gather([h for _, h in player.timeline(script, parsed.play)])
 
@@ -53,6 +57,7 @@ def finishing_scenarios() -> list[str]:
         script = scenario.entries[0].script
         if (
             not scenario.is_sequence
+            and script is not None
             and script.http_error is None
             and not any(isinstance(s, sc.Raw) for s in script.steps)
         ):
@@ -73,7 +78,8 @@ FAILING = {
 
 
 def assert_matches_outcome(message, outcome: player.Outcome) -> None:
-    finish: player.Finish = outcome.ending
+    finish = outcome.ending
+    assert isinstance(finish, player.Finish), finish
     assert [block.type for block in message.content] == [BLOCK_TYPES[b.kind] for b in outcome.blocks]
     for got, want in zip(message.content, outcome.blocks):
         if want.kind == "text":

@@ -133,6 +133,7 @@ def test_the_installed_wheel_serves_a_request(installed: Path, tmp_path: Path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert server.stdout is not None and server.stderr is not None
     try:
         banner = server.stdout.readline()
         assert f"fakehop {__version__} listening on " in banner, banner + server.stderr.read()

@@ -253,6 +253,7 @@ ECHOING = {  # an upstream that writes the request's secrets back, in every plac
 def joined_texts(path: Path) -> list[str]:
     """Each step's text, pieces joined, as the file plays it."""
     script = load_file(path).entries[0].script
+    assert script is not None
     return ["".join(step.deltas) for step in script.steps if hasattr(step, "deltas")]
 
 

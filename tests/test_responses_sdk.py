@@ -90,6 +90,7 @@ def expected_failure(script: sc.Script) -> tuple[str, str]:
     last = script.steps[-1]
     if isinstance(last, sc.Stall):
         return "server_error", f"Stream stalled: no output for {script.stall_timeout:g}s"
+    assert isinstance(last, sc.Fail), last
     return FAIL_CODES[last.kind], last.message or FAIL_MESSAGES[last.kind]
 
 
@@ -306,6 +307,7 @@ def without_error_event(name: str) -> dict:
     """A failing bundled scenario, its `fail` set to send `response.failed` alone."""
     steps = [{"text": joined(first_script(name), "text")}]
     fail = first_script(name).steps[-1]
+    assert isinstance(fail, sc.Fail), fail
     return {
         "steps": steps
         + [{"fail": {"kind": fail.kind, "message": fail.message or FAIL_MESSAGES[fail.kind], "error_event": False}}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from multidict import CIMultiDict
@@ -248,7 +249,9 @@ def test_resolve_follows_use(library):
 def test_a_directory_overrides_bundled_names(tmp_path: Path):
     (tmp_path / "hello.yaml").write_text("steps: [{text: mine}]\n")
     library = Library.load([tmp_path])
-    assert library["hello"].entries[0].script.steps[0].deltas == ("mine",)
+    script = library["hello"].entries[0].script
+    assert script is not None and isinstance(script.steps[0], Output)
+    assert script.steps[0].deltas == ("mine",)
     assert "weather-tool" in library
 
 
@@ -374,7 +377,7 @@ def test_pieces_count_towards_the_text_limit():
 
 def at_turn(turn: int, result: str = "Sunny"):
     """A parsed Chat Completions request at `turn`, ending with one get_weather result."""
-    messages = [{"role": "user", "content": "Weather?"}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
     for earlier in range(1, turn):
         call = {"id": f"c{earlier}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
         messages += [

@@ -28,7 +28,9 @@ def start_serve(preexec_fn=None) -> tuple[subprocess.Popen, tuple[str, int]]:
         text=True,
         preexec_fn=preexec_fn,
     )
+    assert server.stdout is not None
     url = urlsplit(server.stdout.readline().split()[-1])
+    assert url.hostname is not None and url.port is not None, url
     return server, (url.hostname, url.port)
 
 

@@ -34,8 +34,8 @@ class App:
             if by_key
             else {"api_key": "sk-app", "default_headers": {"X-Fakehop-Session": name}}
         )
-        self.sdk = sdk
         self.question = f"{QUESTION} ({name})"
+        self.client: openai.AsyncOpenAI | anthropic.AsyncAnthropic
         if sdk == "openai":
             self.client = clients.openai_async(base_url=base_url + "/v1", max_retries=0, **options)
         else:
@@ -43,17 +43,16 @@ class App:
 
     async def ask(self, **extra) -> str:
         """The streamed answer's text, or `HTTP <status>` for an error."""
-        messages = [{"role": "user", "content": self.question}]
         try:
-            if self.sdk == "openai":
+            if isinstance(self.client, openai.AsyncOpenAI):
                 stream = await self.client.chat.completions.create(
-                    model="gpt-5.6-sol", messages=messages, stream=True, **extra
+                    model="gpt-5.6-sol", messages=[{"role": "user", "content": self.question}], stream=True, **extra
                 )
                 return "".join([chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices])
             async with self.client.messages.stream(
-                model="claude-sonnet-5", max_tokens=100, messages=messages, **extra
-            ) as stream:
-                return "".join([text async for text in stream.text_stream])
+                model="claude-sonnet-5", max_tokens=100, messages=[{"role": "user", "content": self.question}], **extra
+            ) as events:
+                return "".join([text async for text in events.text_stream])
         except (openai.APIStatusError, anthropic.APIStatusError) as exc:
             return f"HTTP {exc.status_code}"
 
@@ -341,13 +340,14 @@ async def test_the_same_request_gets_the_same_bytes_in_a_session(session, base_u
 # ---------------------------------------------------------------- strict mode
 
 
-async def ask_chat(base_url: str, api_key: str = "sk-app", **extra) -> str:
+async def ask_chat(base_url: str, api_key: str = "sk-app", **extra) -> str | None:
     async with clients.openai_async(base_url=base_url + "/v1", api_key=api_key, max_retries=0) as app:
         try:
             completion = await app.chat.completions.create(
                 model="gpt-5.6-sol", messages=[{"role": "user", "content": "hi"}], **extra
             )
         except openai.BadRequestError as exc:
+            assert isinstance(exc.body, dict), exc.body
             return f"HTTP 400: {exc.body['message']}"
     return completion.choices[0].message.content
 

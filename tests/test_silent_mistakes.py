@@ -145,6 +145,7 @@ def serve_and_ask(directory: Path, scenario: str, requests: int) -> tuple[list[i
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert server.stdout is not None and server.stderr is not None
     answers: list[int | str] = []
     try:
         first = server.stdout.readline()
@@ -248,6 +249,7 @@ def test_list_shows_each_scenarios_origin(replacing: Path, capsys):
 
 def test_list_url_shows_a_running_servers_origins_as_list_shows_the_files(replacing: Path, capsys):
     with ThreadServer(Gateway(Library.load([replacing]))) as server:
+        assert server.url is not None
         ControlClient(server.url).call(
             "POST", "/scenarios", text="name: posted\ndescription: Added by a call.\nsteps: [{text: hi}]\n"
         )

@@ -28,6 +28,7 @@ def chat_text(client) -> str:
 
 def open_stream(url: str, scenario: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     address = urlsplit(url)
+    assert address.hostname is not None, url
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
     body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True})
     connection.request(

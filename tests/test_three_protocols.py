@@ -17,7 +17,6 @@ from . import clients
 
 LIBRARY = Library.load()
 HEADER = "X-Fakehop-Scenario"
-MESSAGES = [{"role": "user", "content": "Hello"}]
 EXPECTED_ENDINGS = {
     "hello": "completed",
     "weather-tool": "completed",
@@ -72,11 +71,12 @@ async def chat(url: str, name: str) -> Seen:
     client = clients.openai_async(base_url=url + "/v1", api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
         async for chunk in await client.chat.completions.create(
-            model="m", messages=MESSAGES, stream=True, extra_headers={HEADER: name}
+            model="m", messages=[{"role": "user", "content": "Hello"}], stream=True, extra_headers={HEADER: name}
         ):
             delta = chunk.choices[0].delta
             seen.text += delta.content or ""
             for call in delta.tool_calls or []:
+                assert call.function is not None
                 if call.function.name:
                     seen.call(call.function.name)
                 seen.arguments(call.function.arguments or "")
@@ -116,7 +116,11 @@ async def messages(url: str, name: str) -> Seen:
     client = clients.anthropic_async(base_url=url, api_key="k", max_retries=0, timeout=TIMEOUT)
     try:
         async for event in await client.messages.create(
-            model="m", max_tokens=1024, messages=MESSAGES, stream=True, extra_headers={HEADER: name}
+            model="m",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": "Hello"}],
+            stream=True,
+            extra_headers={HEADER: name},
         ):
             if event.type == "content_block_start" and event.content_block.type == "tool_use":
                 seen.call(event.content_block.name)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from . import clients
 from .test_control_cli import closed_port, fakehop_here, fakehop_process, server, url  # noqa: F401 - server and url are fixtures
 
-MESSAGES = [{"role": "user", "content": "Hello"}]
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hello"}]
 
 
 def client(url: str, api_key: str = "sk-test", **options) -> openai.OpenAI:

@@ -114,7 +114,7 @@ async def post_until_ok(
 async def read_chat_stream(session: aiohttp.ClientSession, base_url: str, body: dict, name: str) -> tuple[str, str]:
     """A hand-written SSE reader: the text it got, and how the stream ended for it
     ("done" at [DONE], "error" at an error event, "cut" when the body broke off)."""
-    text = []
+    text: list[str] = []
     try:
         async with session.post(base_url + CHAT, json=body, headers=scenario(name)) as response:
             async for line in response.content:

@@ -43,28 +43,30 @@ SPREAD = 2.0
 
 
 async def openai_chat(client: openai.AsyncOpenAI, headers: dict, prompt: str, stream: bool) -> None:
-    messages = [{"role": "user", "content": prompt}]
     answer = await client.chat.completions.create(
-        model="gpt-5.6-sol", messages=messages, stream=stream, extra_headers=headers
+        model="gpt-5.6-sol", messages=[{"role": "user", "content": prompt}], stream=stream, extra_headers=headers
     )
-    if stream:
+    if isinstance(answer, openai.AsyncStream):
         async for _ in answer:
             pass
 
 
 async def openai_responses(client: openai.AsyncOpenAI, headers: dict, prompt: str, stream: bool) -> None:
     answer = await client.responses.create(model="gpt-5.6-sol", input=prompt, stream=stream, extra_headers=headers)
-    if stream:
+    if isinstance(answer, openai.AsyncStream):
         async for _ in answer:
             pass
 
 
 async def anthropic_messages(client: anthropic.AsyncAnthropic, headers: dict, prompt: str, stream: bool) -> None:
-    messages = [{"role": "user", "content": prompt}]
     answer = await client.messages.create(
-        model="claude-sonnet-5", max_tokens=200, messages=messages, stream=stream, extra_headers=headers
+        model="claude-sonnet-5",
+        max_tokens=200,
+        messages=[{"role": "user", "content": prompt}],
+        stream=stream,
+        extra_headers=headers,
     )
-    if stream:
+    if isinstance(answer, anthropic.AsyncStream):
         async for _ in answer:
             pass
 

@@ -124,8 +124,9 @@ def test_a_whole_answer_waits_as_long_as_it_took():
 
 
 def timeline_offsets(captured: Captured, min_gap: float) -> list[float]:
-    scenario = parse_text(scenario_text(captured, None, TIMED, min_gap), "<t>", "t")
-    return [at for at, happening in player.timeline(scenario.entries[0].script) if isinstance(happening, player.Delta)]
+    script = parse_text(scenario_text(captured, None, TIMED, min_gap), "<t>", "t").entries[0].script
+    assert script is not None
+    return [at for at, happening in player.timeline(script) if isinstance(happening, player.Delta)]
 
 
 @settings(max_examples=200, deadline=None)
