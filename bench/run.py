@@ -676,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_instructions:
         progress("instructions")
         results["instructions"] = instructions(args.protocols, args.quick, args.console)
+    guarded = guard_counts(results)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
@@ -684,8 +685,27 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
     if "instructions" in results:
         print("\n" + instructions_summary(results["instructions"]))
+    if guarded:
+        print("\n" + guarded)
     print(
         f"\n{results['seconds']:g} s; {placement.described()}; load average before {results['machine_before']['loadavg']}, "
         f"after {results['machine_after']['loadavg']}; results in {args.json}"
     )
-    return 0
+    return 1 if results.get("guard", {}).get("failed") else 0
+
+
+def guard_counts(results: dict) -> str:
+    """The counted instructions held to bench/baseline.json (bench/guard.py): its verdict kept in
+    the results, its table returned ("" when nothing was counted)."""
+    from . import guard
+
+    counts = results.get("instructions", {})
+    if counts.get("status") != "ok":
+        return ""
+    baseline = guard.load()
+    cells = guard.compare(baseline, counts["per_request"])
+    results["guard"] = {
+        "failed": [cell.name for cell in cells if cell.failed()],
+        "growth_percent": {cell.name: cell.growth_percent for cell in cells},
+    }
+    return guard.summary(cells, baseline)
