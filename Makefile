@@ -16,7 +16,7 @@ JS_LATEST := tests/.js-latest
 # more workers than cores: many tests spend much of their time waiting on a server or a clock
 TEST_WORKERS ?= 8
 
-.PHONY: serve test test-latest test-oldest lock lint bench soak golden docs docs-serve docs-tables clean
+.PHONY: serve test test-latest test-oldest lock lint bench bench-guard soak golden docs docs-serve docs-tables clean
 
 # fakehop itself is installed with the build backend the lock holds, so nothing is left to the day
 define install-locked
@@ -78,6 +78,11 @@ soak: $(STAMP)
 # fakehop against a bare aiohttp handler; BENCH_ARGS="--quick" for a smoke run (see python -m bench --help)
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
+
+# only fakehop's instructions per request against bench/baseline.json (needs valgrind); a growth
+# that is meant: `$(PY) -m bench.guard --update`, and commit bench/baseline.json with the change
+bench-guard: $(STAMP)
+	$(PY) -m bench.guard $(GUARD_ARGS)
 
 golden: $(STAMP)
 	$(PY) -m tests.golden_files --write

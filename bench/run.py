@@ -196,8 +196,9 @@ class Server:
         self.name = name
         self.url = ""
         self.log = tempfile.TemporaryFile()
+        # unbuffered: a buffer could hold the line with the URL that select() then waits for in vain
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, preexec_fn=raise_open_file_limit, bufsize=0
         )
         Placement.pin(self.process, cpus)
 
@@ -498,6 +499,29 @@ def instructions(protocols: list[str], quick: bool, console: bool = False) -> di
     return {"status": "ok", "per_request": json.loads(done.stdout)}
 
 
+# ---------------------------------------------------------------- aimock
+
+
+def aimock(protocols: list[str], quick: bool, apart: bool) -> dict:
+    """Server CPU per request beside aimock, from bench/side_by_side.py."""
+    from . import side_by_side
+
+    if quick:
+        return {"status": "skipped in --quick"}
+    if not set(protocols) & set(side_by_side.PROTOCOLS):
+        return {"status": f"skipped: aimock is benched on {', '.join(side_by_side.PROTOCOLS)} only"}
+    try:
+        return side_by_side.measure(protocols, side_by_side.Sizes(), apart)
+    except (BenchError, OSError, subprocess.SubprocessError) as error:  # the rest of the bench's figures still count
+        return {"status": f"failed: {error}"}
+
+
+def aimock_summary(results: dict) -> str:
+    from . import side_by_side
+
+    return side_by_side.summary(results)
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -596,6 +620,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="skip bench/instructions.py (instructions per request, under valgrind)",
     )
     parser.add_argument(
+        "--no-aimock",
+        action="store_true",
+        help="skip bench/side_by_side.py (aimock beside fakehop and the ceiling; needs node and npm)",
+    )
+    parser.add_argument(
         "--console",
         action="store_true",
         help="with one console watching fakehop's push throughout (and its instructions per request counted both ways)",
@@ -676,6 +705,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_instructions:
         progress("instructions")
         results["instructions"] = instructions(args.protocols, args.quick, args.console)
+    if not args.no_aimock:
+        progress("aimock side by side")
+        results["aimock"] = aimock(args.protocols, args.quick, not args.no_pinning)
+    guarded = guard_counts(results)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
@@ -684,8 +717,29 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + fixture_summary(results["sections"]["fixture_overhead"]))
     if "instructions" in results:
         print("\n" + instructions_summary(results["instructions"]))
+    if "aimock" in results:
+        print("\n" + aimock_summary(results["aimock"]))
+    if guarded:
+        print("\n" + guarded)
     print(
         f"\n{results['seconds']:g} s; {placement.described()}; load average before {results['machine_before']['loadavg']}, "
         f"after {results['machine_after']['loadavg']}; results in {args.json}"
     )
-    return 0
+    return 1 if results.get("guard", {}).get("failed") else 0
+
+
+def guard_counts(results: dict) -> str:
+    """The counted instructions held to bench/baseline.json (bench/guard.py): its verdict kept in
+    the results, its table returned ("" when nothing was counted)."""
+    from . import guard
+
+    counts = results.get("instructions", {})
+    if counts.get("status") != "ok":
+        return ""
+    baseline = guard.load()
+    cells = guard.compare(baseline, counts["per_request"])
+    results["guard"] = {
+        "failed": [cell.name for cell in cells if cell.failed()],
+        "growth_percent": {cell.name: cell.growth_percent for cell in cells},
+    }
+    return guard.summary(cells, baseline)
