@@ -12,9 +12,9 @@ import asyncio
 import itertools
 import math
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, Union
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Union, cast
 
 from ..scenario import model as sc
 
@@ -289,9 +289,10 @@ class _Layout:
             self.block = None
             yield from self.at(CUT_BLOCK_END if cut else BLOCK_END)
 
-    def output(self, step: sc.Output | sc.ToolCall) -> Iterator[tuple[float, Happening]]:
+    def output(self, step: sc.Output | sc.ToolCall) -> Generator[tuple[float, Happening], None, bool]:
         """Deltas of a text, reasoning or tool-call step, as far as the request shows them; the
         time passes either way. Returns True if the token limit cut it."""
+        part_starts: tuple[int, ...]
         if isinstance(step, sc.ToolCall):
             self.tool_calls += 1
             start, part_starts = BlockStart("tool_call", self.blocks, step.name, step.call_id), ()
@@ -312,7 +313,7 @@ class _Layout:
                 continue
             cut = self.budget is not None and self.output_chars + len(text) > self.budget
             if cut:
-                text = text[: self.budget - self.output_chars]
+                text = text[: cast(int, self.budget) - self.output_chars]
             self.count(step, text)
             if shows_text and (text or not (cut or reasoning)):  # reasoning shows no empty deltas
                 if number in part_starts and self.block_has_text:
@@ -342,7 +343,7 @@ class _Layout:
             else script.finish or ("tool_calls" if self.tool_calls else "refusal" if self.refused else "stop")
         )
         if cut:
-            output_tokens = self.budget // CHARS_PER_TOKEN
+            output_tokens = cast(int, self.budget) // CHARS_PER_TOKEN
         elif script.usage.output_tokens is not None:
             output_tokens = script.usage.output_tokens
         else:
@@ -365,29 +366,30 @@ class _Layout:
         given = self.script.usage
         yield from self.at(Start(self.input_tokens, given.cached_tokens or 0, given.cache_write_tokens or 0))
         for step in self.script.steps:
-            kind = type(step)
+            kind = type(step)  # mypy does not narrow `step` on it: the casts below say what it is
             if kind is sc.ToolCall and not self.request.tool_calls:
                 continue  # tool_choice "none": the rest of the answer, without its tool calls
             if kind is sc.Output or kind is sc.ToolCall:
-                cut = yield from self.output(step)
+                cut = yield from self.output(cast("sc.Output | sc.ToolCall", step))
                 if cut:
                     yield from self.finish(cut=True)
                     return
             elif kind is sc.RedactedThinking:
-                yield from self.redacted_thinking(step)
+                yield from self.redacted_thinking(cast(sc.RedactedThinking, step))
             elif kind is sc.Delay:
-                self.wait(step.seconds)
+                self.wait(cast(sc.Delay, step).seconds)
             elif kind is sc.KeepaliveNow:
                 yield from self.at(KEEPALIVE)
             elif kind is sc.Stall:
                 self.wait(self.script.stall_timeout)
-                if not step.resume:
+                if not cast(sc.Stall, step).resume:
                     message = f"Stream stalled: no output for {_format_seconds(self.script.stall_timeout)}"
                     yield from self.at(Failure("server_error", message))
                     return
             elif kind is sc.Raw:
-                yield from self.at(RawBytes(step.data.encode("utf-8")))
+                yield from self.at(RawBytes(cast(sc.Raw, step).data.encode("utf-8")))
             elif kind is sc.Fail:
+                step = cast(sc.Fail, step)
                 message = step.message or FAIL_MESSAGES[step.kind]
                 yield from self.at(
                     Failure(step.kind, message, step.error_type, step.code, step.param, step.error_event)
@@ -571,8 +573,12 @@ class Outcome:
         for happening in happenings:
             kind = type(happening)
             if kind is Delta:
+                if TYPE_CHECKING:  # kind is type(happening), which mypy does not follow
+                    assert isinstance(happening, Delta)
                 self._pieces.append(happening.text)
             elif kind is BlockStart:
+                if TYPE_CHECKING:
+                    assert isinstance(happening, BlockStart)
                 self.blocks.append(
                     Block(
                         happening.kind,

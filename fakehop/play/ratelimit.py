@@ -18,6 +18,7 @@ the remaining counts (and OpenAI's time until the reset) are formatted.
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from ..scenario.model import RateLimit, Script
 from .player import PlayRequest
@@ -67,8 +68,8 @@ class RateLimits:
 
     def headers(self, protocol: str, script: Script, request: PlayRequest) -> list[tuple[str, str]]:
         """The rate-limit headers of one more answer of `script` in `protocol`: it takes one
-        request, its input tokens and the output tokens the request allows."""
-        limit = script.rate_limit
+        request, its input tokens and the output tokens the request allows; `script` has limits."""
+        limit = cast(RateLimit, script.rate_limit)
         input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
         output_tokens = request.max_output_tokens or 0
         now = time.monotonic()

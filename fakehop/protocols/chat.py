@@ -11,7 +11,7 @@ shows none to it, and its time passes as silence, with keepalives.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
@@ -48,7 +48,7 @@ from .common import (
 NAME = "chat"
 PATH = "/v1/chat/completions"
 DONE_FRAME = b"data: [DONE]\n\n"
-EXAMPLE_REQUEST = {
+EXAMPLE_REQUEST: dict[str, Any] = {
     "model": "gpt-5.6-sol",
     "messages": [{"role": "user", "content": "Hello"}],
     "stream": True,
@@ -217,7 +217,7 @@ class ChatHistory(History):
             self.asked_at, self.calls, self.unanswered = number, calls, set(calls)
 
     def tool_message(self, number: int, message: dict, text: str) -> None:
-        call_id = message.get("tool_call_id")
+        call_id: Any = message.get("tool_call_id")  # as the client sent it
         if self.asked_at is None:
             self.refuse(
                 "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
@@ -362,7 +362,7 @@ class StreamEncoder(StreamEncoderBase):
         self.obfuscation = Obfuscation(OBFUSCATION_OFFSET) if request.options["obfuscation"] else None
         self.chunk_id = meta.new_id("chatcmpl-", ID_LENGTH)
         self.role_sent = False
-        self.block_kind: str | None = None
+        self.block_kind = ""  # the open block's
         self.tool_index = -1
         # The chunks of one answer (all but the usage one) differ only in their choices (and obfuscation).
         self.chunk_template = self.template(data_frame(self.chunk(Template.SLOT, Obfuscation.MARK)))
@@ -374,8 +374,9 @@ class StreamEncoder(StreamEncoderBase):
     def template(self, frame: bytes) -> Template:
         return Template(frame) if self.obfuscation is None else ObfuscatedTemplate(frame, self.obfuscation)
 
-    def chunk(self, choices: list, obfuscation: str, **extra: Any) -> dict:
-        """A chunk; its `obfuscation` only when the request did not turn it off."""
+    def chunk(self, choices: list | str, obfuscation: str, **extra: Any) -> dict:
+        """A chunk; its `obfuscation` only when the request did not turn it off. `choices` is a
+        template's slot for the chunk template."""
         chunk = {
             "id": self.chunk_id,
             "object": "chat.completion.chunk",
@@ -469,7 +470,7 @@ class StreamEncoder(StreamEncoderBase):
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """The non-streaming `chat.completion` object for a stream that finished: with `n`, the same answer in every choice."""
-    finish: p.Finish = outcome.ending
+    finish = cast(p.Finish, outcome.ending)
     options = request.options
     choices = [choice(meta, outcome, index, options["top_logprobs"]) for index in range(options["choices"])]
     return {
@@ -505,5 +506,5 @@ def choice(meta: Meta, outcome: p.Outcome, index: int, top_logprobs: int | None)
         "index": index,
         "message": message,
         "logprobs": content_logprobs(tokens, top_logprobs),
-        "finish_reason": FINISH_REASON_NAMES[outcome.ending.reason],
+        "finish_reason": FINISH_REASON_NAMES[cast(p.Finish, outcome.ending).reason],
     }

@@ -9,7 +9,7 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ..play import player as p
 from ..play.player import PlayRequest
@@ -505,6 +505,7 @@ class StreamEncoderBase:
         p.Disconnect: "nothing",
         p.Hang: "nothing",
     }
+    handlers: ClassVar[dict[type, Callable[[Any, Any], bytes]]]  # each happening's class to its method of METHODS
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -516,7 +517,14 @@ class StreamEncoderBase:
     def nothing(self, happening: p.Happening) -> bytes:
         return b""
 
-    start = block_end = next_part = nothing
+    def start(self, start: p.Start) -> bytes:
+        return b""
+
+    def block_end(self, end: p.BlockEnd) -> bytes:
+        return b""
+
+    def next_part(self, part: p.NextPart) -> bytes:
+        return b""
 
     def keepalive(self, keepalive: p.Keepalive) -> bytes:
         return KEEPALIVE_FRAME

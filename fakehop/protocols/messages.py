@@ -14,7 +14,7 @@ is one `event: error`, after which the stream simply ends.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
@@ -40,7 +40,7 @@ from .common import (
 
 NAME = "messages"
 PATH = "/v1/messages"
-EXAMPLE_REQUEST = {
+EXAMPLE_REQUEST: dict[str, Any] = {
     "model": "claude-sonnet-5",
     "max_tokens": 1024,
     "messages": [{"role": "user", "content": "Hello"}],
@@ -193,10 +193,10 @@ def message_facts(messages: list[dict]) -> tuple[int, str, MessagesHistory | Non
 def conversation_of(
     history: MessagesHistory | None, tools: list | None, system: str, max_tokens: int | None
 ) -> Conversation:
-    history = history or History()
+    gathered = history or History()
     if max_tokens is None:  # a field the real API requires, refused before what the messages hold
-        history.problem = BadRequest("max_tokens: Field required", param="max_tokens")
-    return history.conversation(tool_names(tools), system)
+        gathered.problem = BadRequest("max_tokens: Field required", param="max_tokens")
+    return gathered.conversation(tool_names(tools), system)
 
 
 class MessagesHistory(History):
@@ -327,7 +327,7 @@ def redacted_data(meta: Meta, data: str | None) -> str:
     return data or meta.random_base64(REDACTED_DATA_BYTES)
 
 
-def tool_use_block(meta: Meta, call_id: str | None, name: str, tool_input: dict) -> dict:
+def tool_use_block(meta: Meta, call_id: str | None, name: str | None, tool_input: dict) -> dict:
     return {
         "type": "tool_use",
         "id": tool_use_id(meta, call_id),
@@ -442,7 +442,7 @@ class StreamEncoder(StreamEncoderBase):
         return event_frame(kind, {"type": kind, "index": self.block_index, **fields})
 
     def delta(self, delta: p.Delta) -> bytes:
-        return self.delta_template.fill(delta.text)
+        return self.delta_template.fill(delta.text)  # type: ignore[union-attr]  # only blocks with deltas get one
 
     def block_end(self, end: p.BlockEnd) -> bytes:
         if end.cut and self.block_kind == "tool_call":
@@ -509,7 +509,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     Ids and signatures are drawn from the rng in the stream's order, so one seed gives the
     same ones streamed or not.
     """
-    finish: p.Finish = outcome.ending
+    finish = cast(p.Finish, outcome.ending)
     msg_id = message_id(meta)
     content = [content_block(meta, block) for block in outcome.blocks]
     return message_object(meta, msg_id, content, finish, final_usage(finish.usage))

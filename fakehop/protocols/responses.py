@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
@@ -108,7 +108,7 @@ INCLUDE_LOGPROBS = "message.output_text.logprobs"
 SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values that ask for summaries
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
-ECHOED = {
+ECHOED: dict[str, tuple[Any, tuple[type, ...], str]] = {
     "frequency_penalty": (0.0, (int, float), "a number"),
     "instructions": (None, (str,), "a string"),
     "parallel_tool_calls": (True, (bool,), "a boolean"),
@@ -157,6 +157,7 @@ FIELDS = (
 
 def parse(body: dict) -> ParsedRequest:
     model, given_input, stream, max_output_tokens, max_tool_calls = typed_fields(body, FIELDS)
+    prompt: str | None
     if type(given_input) is str:  # one user message
         items, chars, prompt, history = 1, len(given_input), given_input, None
     else:
@@ -307,7 +308,7 @@ class Thread:
         costs the fewer of its calls and the ids still looked for."""
         wanted = {call_id for call_id in call_ids if type(call_id) is str}
         found: dict[str, str | None] = {}
-        thread = self
+        thread: Thread | None = self
         while wanted and thread is not None:
             calls = thread.calls
             if len(wanted) <= len(calls):
@@ -353,7 +354,8 @@ class InputHistory(History):
         self.prompt = prompt
         self.calls: dict[str, str | None] = {}
         self.outputs: list[Any] = []  # the call ids of the function_call_output items
-        self.results: list[tuple[str, str]] = []  # (call id, text) of the tool results since the last other item
+        # (call id, text) of the tool results since the last other item, named once the calls are all known
+        self.unnamed_results: list[tuple[str, str]] = []
         self.in_run = False  # whether the last item was the model's
 
     def add(self, item: dict, kind: str | None, text: str) -> None:
@@ -362,7 +364,7 @@ class InputHistory(History):
             if role == "assistant":
                 self.model_item(item)
                 return
-            self.in_run, self.results = False, []
+            self.in_run, self.unnamed_results = False, []
             if role == "user":
                 self.prompt = text
             elif role in ("system", "developer"):
@@ -371,7 +373,7 @@ class InputHistory(History):
             self.in_run = False
             if kind == "function_call_output":
                 self.outputs.append(item.get("call_id"))
-            self.results.append((str(item.get("call_id")), text))  # named once the calls are all known
+            self.unnamed_results.append((str(item.get("call_id")), text))
         elif kind == "reasoning" or kind.endswith("_call"):
             self.model_item(item)
 
@@ -381,7 +383,7 @@ class InputHistory(History):
             self.calls[item["call_id"]] = item.get("name") if type(item.get("name")) is str else None
         if not self.in_run:
             self.turns, self.in_run = self.turns + 1, True
-        self.results = []
+        self.unnamed_results = []
 
     def conversation_after(self, earlier: Thread | None, echo: dict) -> tuple[Conversation, Thread]:
         """The request's Conversation and Thread when it continues `earlier` (None: none, or
@@ -390,12 +392,12 @@ class InputHistory(History):
         system = carried_system(before.system, self.system)
         prompt = before.prompt if self.prompt is None else self.prompt[:MAX_TEXT_CHARS]
         thread = Thread(before.turns + self.turns, self.calls, system, prompt, earlier)
-        answered = [*self.outputs, *(call_id for call_id, _ in self.results)]
+        answered = [*self.outputs, *(call_id for call_id, _ in self.unnamed_results)]
         named = thread.call_names(answered) if answered else {}
         problem = self.problem
         if problem is None and (earlier is not None or echo["previous_response_id"] is None):
             problem = unanswered_output(self.outputs, named)
-        results = tuple([ToolResult(call_id, named.get(call_id), text) for call_id, text in self.results])
+        results = tuple([ToolResult(call_id, named.get(call_id), text) for call_id, text in self.unnamed_results])
         instructions_and_system = "\n".join(text for text in (echo["instructions"], system) if text)
         tools = tool_names(echo["tools"])
         conversation = Conversation(
@@ -430,7 +432,7 @@ def thread_after(before: Thread | str, response: dict) -> Thread:
     """The conversation that a request continuing `response` continues: that of the request it
     answered (`before`: its Thread, or for a request of one user message that message's
     text), and its own output."""
-    thread = Thread(prompt=before) if type(before) is str else before
+    thread = Thread(prompt=before) if type(before) is str else cast(Thread, before)
     output = response.get("output") or []
     calls = {item["call_id"]: item.get("name") for item in output if item.get("type") == "function_call"}
     turns, calls = thread.turns + (1 if output else 0), {**thread.calls, **calls} if calls else thread.calls
@@ -552,7 +554,7 @@ def message_item(item_id: str, status: str, content: list, phase: str | None = N
     return item
 
 
-def function_call_item(item_id: str, status: str, call_id: str, name: str, arguments: str) -> dict:
+def function_call_item(item_id: str, status: str, call_id: str | None, name: str | None, arguments: str) -> dict:
     return {
         "id": item_id,
         "type": "function_call",
@@ -590,7 +592,7 @@ REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """The non-streaming `response` object: the same as the streamed terminal event's."""
-    finish: p.Finish = outcome.ending
+    finish = cast(p.Finish, outcome.ending)
     response_id = meta.new_id("resp_")
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
     output = []
@@ -824,7 +826,7 @@ class StreamEncoder(StreamEncoderBase):
         return self.event("response.output_item.added", output_index=index, item=item)
 
     def delta(self, delta: p.Delta) -> bytes:
-        item = self.open
+        item: OpenItem = self.open  # type: ignore[assignment]  # deltas come only while an item is open
         if item.top_logprobs is not None:
             item.parts.append(delta.text)
             logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
@@ -836,10 +838,10 @@ class StreamEncoder(StreamEncoderBase):
             )
         opened = b"" if item.delta is not None else self.open_summary_part(item)
         item.parts.append(delta.text)
-        return opened + item.delta.fill(self.next_number(), delta.text)
+        return opened + item.delta.fill(self.next_number(), delta.text)  # type: ignore[union-attr]  # opened if None
 
     def next_part(self, next_part: p.NextPart) -> bytes:
-        return self.close_summary_part(self.open)
+        return self.close_summary_part(cast(OpenItem, self.open))
 
     def block_end(self, end: p.BlockEnd) -> bytes:
         self.closing = True
@@ -847,7 +849,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def close_item(self, status: str) -> bytes:
         """The open item's done events, ending with `response.output_item.done`."""
-        item, self.open, self.closing = self.open, None, False
+        item, self.open, self.closing = cast(OpenItem, self.open), None, False
         text = item.text()
         done = item.object(status)
         self.items.append(done)

@@ -27,7 +27,8 @@ def did_you_mean(word: object, names: Iterable[str]) -> str:
 
 def nearest_in_length(word: str, names: Iterable[str]) -> list[str]:
     """The `names` nearest to `word` in length, as many as HINT_WORK lets difflib compare."""
-    kept, work = [], 0
+    kept: list[str] = []
+    work = 0
     for name in sorted(names, key=lambda name: abs(len(name) - len(word))):
         work += len(name) * len(word)
         if work > HINT_WORK and kept:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast, final
 
 from . import quoting
 from .hints import did_you_mean
@@ -34,6 +34,7 @@ class UnknownScenario(LookupError):
         self.known = known
 
 
+@final  # so that a choice that is not exactly a Pinned is a name
 class Pinned(NamedTuple):
     """One entry of a sequence, queued: a queued sequence plays its whole run, entry by entry,
     whatever its counter says (and leaves the counter as it was)."""
@@ -91,7 +92,9 @@ class Library:
     # What every request for a scenario that plays alike for every request (not a sequence or
     # a conversation, and quoting nothing) plays, by name, filled in as asked: the library
     # never changes, so it is worked out once.
-    _plays_alike: dict[str, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _plays_alike: dict[str | Pinned, tuple[str, Script]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def load(cls, directories: Iterable[Path] = (), *, files: Iterable[Path] = (), bundled: bool = True) -> Library:
@@ -216,7 +219,7 @@ class Library:
         ]
 
     def _uses(self, name: str) -> list[str]:
-        return [entry.use for entry in self.scenarios[name].entries if entry.use in self.scenarios]
+        return cast("list[str]", [entry.use for entry in self.scenarios[name].entries if entry.use in self.scenarios])
 
     def _loop_components(self, roots: Iterable[str]) -> dict[str, str]:
         """The strongly connected components of the `use` graph reachable from `roots` (Tarjan's,
@@ -254,7 +257,7 @@ class Library:
 
     def _pop_component(self, top: str, stack: list[str], on_stack: set[str], component: dict[str, str]) -> None:
         """Take the component whose first scenario is `top` off the stack; kept, by `top`, when it is a loop."""
-        members = []
+        members: list[str] = []
         while not members or members[-1] != top:
             members.append(stack.pop())
         on_stack.difference_update(members)
@@ -265,7 +268,7 @@ class Library:
         """The first scenario, by name, whose `match` fits `request` (a ParsedRequest to the
         `protocol` route, sent with `headers`)."""
         for scenario in self._matching:
-            if scenario.match.fits(protocol, request, headers):
+            if scenario.match.fits(protocol, request, headers):  # type: ignore[union-attr]  # _matching: all have one
                 return scenario
         return None
 
@@ -280,7 +283,11 @@ class Library:
         known = self._plays_alike.get(name)
         if known is None and type(name) is str:
             scenario = self.scenarios[name]
-            if not (scenario.is_sequence or scenario.is_conversation or scenario.entries[0].script.request_text):
+            if not (
+                scenario.is_sequence
+                or scenario.is_conversation
+                or cast(Script, scenario.entries[0].script).request_text
+            ):
                 known = self._plays_alike[name] = resolve(self, name, 1)
         return known
 
@@ -336,7 +343,7 @@ def resolve(
     if entry.use is not None:
         used_label, script = used(library, scenario, entry.use, request, counters)
         return f"{label}->{used_label}", script
-    script = entry.script
+    script = cast(Script, entry.script)  # an entry is a use or a script
     return label, quoting.filled(script, request) if script.request_text else script
 
 

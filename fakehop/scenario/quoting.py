@@ -10,6 +10,7 @@ scenario's own text.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 from .model import MAX_TEXT_CHARS, Output, Quote, QuoteRef, Script
 from .reader import split_deltas
@@ -25,7 +26,9 @@ def filled(script: Script, request) -> Script:
 
 def quoted_output(quote: Quote, request) -> Output:
     """The step's text, cut at MAX_TEXT_CHARS as a scenario's own text is: a request may quote a tool result of megabytes."""
-    text = "".join(piece if type(piece) is str else quoted_text(piece, request) for piece in quote.pieces)
+    text = "".join(
+        piece if type(piece) is str else quoted_text(cast(QuoteRef, piece), request) for piece in quote.pieces
+    )
     return Output(
         quote.kind,
         split_deltas(text[:MAX_TEXT_CHARS], quote.chunk),

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import re2
 
@@ -230,14 +230,15 @@ ACTION_KEYS = (
     "disconnect",
     "raw",
 )
-BARE_STEPS = {
+REDACTED_THINKING = RedactedThinking(None)  # its data made up per answer
+BARE_STEPS: dict[str, Step] = {
     "keepalive": KeepaliveNow(),
     "stall": Stall(resume=False),
     "hang": Hang(),
     "disconnect": Disconnect(),
-    "redacted_thinking": RedactedThinking(None),
+    "redacted_thinking": REDACTED_THINKING,
 }
-ENDING_STEPS = {
+ENDING_STEPS: dict[type, str] = {
     Fail: "a fail",
     Disconnect: "a disconnect",
     Hang: "a hang",
@@ -446,8 +447,9 @@ def _reasoning_parts(check: _Checker, step: LineDict, interval: float, chunk: An
     split = [_part_deltas(check, part, _line_of(parts, number, line), chunk) for number, part in enumerate(parts)]
     if None in split:
         return None
-    deltas, part_starts = [], []
-    for part_deltas in split:
+    deltas: list[str] = []
+    part_starts: list[int] = []
+    for part_deltas in cast("list[tuple[str, ...]]", split):
         part_starts.append(len(deltas))
         deltas.extend(part_deltas)
     return Output(
@@ -537,6 +539,7 @@ def _boolean(check: _Checker, mapping: LineDict, key: str, default: bool) -> boo
 def _fail(check: _Checker, step: LineDict) -> Fail | None:
     spec = step["fail"]
     line = _line_of(step, "fail")
+    details: dict[str, Any]
     if not isinstance(spec, LineDict):
         kind, message, details = spec, None, {}
     else:
@@ -549,7 +552,7 @@ def _fail(check: _Checker, step: LineDict) -> Fail | None:
     return Fail(kind=kind, message=message, **details)
 
 
-def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float) -> Output | ToolCall | None:
+def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float) -> Output | Quote | ToolCall | None:
     """A text, reasoning, refusal or tool_call step, split into its deltas."""
     chunk = _chunking(check, raw)
     interval = _duration(check, raw, "interval", chunk_interval)
@@ -563,7 +566,7 @@ def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float)
 def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | None:
     value = raw["redacted_thinking"]
     if value is None:
-        return BARE_STEPS["redacted_thinking"]
+        return REDACTED_THINKING
     if not isinstance(value, str) or not value:
         check.add(
             _line_of(raw, "redacted_thinking"),
@@ -643,7 +646,7 @@ def _ending_of(step: Step | None) -> str | None:
     """How `step` ends the stream, written as a problem names it; None for a step the stream goes on after."""
     kind = type(step)
     if kind is Stall:
-        return None if step.resume else "a stall without continue"
+        return None if cast(Stall, step).resume else "a stall without continue"
     return ENDING_STEPS.get(kind)
 
 
@@ -809,7 +812,7 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
     if spec is None:
         return inherited
     _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
-    given = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
+    given: dict[str, Any] = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
     if "window" in spec:
         given["window"] = _duration(check, spec, "window", 0.0) or None
         if given["window"] is None:
@@ -887,7 +890,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
             "needs exactly one of steps or http_error" if not has else "has both steps and http_error; keep one",
         )
         return None
-    common = dict(
+    common: dict[str, Any] = dict(
         model=settings.model,
         keepalive=settings.keepalive,
         stall_timeout=settings.stall_timeout,
@@ -914,7 +917,7 @@ def _refuses(steps: tuple[Step, ...], finish: str | None) -> bool:
     """Whether these steps end as a refusal, unless `finish` says otherwise."""
     if finish is not None:
         return finish == "content_filter"
-    return any(type(step) in (Output, Quote) and step.kind == "refusal" for step in steps)
+    return any(type(step) in (Output, Quote) and cast("Output | Quote", step).kind == "refusal" for step in steps)
 
 
 def _entries(check: _Checker, doc: LineDict, key: str, settings: _Settings) -> list[Entry]:
@@ -988,13 +991,14 @@ def _turn_rule(check: _Checker, spec: LineDict) -> TurnRule | None:
     if "turn" not in spec:
         return None
     given = spec["turn"]
-    turns, at_least = set(), None
+    turns: set[int] = set()
+    at_least: int | None = None
     for value in given if isinstance(given, list) and given else [given]:
         at_least_found = _AT_LEAST_TURN.match(value) if isinstance(value, str) else None
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             turns.add(value)
-        elif at_least_found and int(at_least_found.group(1)) >= 1:
-            at_least = min(at_least or math.inf, int(at_least_found.group(1)))
+        elif at_least_found and (turn := int(at_least_found.group(1))) >= 1:
+            at_least = turn if at_least is None else min(at_least, turn)
         else:
             check.add(
                 _line_of(spec, "turn"),
@@ -1087,7 +1091,7 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
     if check.problems:
         raise ScenarioError(check.problems)
     return Scenario(
-        name=name,
+        name=cast(str, name),  # a scenario without one is a problem, raised above
         description=description,
         source=source,
         entries=tuple(entries),

@@ -10,12 +10,17 @@ lines of anchors can stand for billions of nodes, and whatever walked or seriali
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import yaml
 
-try:  # the C loader is several times faster on big files; both are safe loaders
-    _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+if TYPE_CHECKING:  # the stubs give the C loader no class in common with the pure one, whose methods it has
     _BaseLoader = yaml.SafeLoader
+else:
+    try:  # the C loader is several times faster on big files; both are safe loaders
+        _BaseLoader = yaml.CSafeLoader
+    except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+        _BaseLoader = yaml.SafeLoader
 
 
 class LineDict(dict):
