@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -114,6 +115,34 @@ class Bad:
     @property
     def content(self) -> bytes:
         return self.body() if callable(self.body) else self.body
+
+
+def tool_result_turns(protocol: str, call_id: Any) -> bytes:
+    """A conversation whose tool result names its call by `call_id`, a value of any JSON type."""
+    if protocol == "chat":
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages = [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": "done"},
+        ]
+        return json.dumps({"model": "m", "messages": messages}).encode()
+    if protocol == "messages":
+        messages = [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "done"}]},
+        ]
+        return json.dumps({"model": "m", "max_tokens": 10, "messages": messages}).encode()
+    items = [
+        {"role": "user", "content": "Hi"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": call_id, "output": "done"},
+    ]
+    return json.dumps({"model": "m", "input": items}).encode()
+
+
+TOOL_RESULT_WITH_ID = {protocol: functools.partial(tool_result_turns, protocol) for protocol in PROTOCOLS}
 
 
 def matrix() -> list[Bad]:
@@ -280,6 +309,15 @@ def matrix() -> list[Bad]:
             ),
             Bad(f"large-{LIST_FIELD[p]}-not-a-list", p, large(with_field(p, LIST_FIELD[p], 42)), says=LIST_FIELD[p]),
         ]
+    cases += [
+        Bad(f"tool-result-id-{kind}", protocol, TOOL_RESULT_WITH_ID[protocol](call_id), says=says)
+        for kind, call_id in (("a-list", ["c1"]), ("an-object", {"id": "c1"}), ("a-number", 5))
+        for protocol, says in (
+            ("chat", "tool_call_id"),
+            ("messages", "tool_use_id"),
+            ("responses", "No tool call found"),
+        )
+    ]
     cases += [
         Bad(
             "unknown-path",

@@ -232,8 +232,11 @@ class ChatHistory(History):
                 f"Invalid parameter: 'tool_call_id' of '{call_id}' not found in 'tool_calls' of previous message.",
                 f"messages.[{number}].tool_call_id",
             )
-        self.unanswered.discard(call_id)
-        self.results.append(ToolResult(str(call_id), self.calls.get(call_id), text))
+        if type(call_id) is str:  # anything else was refused above, and may not even hash
+            self.unanswered.discard(call_id)
+            self.results.append(ToolResult(call_id, self.calls.get(call_id), text))
+        else:
+            self.results.append(ToolResult(str(call_id), None, text))
 
     def other(self, number: int) -> None:
         """A message that is not a tool result: the results before it are not the last, and

@@ -237,15 +237,24 @@ class MessagesHistory(History):
         if texts or not results:  # a message of tool results alone is not the user's text
             self.prompt = "".join(texts)
         uses = self.uses if self.asked_at == number - 1 else {}
+        for index, call_id, _ in results:
+            if type(call_id) is not str:  # the request's shape is checked before its turns, and such an id may not hash
+                self.refuse(
+                    f"messages.{number}.content.{index}.tool_use_id: Input should be a valid string",
+                    f"messages.{number}.content.{index}.tool_use_id",
+                )
         self.answered(number, [call_id for _, call_id, _ in results])
         for index, call_id, _ in results:
-            if call_id not in uses:
+            if type(call_id) is str and call_id not in uses:
                 self.refuse(
                     f"messages.{number}.content.{index}: unexpected `tool_use_id` found in `tool_result` blocks: {call_id}. "
                     "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
                     f"messages.{number}.content.{index}",
                 )
-        self.results = [ToolResult(str(call_id), uses.get(call_id), text) for _, call_id, text in results]
+        self.results = [
+            ToolResult(str(call_id), uses.get(call_id) if type(call_id) is str else None, text)
+            for _, call_id, text in results
+        ]
         self.uses = {}
 
     def answered(self, number: int, call_ids) -> None:
