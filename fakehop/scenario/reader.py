@@ -160,7 +160,8 @@ def _type_name(value: Any) -> str:
 
 # ---------------------------------------------------------------- scalar readers
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+DURATION_PATTERN = r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$"  # the schema gives editors the same
+_DURATION = re.compile(DURATION_PATTERN)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 

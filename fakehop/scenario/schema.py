@@ -8,7 +8,16 @@ editors can complete and check them while you type.
 from __future__ import annotations
 
 from .model import FINISH_REASONS
-from .reader import FAIL_KINDS, PROTOCOL_NAMES, QUOTE_SOURCES, RATE_LIMIT_COUNTS, REFUSAL_CATEGORIES, USAGE_KEYS
+from .reader import (
+    DURATION_PATTERN,
+    FAIL_KINDS,
+    MAX_DURATION,
+    PROTOCOL_NAMES,
+    QUOTE_SOURCES,
+    RATE_LIMIT_COUNTS,
+    REFUSAL_CATEGORIES,
+    USAGE_KEYS,
+)
 from .textgen import ARGUMENTS, PROVIDERS
 
 SCHEMA_ID = "https://fakehop.dev/schema/scenario-v1.json"
@@ -18,8 +27,8 @@ def _duration(description: str) -> dict:
     return {
         "description": description + " Seconds as a number, or a string with a unit: 250ms, 2s, 1.5m, 1h.",
         "anyOf": [
-            {"type": "number", "minimum": 0, "maximum": 86400},
-            {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$"},
+            {"type": "number", "minimum": 0, "maximum": MAX_DURATION},
+            {"type": "string", "pattern": DURATION_PATTERN},
         ],
     }
 
