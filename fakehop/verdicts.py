@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from .play import player
 from .protocols import PROTOCOLS
@@ -274,7 +274,7 @@ def should_retry_header(record: Record, script_of: ScriptOf) -> bool | None:
     script = script_of(record)
     headers = script.http_error.headers if script is not None and script.http_error is not None else ()
     said = next((value.lower() for name, value in headers if name.lower() == "x-should-retry"), None)
-    return {"true": True, "false": False}.get(said)
+    return None if said is None else {"true": True, "false": False}.get(said)
 
 
 def sdk_calls(records: list[Record]) -> list[tuple[tuple[str, str], Attempts]]:
@@ -407,7 +407,11 @@ def messages_text(event: dict) -> str:
     )
 
 
-TEXT_OF_EVENT = {"chat": chat_text, "responses": responses_text, "messages": messages_text}
+TEXT_OF_EVENT: dict[str | None, Callable[[dict], str]] = {
+    "chat": chat_text,
+    "responses": responses_text,
+    "messages": messages_text,
+}
 
 
 def streamed_text(record: Record) -> str:
@@ -436,12 +440,12 @@ def cut_answers_carried(evidence: Evidence) -> Iterator[tuple[Record, Record, bo
     for number, cut in enumerate(evidence.records):
         if not (cut.stream and cut.end in (jr.FAILED, jr.DISCONNECTED, jr.CLIENT_DISCONNECTED)):
             continue
-        partial = squeezed(streamed_text(cut))
-        if not partial or histories[number] is None:
+        partial, cut_history = squeezed(streamed_text(cut)), histories[number]
+        if not partial or cut_history is None:
             continue
         later = conversations.first_reply(number, partial, cut.frames_cut)
-        if later is not None:
-            yield cut, evidence.records[later], len(histories[later]) > len(histories[number]) + 1
+        if later is not None:  # a reply's history extends the cut one's
+            yield cut, evidence.records[later], len(cast(list, histories[later])) > len(cut_history) + 1
 
 
 Turn = tuple[str, str]
@@ -475,7 +479,7 @@ class Conversations:
     def first_reply(self, number: int, partial: str, cut: bool) -> int | None:
         """The number of the first request after the `number`th whose history is that one's
         followed by an assistant turn of `partial` (or beginning with it, when `cut`)."""
-        replies = self.replies.get(self.ends[number], {})
+        replies = self.replies.get(cast(int, self.ends[number]), {})  # asked only of a request with a history
         nodes = [node for text, node in replies.items() if text.startswith(partial)] if cut else [replies.get(partial)]
         later = [
             passing[bisect.bisect_right(passing, number)]
@@ -706,7 +710,7 @@ def abandoned_stream(evidence: Evidence):
     for record in evidence.records:
         if record.write_began is None:
             continue
-        until = evidence.age(record) if record.end == jr.IN_PROGRESS else record.duration
+        until = evidence.age(record) if record.end == jr.IN_PROGRESS else cast(float, record.duration)  # closed
         blocked = until - record.since_arrival(record.write_began)
         if blocked > patience:
             left = "is still open" if record.end == jr.IN_PROGRESS else "was only then closed"

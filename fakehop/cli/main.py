@@ -16,6 +16,7 @@ import re
 import secrets
 import signal
 import sys
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import fields
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..protocols.common import BadRequest
 from ..record.writer import DEFAULT_MIN_GAP
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from ..scenario.model import Scenario
-from ..scenario.reader import SCENARIO_SUFFIXES, ScenarioError, load_file, parse_duration, scenario_files
+from ..scenario.reader import SCENARIO_SUFFIXES, Problem, ScenarioError, load_file, parse_duration, scenario_files
 from ..server.addresses import is_all_interfaces, is_loopback
 from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
@@ -649,10 +650,10 @@ def run_import(args: argparse.Namespace) -> int:
     """Every file is read before any is written: a file that holds no answer writes nothing.
     The HAR files' requests are read in order, each after the answers before it, in this file or the ones before."""
     from ..record.capture import Requests
-    from ..record.importer import NotImportable, read_file
+    from ..record.importer import Imported, NotImportable, read_file
     from ..record.writer import cut_said, write_new
 
-    answers = []
+    answers: list[tuple[Path, Imported]] = []
     requests = Requests()
     for path in args.files:
         try:
@@ -673,7 +674,7 @@ def run_validate(args: argparse.Namespace) -> int:
     a `use` passes here exactly when it would there."""
     directories = [path for path in args.paths if path.is_dir()]
     files = [path for path in args.paths if not path.is_dir()]
-    problems = []
+    problems: Sequence[Problem] = ()
     try:
         for line in Library.load(directories, files=files).replacements():
             print(line)
@@ -790,7 +791,7 @@ def run_schema(args: argparse.Namespace) -> int:
 class FileProblems(Exception):
     """A scenario file given on the command line has problems; str() is the line after them."""
 
-    def __init__(self, target: str, problems: list, left_undone: str):
+    def __init__(self, target: str, problems: Sequence[Problem], left_undone: str):
         count = len(problems)
         super().__init__(f"{count} problem{'s' if count != 1 else ''} in {target}; nothing was {left_undone}")
         self.problems = [str(problem) for problem in problems]

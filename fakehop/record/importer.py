@@ -32,6 +32,7 @@ from .capture import (
     names_event_stream,
     payload_protocol,
 )
+from .capture.facts import object_in
 from .capture.sse import FrameReader
 from .writer import Origin, ScenarioFile, scenario_file, secrets_of
 
@@ -141,11 +142,11 @@ ANTHROPIC_STATUSES = {error_type: status for status, error_type in ANTHROPIC_ERR
 
 def error_status(body: bytes) -> int | None:
     """The HTTP status a JSON error body saved without its status line stands for; None for a body that is no error."""
-    value = json_object(body)
-    error = value.get("error") if value is not None else None
+    value = json_object(body) or {}
+    error = value.get("error")
     if not isinstance(error, dict):
         return None
-    code, error_type = (value if isinstance(value, str) else None for value in (error.get("code"), error.get("type")))
+    code, error_type = (given if isinstance(given, str) else "" for given in (error.get("code"), error.get("type")))
     if value.get("type") == "error":
         return ANTHROPIC_STATUSES.get(error_type, 500)
     return OPENAI_STATUSES.get(code) or OPENAI_STATUSES.get(error_type, 500)
@@ -191,7 +192,7 @@ def har_answers(har: dict, path: Path, redact: tuple[str, ...], requests: Reques
 
 
 def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], requests: Requests) -> Imported | None:
-    request, response = (entry.get(key) if isinstance(entry.get(key), dict) else {} for key in ("request", "response"))
+    request, response = (object_in(entry, key) for key in ("request", "response"))
     headers = har_headers(response, "response")
     body = har_body(response.get("content"))
     sse = is_stream(headers, body)
@@ -201,8 +202,10 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     ) or protocol_of(body, sse)
     if protocol is None:
         return None
-    status = response.get("status") if isinstance(response.get("status"), int) else 0
-    post = request.get("postData") if isinstance(request.get("postData"), dict) else {}
+    status = response.get("status")
+    if not isinstance(status, int):
+        status = 0
+    post = object_in(request, "postData")
     asked = requests.read(PROTOCOLS[protocol], str(post.get("text", "")).encode())
     captured = read_answer(protocol, status, headers, body, sse)
     requests.answered(asked, captured)

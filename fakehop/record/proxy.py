@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -198,9 +199,9 @@ class Exchange:
             self.not_recorded(message)
             return error_response(self.protocol, 502, message, new_request_id())
         except aiohttp.ClientResponseError as exc:  # an answer whose head is not HTTP, or too long
-            upstream = shown_url(self.recorder.upstream)
+            shown = shown_url(self.recorder.upstream)
             said = " ".join(str(exc.message).split())  # aiohttp's may take lines
-            message = f"fakehop record could not read the answer of the upstream {upstream}: {said}"[:MAX_MESSAGE_CHARS]
+            message = f"fakehop record could not read the answer of the upstream {shown}: {said}"[:MAX_MESSAGE_CHARS]
             self.not_recorded(message)
             return error_response(self.protocol, 502, message, new_request_id())
         except aiohttp.ClientError:  # connected, then the upstream closed without an answer
@@ -294,7 +295,8 @@ class Exchange:
         except (CaptureError, OSError) as exc:
             self.not_recorded(str(exc))
             return
-        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[captured.ending]}"
+        ending = cast(str, captured.ending)  # read to its end
+        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[ending]}"
         recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{cut_said(written)}")
 
 

@@ -19,14 +19,27 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from ..play.player import FAIL_MESSAGES, estimate_tokens
 from ..scenario.model import DEFAULT_KEEPALIVE, MATCH_PREFIX_CHARS
 from ..scenario.reader import MAX_FILE_BYTES, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
 from ..server.jsonshape import shape_of
 from .capture import CaptureError
-from .capture.facts import CUT, FAILED, FINISHED, LEFT, Captured, CapturedBlock, ErrorDetails, Piece, RawFrame, Request
+from .capture.facts import (
+    CUT,
+    FAILED,
+    FINISHED,
+    LEFT,
+    Captured,
+    CapturedBlock,
+    CapturedFailure,
+    ErrorDetails,
+    HttpError,
+    Piece,
+    RawFrame,
+    Request,
+)
 
 DEFAULT_MIN_GAP = 0.005
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
@@ -68,7 +81,7 @@ def secrets_of(headers, redact: Iterable[str] = ()) -> list[str]:
     """Every secret value a request's headers carry: keys and tokens (with and without their
     scheme), cookies (whole and each value), and the values of the headers named in `redact`."""
     redact = {name.lower() for name in redact}
-    found = []
+    found: list[str] = []
     for name, value in headers.items():
         lowered = name.lower()
         if lowered in SECRET_HEADERS or lowered in redact:
@@ -128,7 +141,10 @@ class Yaml:
         """The answer's parts with the secrets taken out: a block's, and each run of raw frames'."""
         scrubbed: list[CapturedBlock | RawFrame] = []
         for is_raw, run in itertools.groupby(parts, key=lambda part: isinstance(part, RawFrame)):
-            scrubbed.extend(self.scrub_frames(list(run)) if is_raw else map(self.scrub_block, run))  # noqa: B031 - once
+            if is_raw:
+                scrubbed.extend(self.scrub_frames(cast("list[RawFrame]", list(run))))
+            else:
+                scrubbed.extend(map(self.scrub_block, cast("Iterator[CapturedBlock]", run)))
         return scrubbed
 
     def comment(self, text: str) -> str:
@@ -152,7 +168,8 @@ class Yaml:
     def pieces(self, pieces: list[str], indent: int) -> str:
         """A flow list of strings, wrapped to lines of about 100 characters; `indent` is the
         column its key starts at, and the lines after the first go two further in."""
-        lines, line = [], "["
+        lines: list[str] = []
+        line = "["
         for number, piece in enumerate(pieces):
             item = self.string(piece) + ("," if number < len(pieces) - 1 else "]")
             column = len(line) + (indent + 8 if not lines else 0)  # the first line begins after its key
@@ -267,7 +284,7 @@ class Steps:
             kept = max(0, min(kept - 1, fits))
             self.back_to(mark)
             if kept:
-                self.part(first_chars(part, kept))
+                self.part(first_chars(cast(CapturedBlock, part), kept))  # only a block keeps some
         if self.size() > self.budget:
             self.back_to(mark)
         self.output_chars += kept
@@ -418,7 +435,7 @@ class Steps:
 def fail_value(captured: Captured, yaml: Yaml) -> str:
     """The `fail` that gives the captured error again: its kind, and its message, type, code
     and param and Responses' `error_event: false` where they are not the kind's."""
-    failure = captured.failure
+    failure = cast(CapturedFailure, captured.failure)  # asked only of an answer that failed
     fields = [f"kind: {failure.kind}"]
     if failure.message != FAIL_MESSAGES[failure.kind]:
         fields.append(f"message: {yaml.string(failure.message)}")
@@ -524,7 +541,7 @@ def scenario_file(
     lines.extend(match_lines(captured.protocol, request, yaml))
     steps = None
     if captured.http_error is not None:
-        lines.extend(http_error_lines(captured, yaml))
+        lines.extend(http_error_lines(captured.http_error, yaml))
     else:
         lines.extend(setting_lines(captured, yaml))
         min_gap = min_gap if origin.timed else float("inf")
@@ -666,8 +683,7 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def http_error_lines(captured: Captured, yaml: Yaml) -> list[str]:
-    error = captured.http_error
+def http_error_lines(error: HttpError, yaml: Yaml) -> list[str]:
     lines = ["http_error:", f"  status: {error.status}"]
     if error.message is not None:
         message = yaml.scrub(error.message)
@@ -708,7 +724,7 @@ def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
     if captured.finish is None or captured.finish == inferred:
         return []
     if captured.finish == "stop_sequence":  # a reader gives it only with its sequence
-        return ["finish: stop_sequence", f"stop_sequence: {yaml.string(captured.stop_sequence)}"]
+        return ["finish: stop_sequence", f"stop_sequence: {yaml.string(cast(str, captured.stop_sequence))}"]
     return [f"finish: {captured.finish}"]
 
 

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from operator import attrgetter
 from pathlib import Path
+from typing import cast
 
 from aiohttp import web
 
@@ -182,7 +183,7 @@ class Push:
     def stop(self) -> None:
         self.journal.opened_listeners.remove(self.note)
         self.journal.listeners.remove(self.note)
-        self.flusher.cancel()
+        cast(asyncio.Task, self.flusher).cancel()  # the last watcher's stop follows the first one's start
         self.flusher = None
         self.changed.clear()
         self.live.clear()

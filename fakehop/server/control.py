@@ -13,14 +13,14 @@ import math
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
 from .. import CONTROL_PREFIX, __version__
 from ..protocols.common import BadRequest
 from ..scenario.library import UnknownScenario, is_bundled
-from ..scenario.model import Scenario
+from ..scenario.model import Scenario, Script
 from ..scenario.reader import (
     MAX_FILE_BYTES,
     SCENARIOS_SOURCE,
@@ -378,7 +378,8 @@ def kind_of(scenario: Scenario) -> str:
         return "sequence"
     if scenario.is_conversation:
         return "conversation"
-    return "http_error" if scenario.entries[0].script.http_error is not None else "steps"
+    script = cast(Script, scenario.entries[0].script)  # a scenario of steps is one entry with its script
+    return "http_error" if script.http_error is not None else "steps"
 
 
 def summary(session: Session, scenario: Scenario) -> dict:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from aiohttp import hdrs, web
 
@@ -15,7 +16,7 @@ from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
-from ..scenario.model import Script
+from ..scenario.model import HttpError
 from ..state import journal as jr
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -32,7 +33,7 @@ from ..state.sessions import (
     checked_name,
     session_named_by,
 )
-from ..state.stored import StoredResponses
+from ..state.stored import Stored, StoredResponses
 from . import prerender
 from .intake import (
     LARGE_BODY_BYTES,
@@ -142,7 +143,7 @@ def error_response(
 
 
 def stamp_answer(
-    response: web.StreamResponse, request_id: str, protocol, success_headers: list[tuple[str, str]] = ()
+    response: web.StreamResponse, request_id: str, protocol, success_headers: Sequence[tuple[str, str]] = ()
 ) -> None:
     """A protocol's answer's own headers: the request id where its SDK reads it; on a success
     `success_headers` (its rate-limit headers), on an error the protocol's error headers,
@@ -256,6 +257,7 @@ class Answer:
 
     async def answer(self) -> web.StreamResponse:
         gateway, protocol, headers = self.gateway, self.protocol, self.request.headers
+        session: Session | BadSessionName
         try:  # session_in_record, inline: this runs for every request
             session = gateway.session_for(headers, self.record.seq)
             self.record.session = session.name
@@ -290,7 +292,7 @@ class Answer:
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
-            return self.http_error(script)
+            return self.http_error(script.http_error)
         model = script.model or parsed.model
         meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
         if script.rate_limit is not None:
@@ -299,8 +301,8 @@ class Answer:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
 
-    def http_error(self, script: Script) -> web.Response:
-        status, headers, body = http_error_answer(self.protocol, script.http_error, self.request_id)
+    def http_error(self, error: HttpError) -> web.Response:
+        status, headers, body = http_error_answer(self.protocol, error, self.request_id)
         self.record.retry_after = headers.get("Retry-After")
         self.record.retry_after_ms = next(
             (value for name, value in headers.items() if name.lower() == RETRY_AFTER_MS), None
@@ -352,7 +354,8 @@ class Answer:
         if kind is player.Finish:
             self.record.close(jr.COMPLETED)
         elif kind is player.Failure:
-            self.record.close(jr.FAILED, error=f"{ending.kind}: {ending.message}")
+            failure = cast(player.Failure, ending)
+            self.record.close(jr.FAILED, error=f"{failure.kind}: {failure.message}")
         elif kind is player.Disconnect:
             self.record.close(jr.DISCONNECTED)
             self.drop_connection()
@@ -380,7 +383,7 @@ class Answer:
         else:
             self.record.close(jr.COMPLETED, status)
             if self.kept is not None:
-                self.gateway.responses.keep(self.kept, response.body, True, self.kept_in)
+                self.gateway.responses.keep(self.kept, cast(bytes, response.body), True, self.kept_in)
         return response
 
     def drop_connection(self) -> None:
@@ -411,21 +414,16 @@ async def stored_response(request: web.Request) -> web.Response:
     protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
     record = gateway.journal.open(request_id, request.method, request.path, request.headers)
     record.protocol = protocol.NAME
-    session = session_in_record(gateway, request.headers, record)
-    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
-    if refused is None and type(session) is BadSessionName:
-        refused = BadRequest(str(session), param=SESSION_HEADER)
-    stored = gateway.responses.find(response_id, session.name) if refused is None else None
-    if refused is None and stored is None:
-        refused = BadRequest(f"Response with id '{response_id}' not found.", status=404)
-    if refused is not None:
+    try:
+        session_name, stored = stored_asked_for(request, gateway, record, response_id)
+    except BadRequest as refused:
         record.close(jr.REJECTED, refused.status, refused.message)
         response = error_response(
             protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
         )
     else:
         if request.method == "DELETE":
-            gateway.responses.delete(response_id, session.name)
+            gateway.responses.delete(response_id, session_name)
         record.close(jr.COMPLETED, 200)
         if request.method == "DELETE":
             response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
@@ -434,6 +432,22 @@ async def stored_response(request: web.Request) -> web.Response:
     gateway.journal.closed(record)
     stamp_answer(response, request_id, protocol)
     return response
+
+
+def stored_asked_for(
+    request: web.Request, gateway: Gateway, record: jr.Record, response_id: str
+) -> tuple[str | None, Stored]:
+    """The session name and the stored answer a request for one asks for; BadRequest when it is refused."""
+    session = session_in_record(gateway, request.headers, record)
+    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
+    if refused is not None:
+        raise refused
+    if type(session) is BadSessionName:
+        raise BadRequest(str(session), param=SESSION_HEADER)
+    stored = gateway.responses.find(response_id, session.name)
+    if stored is None:
+        raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
+    return session.name, stored
 
 
 def protocol_for_request(request: web.Request):
@@ -514,7 +528,9 @@ async def list_models(request: web.Request) -> web.Response:
 
 def models_response(models: list[str], anthropic: bool) -> web.Response:
     if anthropic:
-        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models]
+        data: list[dict[str, object]] = [
+            {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models
+        ]
         return web.json_response(
             {
                 "data": data,
@@ -544,11 +560,10 @@ async def start_app(
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     await site.start()
-    if (
-        not site._server.sockets
-    ):  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
+    server = cast(asyncio.Server, site._server)
+    if not server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)
         await runner.cleanup()
         raise OSError(f"no socket could be opened to listen on {host} port {port}")
-    bound_port = site._server.sockets[0].getsockname()[1]
+    bound_port = server.sockets[0].getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     return runner, f"http://{shown_host}:{bound_port}"

@@ -17,7 +17,7 @@ import re
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -172,7 +172,7 @@ async def read_body(request: web.Request, limit: int, held: HeldBodies | None = 
         return await inflated(request, encoding.strip().lower(), limit, held)
     holding = length if held is not None and length is not None else 0
     if holding:
-        held.hold(holding)
+        cast(HeldBodies, held).hold(holding)
     try:
         raw = (
             await request.read()
@@ -181,7 +181,7 @@ async def read_body(request: web.Request, limit: int, held: HeldBodies | None = 
         )
     except BaseException as exc:
         if holding:
-            held.held -= holding
+            cast(HeldBodies, held).held -= holding
         if isinstance(exc, web.HTTPRequestEntityTooLarge):
             raise too_large(limit) from None
         raise

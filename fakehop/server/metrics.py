@@ -73,8 +73,8 @@ class Counts:
         self.requests.update(map(LABELS, closed))
         if len(self.requests) > MAX_SERIES:
             self.lump_scenarios()
-        for _, same in groupby(sorted(closed, key=PATH), key=PATH):  # a path's records are one protocol's
-            same = list(same)
+        for _, group in groupby(sorted(closed, key=PATH), key=PATH):  # a path's records are one protocol's
+            same = list(group)
             self.add_streams(same[0].protocol, same)
 
     def add_streams(self, protocol: str | None, records: list[Record]) -> None:
@@ -185,14 +185,14 @@ class Collector:
             ("fakehop_keepalives", "keepalives", "Keepalive comments written to streams"),
         ):
             family = CounterMetricFamily(name, help_text, labels=("protocol",))
-            for labels, total in by_protocol.items():
-                family.add_metric(labels, getattr(total, field))
+            for labels, sent in by_protocol.items():
+                family.add_metric(labels, getattr(sent, field))
             yield family
         durations = HistogramMetricFamily(
             "fakehop_stream_duration_seconds", "Streams from the request's arrival to their end", labels=("protocol",)
         )
-        for labels, total in by_protocol.items():
-            durations.add_metric(labels, cumulative_buckets(total.durations), total.duration_sum)
+        for labels, sent in by_protocol.items():
+            durations.add_metric(labels, cumulative_buckets(sent.durations), sent.duration_sum)
         yield durations
 
 

@@ -13,6 +13,7 @@ the answer), or a name given with `--allow-host`; and the control API also refus
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeGuard
 
 from aiohttp import web
 
@@ -45,7 +46,7 @@ class HostCheck:
             self.names.add(host_name(bound_host))
         self.seen: set[str] = set()
 
-    def refuses(self, header: str | None) -> bool:
+    def refuses(self, header: str | None) -> TypeGuard[str]:
         """Whether a request with this Host header (None: it sent none) must be refused."""
         if header in self.seen or self.any_host or header is None:
             return False

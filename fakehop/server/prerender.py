@@ -246,13 +246,14 @@ def render(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_sca
     if len(laid_out) > player.KEPT_HAPPENINGS:
         return None
     marking = MarkingMeta(meta)
-    writes, numbered = [], {}  # each distinct Holes with its number
-    for offset, data, events, last in encoded_writes(protocol, marking, parsed, laid_out):
+    writes: list[Write] = []
+    numbered: dict[Holes, int] = {}  # each distinct Holes with its number
+    for offset, data, event_count, last in encoded_writes(protocol, marking, parsed, laid_out):
         runs = tuple(
             (-1 if holes is None else numbered.setdefault(holes, len(numbered)), literals)
             for holes, literals in _runs(data)
         )
-        writes.append(Write(offset, runs, events, last))
+        writes.append(Write(offset, runs, event_count, last))
     rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
     if rendering.size() > LARGEST_RENDERING or not rendering.fillable():
         return None

@@ -80,8 +80,8 @@ async def render(
     _, script = resolve(library, name, request_number, parsed)
     request_id = seeded_request_id(seed)
     if script.http_error is not None:
-        status, headers, answer = http_error_answer(protocol, script.http_error, request_id)
-        data = dumps(answer).encode()
+        status, headers, error = http_error_answer(protocol, script.http_error, request_id)
+        data = dumps(error).encode()
         write(data)
         return Rendered(status, headers, data)
     meta = seeded_meta(script.model or parsed.model, seed)

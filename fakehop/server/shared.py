@@ -3,7 +3,7 @@ kept under, the headers of an event stream, and the methods a path's routes take
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 
 __all__ = ["GATEWAY_KEY", "STREAM_HEADERS", "allowed_methods"]
 
-GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway", object)
+GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey(
+    "gateway", cast("type[Gateway]", object)
+)  # the class is imported for typing only
 # Read-only and case-insensitive already: a response copies these faster than a dict's.
 STREAM_HEADERS = CIMultiDictProxy(
     CIMultiDict(

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, overload
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -219,6 +219,10 @@ class Record:
         copied.frames = list(self.frames)
         return copied
 
+    @overload
+    def since_arrival(self, moment: float) -> float: ...
+    @overload
+    def since_arrival(self, moment: None) -> None: ...
     def since_arrival(self, moment: float | None) -> float | None:
         """A monotonic `moment` as seconds since the request arrived, to the microsecond."""
         return None if moment is None else round(moment - self._started, 6)
@@ -341,7 +345,7 @@ class Journal:
         return [r for r in self.records if r.seq > seq]
 
     def page(
-        self, since: int, limit: int, max_bytes: int, only_session: str | None = None
+        self, since: int, limit: float, max_bytes: float, only_session: str | None = None
     ) -> tuple[list[Record], bool]:
         """At most `limit` records after `since` (only session `only_session`'s, when given),
         holding at most `max_bytes` together (but at least one record), and whether more follow."""

@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import final
 
 from multidict import istr
 
@@ -40,6 +41,7 @@ MAX_QUEUED_IN_ALL = 1_000_000  # queue entries
 MAX_ADDED_IN_ALL = 10_000  # scenarios added (a replaced one counted once)
 
 
+@final  # tested by `type(x) is BadSessionName`
 class BadSessionName(ValueError):
     """A session name that is not 1 to 128 letters, digits, '.', '_' and '-'."""
 

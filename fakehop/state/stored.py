@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict, deque
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from ..protocols import responses
 from ..protocols.common import BadRequest, ParsedRequest, dumps
@@ -154,8 +154,8 @@ class StoredResponses:
 
     def continued(self, request: ParsedRequest, session: str | None = None) -> ParsedRequest:
         """`request` with the conversation of the stored response it continues; the real API's
-        400 when there is none by that id."""
-        response_id = request.conversation.continues
+        400 when there is none by that id (callers pass only a request that continues one)."""
+        response_id = cast(str, request.conversation.continues)
         stored = self.find(response_id, session)
         if stored is None:
             raise BadRequest(

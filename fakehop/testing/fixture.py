@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -91,7 +91,7 @@ def findings_report(findings: Sequence[Finding]) -> str:
     return f"fakehop verdict: {count} against HopBase's rules (fakehop's README, Verdicts, tells each rule's fix):\n{lines}"
 
 
-def inline_scenario(mapping: Mapping[str, Any], names: Container[str]) -> Scenario:
+def inline_scenario(mapping: Mapping[str, Any], names: Library | Container[str]) -> Scenario:
     """A scenario written as a mapping in the v1 format; without `name` it gets the first
     `inline-N` not in `names`. ScenarioError names the key that is wrong."""
     default_name = free_inline_name(names)
@@ -281,11 +281,12 @@ class Fakehop:
     ):
         """With `unnamed` (a server in this process only), the session also takes every request
         and control call that names none, from its `reset` on."""
+        self._driver: RemoteSession | LocalSession
         if isinstance(server, RemoteServer):
             self._driver = RemoteSession(server, session)
         else:
             self._driver = LocalSession(server, session, unnamed=unnamed)
-        self.url = server.url
+        self.url = cast(str, server.url)  # a started server's
         self.session = session
 
     @classmethod
@@ -355,7 +356,7 @@ class Fakehop:
     @time_scale.setter
     def time_scale(self, value: float) -> None:
         try:
-            scale = parse_time_scale(value)
+            scale = parse_time_scale(value)  # type: ignore[arg-type]  # it reads a number as well as its text
         except ValueError as exc:
             raise ValueError(f"time_scale: {exc}") from None
         self._driver.change("time_scale", scale)
@@ -508,7 +509,7 @@ def make_app(
     $FAKEHOP_TIME_SCALE or 1; `allowed_hosts` are Host names answered beside loopback names
     and IP addresses ("*": any). Drive it with `Fakehop.for_server(await aiohttp_server(app))`.
     """
-    library = Library.load(scenarios)
+    library = Library.load(map(Path, scenarios))
     gateway = Gateway(
         library,
         default=default,

@@ -119,7 +119,10 @@ def read_settings(config: pytest.Config) -> PluginSettings:
 
     scale_text = config.getoption("fakehop_time_scale") or config.getini("fakehop_time_scale")
     try:
-        time_scale = positive_float(scale_text) if scale_text else time_scale_from_env(None)
+        if scale_text:
+            time_scale = positive_float(scale_text)
+        else:  # None when the environment sets none either: the fixture's own default
+            time_scale = time_scale_from_env(None)  # type: ignore[arg-type]  # None stands for unset
     except ValueError as exc:
         raise pytest.UsageError(f"fakehop time scale: {exc}") from None
     verdicts = config.getoption("fakehop_verdicts") or config.getini("fakehop_verdicts").strip()

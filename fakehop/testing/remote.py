@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -11,7 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .. import CONTROL_PREFIX as PREFIX
@@ -37,7 +38,9 @@ class ControlFailed(Exception):
     `status` and `answer` are the HTTP status and JSON body of fakehop's refusal; both None when
     no fakehop server answered."""
 
-    def __init__(self, message: str, problems: list[str] = (), status: int | None = None, answer: dict | None = None):
+    def __init__(
+        self, message: str, problems: Iterable[str] = (), status: int | None = None, answer: dict | None = None
+    ):
         super().__init__(message)
         self.problems = list(problems)
         self.status = status
@@ -140,7 +143,7 @@ class ControlClient:
             patience = max(deadline - time.monotonic(), interval)
             attempt = ControlClient(self.url, self.admin_token, patience, self.session)
             try:
-                return self.healthy(within(patience, lambda attempt=attempt: attempt.call("GET", "/health")))
+                return self.healthy(within(patience, functools.partial(attempt.call, "GET", "/health")))
             except ControlFailed as exc:
                 left = deadline - time.monotonic()
                 if exc.status is not None or left <= 0:

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..server.app import start
 from ..server.gateway import Gateway
@@ -105,7 +105,11 @@ class ThreadServer:
         """Stop serving: open streams get `shutdown_timeout` seconds, then are cut off."""
         if self._thread is None:
             return
-        self._loop.call_soon_threadsafe(self._stopping.set)
+        loop, stopping = (
+            cast(asyncio.AbstractEventLoop, self._loop),
+            cast(asyncio.Event, self._stopping),
+        )  # set as it runs
+        loop.call_soon_threadsafe(stopping.set)
         self._thread.join()
         self._thread = self._loop = None
 

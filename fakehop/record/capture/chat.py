@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .facts import FINISHED, OpenAIReader, clean, detail
+from .facts import FINISHED, OpenAIReader, clean, detail, object_in
 
 # Where each usage count of the scenario format is in Chat's usage: (details object, count).
 USAGE_DETAILS = {
@@ -70,7 +70,7 @@ class ChatReader(OpenAIReader):
         """A call's fragment goes to the call its `index` names, though calls interleave; one
         without an index (some gateways leave it out) to a new call if it has an id, else to
         the last one."""
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = object_in(call, "function")
         index = call.get("index")
         if not isinstance(index, int):
             index = self.tool_calls if call.get("id") or not self.tool_calls else self.last_tool

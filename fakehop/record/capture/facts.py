@@ -199,6 +199,12 @@ def json_object(text: str | bytes | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def object_in(value: dict, key: str) -> dict:
+    """value[key] when it is an object, else an empty one."""
+    found = value.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def detail(usage: dict, part: str, name: str) -> Any:
     """usage[part][name], or None."""
     details = usage.get(part)
@@ -215,7 +221,7 @@ class Reader:
 
     NAME = ""
     TERMINATOR: str | None = None  # the data of a frame that ends the stream (Chat's [DONE])
-    EVENTS: dict[str, str] = {}
+    EVENTS: dict[Any, str] = {}  # looked up by whatever JSON value `type` holds
     SKIPPED: frozenset[str] = frozenset()
     FINISHES: dict[str, str] = {reason: reason for reason in FINISH_REASONS}
 
@@ -364,6 +370,10 @@ class Reader:
 
     def fail_defaults(self, kind: str) -> dict[str, str | None]:
         """What the protocol's error object holds for a fail of `kind`, beside its message."""
+        raise NotImplementedError
+
+    def whole(self, body: dict, at: float | None) -> None:
+        """Read an answer that came whole, as one JSON object."""
         raise NotImplementedError
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from ...protocols.common import ANTHROPIC_ERROR_TYPES
 from ...protocols.messages import FAIL_TYPES, STOP_REASONS
-from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of
+from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of, object_in
 
-BLOCK_KINDS = {
+# Tables looked up by whatever JSON value a payload's field holds.
+BLOCK_KINDS: dict[Any, str] = {
     "text": "text",
     "thinking": "reasoning",
     "redacted_thinking": "redacted_thinking",
@@ -21,7 +22,7 @@ BLOCK_KINDS = {
 DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 # What each block holds when it starts (or, in a whole message, all along).
 START_FIELDS = {"text": "text", "thinking": "thinking"}
-ERROR_STATUSES = {error_type: status for status, error_type in ANTHROPIC_ERROR_TYPES.items()}
+ERROR_STATUSES: dict[Any, int] = {error_type: status for status, error_type in ANTHROPIC_ERROR_TYPES.items()}
 # The stop reasons a scenario's finish gives again; a refusal is a refusal block's (see finish).
 FINISHES = {reason: finish for finish, reason in STOP_REASONS.items() if finish != "refusal"}
 
@@ -40,7 +41,7 @@ class MessagesReader(Reader):
     SKIPPED = frozenset({"ping", "content_block_stop"})
 
     def message_start(self, at: float | None, event: dict) -> None:
-        message = event.get("message") if isinstance(event.get("message"), dict) else {}
+        message = object_in(event, "message")
         self.model(message.get("model"))
         self.message_usage(
             message.get("usage"), output=False
@@ -56,7 +57,7 @@ class MessagesReader(Reader):
             )
 
     def block_start(self, at: float | None, event: dict) -> None:
-        block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
+        block = object_in(event, "content_block")
         self.block(at, event.get("index"), block)
 
     def block(self, at: float | None, index: Any, block: dict) -> None:
@@ -80,7 +81,7 @@ class MessagesReader(Reader):
         found.signature = clean(block.get("signature")) or found.signature
 
     def block_delta(self, at: float | None, event: dict) -> None:
-        delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+        delta = object_in(event, "delta")
         kind = delta.get("type")
         block = self.open.get(event.get("index"))
         if kind == "signature_delta" and block is not None:
@@ -91,7 +92,7 @@ class MessagesReader(Reader):
             self.captured.left_out[f"{kind or 'untyped'} deltas"] += 1
 
     def message_delta(self, at: float | None, event: dict) -> None:
-        delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+        delta = object_in(event, "delta")
         self.stop(delta)
         self.message_usage(event.get("usage"))
 
@@ -113,7 +114,7 @@ class MessagesReader(Reader):
         self.end(FINISHED, at)
 
     def error(self, at: float | None, event: dict) -> None:
-        self.fail(at, event.get("error") if isinstance(event.get("error"), dict) else {})
+        self.fail(at, object_in(event, "error"))
 
     def fail_kind(self, error: dict, message: str) -> str:
         """By the error's type: a fail kind's own, else the kind of the status it comes with."""

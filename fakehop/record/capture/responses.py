@@ -15,11 +15,15 @@ from typing import Any
 
 from ...protocols.responses import INCOMPLETE_REASONS
 from ...scenario.reader import PHASES
-from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail
+from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, object_in
 
-ITEM_KINDS = {"reasoning": "reasoning", "function_call": "tool_call"}  # and message items, whose parts are blocks
-PART_KINDS = {"output_text": "text", "refusal": "refusal"}
-PART_TEXT = {"output_text": "text", "refusal": "refusal"}  # where each content part holds its text
+# Tables looked up by whatever JSON value a payload's field holds.
+ITEM_KINDS: dict[Any, str] = {
+    "reasoning": "reasoning",
+    "function_call": "tool_call",
+}  # and message items, whose parts are blocks
+PART_KINDS: dict[Any, str] = {"output_text": "text", "refusal": "refusal"}
+PART_TEXT: dict[Any, str] = {"output_text": "text", "refusal": "refusal"}  # where each content part holds its text
 DELTA_KINDS = {
     "response.output_text.delta": "text",
     "response.refusal.delta": "refusal",
@@ -87,7 +91,7 @@ class ResponsesReader(OpenAIReader):
 
     def item_added(self, at: float | None, event: dict) -> CapturedBlock | None:
         """A reasoning or function call item opens its block; a message item's blocks open with its content parts."""
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_in(event, "item")
         index, kind = event.get("output_index"), ITEM_KINDS.get(item.get("type"))
         if item.get("type") == "message":
             self.message_phase(index, item)
@@ -112,7 +116,7 @@ class ResponsesReader(OpenAIReader):
             self.captured.left_out[f"message phase {phase!r}"] += 1
 
     def part_added(self, at: float | None, event: dict) -> None:
-        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        part = object_in(event, "part")
         self.part(at, event.get("output_index"), event.get("content_index"), part, "")
 
     def part(self, at: float | None, index: Any, content_index: Any, part: dict, text: Any) -> None:
@@ -140,7 +144,7 @@ class ResponsesReader(OpenAIReader):
 
     def item_done(self, at: float | None, event: dict) -> None:
         """An item whose deltas never came (a hand-made stream, or a whole answer's) gets its text here."""
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_in(event, "item")
         index = event.get("output_index")
         if item.get("type") == "message":
             self.message_done(at, index, item)
@@ -169,7 +173,7 @@ class ResponsesReader(OpenAIReader):
             self.captured.left_out["encrypted reasoning content"] += 1
 
     def terminal(self, at: float | None, event: dict) -> None:
-        response = event.get("response") if isinstance(event.get("response"), dict) else {}
+        response = object_in(event, "response")
         self.response(at, response)
 
     def response(self, at: float | None, response: dict) -> None:
@@ -186,23 +190,19 @@ class ResponsesReader(OpenAIReader):
         status = response.get("status")
         if status == "failed":
             if self.captured.failure is None:  # no `error` event came first
-                self.fail(
-                    at, response.get("error") if isinstance(response.get("error"), dict) else {}, error_event=False
-                )
+                self.fail(at, object_in(response, "error"), error_event=False)
             return
         if status == "incomplete":
-            details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
+            details = object_in(response, "incomplete_details")
             self.finish(details.get("reason"))
         self.end(FINISHED, at)
 
     def error(self, at: float | None, event: dict) -> None:
         """An `error` event: nested (`{"error": {…}}`, as the real API sends it) or flat, whose
         `type` is the event's own."""
-        error = (
-            event.get("error")
-            if isinstance(event.get("error"), dict)
-            else {key: event.get(key) for key in ("code", "message", "param") if key in event}
-        )
+        error = event.get("error")
+        if not isinstance(error, dict):
+            error = {key: event.get(key) for key in ("code", "message", "param") if key in event}
         self.fail(at, error)
 
     def whole(self, body: dict, at: float | None) -> None:
