@@ -115,12 +115,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def read_settings(config: pytest.Config) -> PluginSettings:
     directories = [config.rootpath / d for d in config.getini("fakehop_scenarios")]
     directories += [config.invocation_params.dir / d for d in config.getoption("fakehop_scenarios")]
-    from ..play.player import time_scale_from_env
+    from ..play.player import parse_time_scale, time_scale_from_env
 
     scale_text = config.getoption("fakehop_time_scale") or config.getini("fakehop_time_scale")
     try:
         if scale_text:
-            time_scale = positive_float(scale_text)
+            time_scale = parse_time_scale(scale_text)
         else:  # None when the environment sets none either: the fixture's own default
             time_scale = time_scale_from_env(None)  # type: ignore[arg-type]  # None stands for unset
     except ValueError as exc:
@@ -149,12 +149,6 @@ STRICT_WORDS = {
     "off": False,
     "0": False,
 }
-
-
-def positive_float(value: Any) -> float:
-    from ..play.player import parse_time_scale
-
-    return parse_time_scale(value)
 
 
 @pytest.fixture(scope="session")
@@ -309,8 +303,10 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
             fail(f"@pytest.mark.{MARKER}: unknown option {', '.join(unknown)}; it takes {', '.join(MARKER_OPTIONS)}")
         options.update(mark.kwargs)
     if "time_scale" in options:
+        from ..play.player import parse_time_scale
+
         try:
-            options["time_scale"] = positive_float(options["time_scale"])
+            options["time_scale"] = parse_time_scale(options["time_scale"])
         except ValueError as exc:
             fail(f"@pytest.mark.{MARKER}(time_scale=...): {exc}")
     if not isinstance(options.get("strict", False), bool):
