@@ -143,3 +143,13 @@ async def test_a_match_reads_the_prompt_to_its_prefix_and_no_further(base_url, r
             async with session.post(base_url + "/v1/chat/completions", json=body) as response:
                 got.append((await response.json())["choices"][0]["message"]["content"])
     assert got == ["found", "Hello! How can I help you today?"]
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_tool_call_arguments_nested_too_deep_are_a_problem_at_their_line(depth):
+    arguments = '{\\"a\\": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(ScenarioError) as raised:
+        parse_text(f'steps:\n  - tool_call: {{name: f, arguments: "{arguments}"}}\n', "deep.yaml", "deep")
+    assert [str(problem) for problem in raised.value.problems] == [
+        "deep.yaml:2: tool_call arguments: nested too deep to read as JSON"
+    ]

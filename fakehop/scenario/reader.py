@@ -506,9 +506,16 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
         except ValueError as exc:
             check.add(line, f"tool_call arguments: not valid JSON ({exc})")
             return None
+        except RecursionError:
+            check.add(line, "tool_call arguments: nested too deep to read as JSON")
+            return None
         text = arguments
     elif isinstance(arguments, dict):
-        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+        try:
+            text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:
+            check.add(line, "tool_call arguments: nested too deep to write as JSON")
+            return None
     else:
         check.add(
             line,
