@@ -214,8 +214,7 @@ class Answer:
         self.request = request
         self.request_id = request_id
         self.hosts = hosts
-        self.record = gateway.journal.open(self.request_id, request.method, request.path, request.headers)
-        self.record.protocol = protocol.NAME
+        self.record = opened_record(gateway.journal, request, request_id, protocol.NAME)
         self.success_headers: list[tuple[str, str]] = []  # set once the answer is played
 
     async def run(self) -> web.StreamResponse:
@@ -396,6 +395,19 @@ class Answer:
 # ---------------------------------------------------------------- the application
 
 
+def opened_record(journal: jr.Journal, request: web.Request, request_id: str, protocol: str | None = None) -> jr.Record:
+    """The journal's record of `request`, opened as it comes in (on a protocol's route, `protocol`'s)."""
+    record = journal.open(request_id, request.method, request.path, request.headers)
+    record.protocol = protocol
+    return record
+
+
+def closed_record(journal: jr.Journal, record: jr.Record, end: str, status: int, message: str | None = None) -> None:
+    """`record` ended as `end`, and filed: the journal counts what it holds from here on."""
+    record.close(end, status, message)
+    journal.closed(record)
+
+
 def protocol_handler(protocol, hosts: HostCheck):
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request)
@@ -412,24 +424,22 @@ async def stored_response(request: web.Request) -> web.Response:
     """`GET` or `DELETE /v1/responses/{id}`: a stored Responses answer (see stored), in the journal like any request."""
     gateway, request_id = request.app[GATEWAY_KEY], request_id_for(request)
     protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
-    record = gateway.journal.open(request_id, request.method, request.path, request.headers)
-    record.protocol = protocol.NAME
+    record = opened_record(gateway.journal, request, request_id, protocol.NAME)
     try:
         session_name, stored = stored_asked_for(request, gateway, record, response_id)
     except BadRequest as refused:
-        record.close(jr.REJECTED, refused.status, refused.message)
+        closed_record(gateway.journal, record, jr.REJECTED, refused.status, refused.message)
         response = error_response(
             protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
         )
     else:
         if request.method == "DELETE":
             gateway.responses.delete(response_id, session_name)
-        record.close(jr.COMPLETED, 200)
+        closed_record(gateway.journal, record, jr.COMPLETED, 200)
         if request.method == "DELETE":
             response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
         else:
             response = web.json_response(body=stored.body())
-    gateway.journal.closed(record)
     stamp_answer(response, request_id, protocol)
     return response
 
@@ -486,11 +496,9 @@ async def unrouted(request: web.Request) -> web.Response:
     else:
         status, message, headers = 404, f"Unknown path {request.path}{wrong_base_url(request)}", None
     gateway = request.app[GATEWAY_KEY]
-    journal = gateway.journal
-    record = journal.open(request_id, request.method, request.path, request.headers)
+    record = opened_record(gateway.journal, request, request_id)
     session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
-    record.close(jr.REJECTED, status, message)
-    journal.closed(record)
+    closed_record(gateway.journal, record, jr.REJECTED, status, message)
     protocol = protocol_for_request(request)
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)
