@@ -310,7 +310,10 @@ class Answer:
         return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
     async def stream(self, writes: Iterator[prerender.TimedWrite]) -> web.StreamResponse:
-        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift."""
+        """Each write sent when it is due; offsets count from the stream's start, so pauses never drift.
+
+        The pacing is player.play's, written out here: a stream paced by play itself (writes
+        batched by an async generator) cost 8-12% more instructions per request on the bench."""
         response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
         stamp_answer(response, self.request_id, self.protocol, self.success_headers)
         await response.prepare(self.request)
