@@ -307,6 +307,17 @@ class Fakehop:
         """The key that puts an app's requests in this handle's session: `sk-fakehop-SESSION`."""
         return FAKE_API_KEY if self.session is None else SESSION_KEY_PREFIX + self.session
 
+    @property
+    def client_env(self) -> dict[str, str]:
+        """The variables the official SDKs read, pointing the clients an app builds with no
+        arguments at this server and this handle's session."""
+        return {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "OPENAI_API_KEY": self.api_key,
+            "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_KEY": self.api_key,
+        }
+
     # ------------------------------------------------------------ scenarios
 
     def reset(self, time_scale: float | None = None, strict: bool | None = None) -> None:

@@ -7,7 +7,9 @@ that runs elsewhere. `fakehop` is a `fakehop.testing.Fakehop` handle on a sessio
 is the test's own, set up by the test's `@pytest.mark.fakehop(scenario=..., time_scale=...,
 strict=..., verdicts=...)` and dropped after it. With `fakehop_verdicts` (or the marker's
 `verdicts`) at `error` or `warning`, a test whose clients broke HopBase's rules fails at
-teardown; so does one that made a request no scenario was set up for, in strict mode. Heavy
+teardown; so does one that made a request no scenario was set up for, in strict mode.
+`fakehop_env` (or `fakehop_env = true`, `--fakehop-env`, for every test that uses `fakehop`)
+points the SDK clients an app under test builds itself at the test's session. Heavy
 imports wait until a test asks for a fixture, so installing fakehop costs other test runs
 nothing.
 """
@@ -38,6 +40,7 @@ class PluginSettings:
     url: str | None  # a running server to use instead of starting one
     strict: bool | None  # None: in process not strict, with a URL as the server was started
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
+    app_env: bool = False  # every test that uses `fakehop` gets `fakehop_env` too
 
 
 SETTINGS = pytest.StashKey[PluginSettings]()
@@ -84,6 +87,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="let through requests that the real APIs' conversation checks refuse (default: fakehop_lenient_conversations)",
     )
+    group.addoption(
+        "--fakehop-env",
+        action="store_true",
+        default=None,
+        help="point the SDK clients an app builds itself at each test's fakehop session (default: fakehop_env)",
+    )
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
     parser.addini(
         "fakehop_verdicts",
@@ -99,6 +108,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
         help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)",
+    )
+    parser.addini(
+        "fakehop_env",
+        type="bool",
+        default=False,
+        help="true: every test that uses fakehop gets fakehop_env, the SDKs' variables pointed at its session",
     )
 
 
@@ -135,7 +150,10 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     if strict_text not in STRICT_WORDS:
         raise pytest.UsageError(f"fakehop_strict: expected true or false, got {strict_text!r}")
     lenient = config.getoption("fakehop_lenient_conversations") or config.getini("fakehop_lenient_conversations")
-    return PluginSettings(tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient))
+    app_env = config.getoption("fakehop_env") or config.getini("fakehop_env")
+    return PluginSettings(
+        tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient), bool(app_env)
+    )
 
 
 STRICT_WORDS = {
@@ -246,6 +264,8 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
             handle.close()
             fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}")
     request.node.stash[HANDLE] = handle
+    if settings.app_env:
+        set_app_env(handle, request.getfixturevalue("monkeypatch"))
     yield handle
     level = options.get("verdicts", settings.verdicts)
     try:
@@ -255,6 +275,21 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
                 fail_on_findings(handle, level)
     finally:
         handle.close()
+
+
+@pytest.fixture
+def fakehop_env(fakehop, monkeypatch: pytest.MonkeyPatch):
+    """`fakehop`, with the variables the official SDKs read set for the test's length, so that
+    the clients an app builds itself (`openai.OpenAI()`, `anthropic.Anthropic()`) talk to the
+    test's session; pytest's `monkeypatch` puts back what was there after it."""
+    set_app_env(fakehop, monkeypatch)
+    return fakehop
+
+
+def set_app_env(handle, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in handle.client_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)  # a bearer token the SDK would send beside the key
 
 
 def fail_on_unmatched(handle) -> None:
