@@ -24,6 +24,7 @@ FIXTURE_EXAMPLES = {
     "test_aiohttp_app.py": 1,
     "test_first.py": 2,
     "test_retry_loop_verdict.py": 1,
+    "test_app_clients.py": 1,
 }
 
 
