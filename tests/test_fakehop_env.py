@@ -148,3 +148,13 @@ def test_the_ini_option_or_the_command_line_gives_every_fakehop_test_the_variabl
     project.makepyfile(test_option=OPTION_TESTS)
     project.runpytest(*options).assert_outcomes(passed=2)
     assert outer_variables() == BEFORE
+
+
+@pytest.mark.parametrize("option", ["fakehop_env", "fakehop_lenient_conversations"])
+def test_an_ini_flag_that_is_not_true_or_false_is_a_usage_error(project, option):
+    project.makeini(INI + f"{option} = maybe\n")
+    project.makepyfile(test_option="def test_it(fakehop):\n    pass\n")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {option}: invalid truth value 'maybe', expected true or false" in result.stderr.lines
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

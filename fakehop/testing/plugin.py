@@ -149,11 +149,18 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     strict_text = config.getini("fakehop_strict").strip().lower()
     if strict_text not in STRICT_WORDS:
         raise pytest.UsageError(f"fakehop_strict: expected true or false, got {strict_text!r}")
-    lenient = config.getoption("fakehop_lenient_conversations") or config.getini("fakehop_lenient_conversations")
-    app_env = config.getoption("fakehop_env") or config.getini("fakehop_env")
+    lenient = config.getoption("fakehop_lenient_conversations") or ini_flag(config, "fakehop_lenient_conversations")
+    app_env = config.getoption("fakehop_env") or ini_flag(config, "fakehop_env")
     return PluginSettings(
         tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient), bool(app_env)
     )
+
+
+def ini_flag(config: pytest.Config, name: str) -> bool:
+    try:
+        return config.getini(name)
+    except ValueError as exc:  # pytest's own message names the value but not the option
+        raise pytest.UsageError(f"{name}: {exc}, expected true or false") from None
 
 
 STRICT_WORDS = {
