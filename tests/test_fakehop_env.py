@@ -100,7 +100,7 @@ def test_1_fakehop_alone_gets_the_variables(fakehop):
     assert chat.session == fakehop.session
 
 
-def test_2_a_test_without_fakehop_does_not(monkeypatch):
+def test_2_a_test_without_fakehop_does_not():
     assert app_variables() == BEFORE
 """
 )
