@@ -194,6 +194,20 @@ async def stored_status(client: aiohttp.ClientSession, url: str, session: str, a
     return await status_of(client, "GET", f"{url}{RESPONSES}/{answer_id}", headers={"X-Fakehop-Session": session})
 
 
+@pytest.mark.parametrize("how", ["reset", "dropped"])
+async def test_a_session_reset_or_dropped_takes_its_stored_answers_with_it(gateway, base_url, how):
+    async with aiohttp.ClientSession() as client:
+        kept = await stored_answer(client, base_url, "keeper", {"input": "Hi"})
+        gone = await stored_answer(client, base_url, "leaver", {"input": "Hi"})
+        if how == "reset":
+            assert await status_of(client, "POST", f"{base_url}/_fakehop/reset", params={"session": "leaver"}) == 200
+        else:
+            assert await status_of(client, "DELETE", f"{base_url}/_fakehop/sessions/leaver") == 200
+        assert await stored_status(client, base_url, "leaver", gone) == 404
+        assert await stored_status(client, base_url, "keeper", kept) == 200
+    assert len(gateway.responses) == 1
+
+
 @pytest.mark.parametrize("bound", ["bytes", "count"])
 async def test_one_sessions_answers_push_out_its_own_not_another_sessions(bound, make_gateway, serve):
     store = StoredResponses(max_bytes=8 * 2**20) if bound == "bytes" else StoredResponses(capacity=6)

@@ -611,6 +611,7 @@ async def reset(request: web.Request) -> web.Response:
         gateway_of(request).responses.clear()
     else:
         gateway_of(request).sessions.drop(session.name)
+        gateway_of(request).responses.drop_session(session.name)
     return web.json_response({"status": "reset", "default": session.start.default})
 
 
@@ -648,6 +649,7 @@ async def drop_session(request: web.Request) -> web.Response:
         raise ControlError(str(exc)) from None
     if not gateway_of(request).sessions.drop(name):
         raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
+    gateway_of(request).responses.drop_session(name)
     return web.json_response({"dropped": name})
 
 

@@ -147,6 +147,12 @@ class StoredResponses:
             self._uncount(held, stored.size)
         return held is not None
 
+    def drop_session(self, session: str) -> None:
+        """Forget every answer `session` kept: it was dropped, or reset."""
+        held = self._held.get(session)
+        while held is not None and session in self._held:
+            self._drop_oldest(held)
+
     def clear(self) -> None:
         self._held.clear()
         self._sessions_of.clear()
