@@ -18,6 +18,7 @@ CONTROL_PREFIX = "/_fakehop"  # the control API lives under this path
 _PUBLIC = {
     "Fakehop": "fakehop.testing.fixture",
     "RecordedRequest": "fakehop.testing.fixture",
+    "SetFault": "fakehop.testing.fixture",
     "make_app": "fakehop.testing.fixture",
     "ThreadServer": "fakehop.testing.thread_server",
     "Gateway": "fakehop.server.gateway",
@@ -43,6 +44,7 @@ __all__ = [
     "RecordedRequest",
     "Scenario",
     "ScenarioError",
+    "SetFault",
     "ThreadServer",
     "__version__",
     "create_app",
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from fakehop.scenario.reader import ScenarioError, load_file, parse_text
     from fakehop.server.app import create_app
     from fakehop.server.gateway import Gateway
-    from fakehop.testing.fixture import Fakehop, RecordedRequest, make_app
+    from fakehop.testing.fixture import Fakehop, RecordedRequest, SetFault, make_app
     from fakehop.testing.remote import ControlClient, ControlFailed
     from fakehop.testing.thread_server import ThreadServer
     from fakehop.verdicts import Finding

@@ -31,6 +31,7 @@ from ..scenario.reader import (
     scenario_json,
 )
 from ..scenario.yamlsource import with_lines
+from ..state.faults import FaultProblem, added, parse_fault
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from .intake import (
     FAKEHOP_HEADERS,
@@ -69,6 +70,10 @@ ROUTES = (
     "POST /queue",
     "DELETE /queue",
     "PUT /default",
+    "GET /faults",
+    "POST /faults",
+    "DELETE /faults",
+    "DELETE /faults/ID",
     "PUT /strict",
     "PUT /time_scale",
     "GET /requests",
@@ -265,14 +270,20 @@ async def body_text(request: web.Request) -> str:
         raise ControlError("the body is not UTF-8 text") from None
 
 
-async def json_object(request: web.Request, example: str, keys: tuple[str, ...]) -> dict:
-    """The body as a JSON object holding only `keys`."""
+async def json_mapping(request: web.Request, example: str) -> dict:
+    """The body as a JSON object."""
     try:
         body = loads(await body_text(request))
     except ValueError as exc:
         raise ControlError(f"the body is not valid JSON ({exc}); send an object such as {example}") from None
     if not isinstance(body, dict):
         raise ControlError(f"the body must be a JSON object such as {example}")
+    return body
+
+
+async def json_object(request: web.Request, example: str, keys: tuple[str, ...]) -> dict:
+    """The body as a JSON object holding only `keys`."""
+    body = await json_mapping(request, example)
     unknown = sorted(set(body) - set(keys))
     if unknown:
         raise ControlError(f"unknown key {unknown[0]!r}; the keys are: {', '.join(keys)}")
@@ -545,6 +556,48 @@ async def set_time_scale(request: web.Request) -> web.Response:
     return web.json_response({"time_scale": session.time_scale})
 
 
+# ---------------------------------------------------------------- faults
+
+
+FAULT_EXAMPLE = '{"kind": "rate_limit", "times": 2, "retry_after": 0.5}'
+
+
+def faults_json(session: Session) -> dict:
+    return {"faults": [fault.as_json() for fault in session.faults]}
+
+
+async def add_fault(request: web.Request) -> web.Response:
+    """Lay a fault over the session's next answers (see state.faults): 201 with the fault and its id."""
+    session = session_of(request)
+    body = await json_mapping(request, FAULT_EXAMPLE)
+    try:
+        fault = parse_fault(body)
+        added(session.faults, fault)
+    except FaultProblem as exc:
+        raise ControlError(str(exc)) from None
+    return web.json_response(fault.as_json(), status=201)
+
+
+async def show_faults(request: web.Request) -> web.Response:
+    return web.json_response(faults_json(session_of(request)))
+
+
+async def remove_fault(request: web.Request) -> web.Response:
+    session, fault_id = session_of(request), request.match_info["fault_id"]
+    kept = [fault for fault in session.faults if fault.id != fault_id]
+    if len(kept) == len(session.faults):
+        raise ControlError(f"no fault {fault_id[:80]!r} in this session; GET {PREFIX}/faults lists them", status=404)
+    session.faults[:] = kept
+    return web.json_response({"removed": fault_id, **faults_json(session)})
+
+
+async def clear_faults(request: web.Request) -> web.Response:
+    session = session_of(request)
+    removed = len(session.faults)
+    session.faults.clear()
+    return web.json_response({"removed": removed, **faults_json(session)})
+
+
 # ---------------------------------------------------------------- journal and reset
 
 
@@ -665,6 +718,10 @@ def create_app(*extensions) -> web.Application:
     app.router.add_post("/queue", control_call(queue_scenario))
     app.router.add_delete("/queue", control_call(clear_queue))
     app.router.add_put("/default", control_call(set_default))
+    app.router.add_get("/faults", control_call(show_faults))
+    app.router.add_post("/faults", control_call(add_fault))
+    app.router.add_delete("/faults", control_call(clear_faults))
+    app.router.add_delete("/faults/{fault_id}", control_call(remove_fault))
     app.router.add_put("/strict", control_call(set_strict))
     app.router.add_put("/time_scale", control_call(set_time_scale))
     app.router.add_get("/requests", control_call(list_requests))

@@ -18,6 +18,7 @@ from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import HttpError
 from ..state import journal as jr
+from ..state.faults import take
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
@@ -288,6 +289,11 @@ class Answer:
         self.record.turn = parsed.conversation.turn
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
+        if session.faults:  # a session with none pays for this test alone
+            fault = take(session.faults, protocol.NAME, label)
+            if fault is not None:
+                self.record.faults = (fault.kind,)
+                return self.http_error(fault.error)
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:

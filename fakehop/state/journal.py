@@ -162,6 +162,7 @@ class Record:
     # waits only while the client does not read what was sent before.
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
+    faults: tuple[str, ...] = ()  # the kinds of the faults laid over its answer
     _started: float = field(default_factory=time.monotonic, repr=False)
     held_bytes: int = field(
         default=0, repr=False
@@ -207,6 +208,7 @@ class Record:
         data["headers"] = joined_headers(shown_headers(self.headers, secrets))
         data["duration"] = None if self.duration is None else round(self.duration, 6)
         data["write_began"] = self.since_arrival(self.write_began)
+        data["faults"] = list(self.faults)
         if frames:
             data["frames"] = [[self.since_arrival(at), frame.decode("utf-8", "replace")] for at, frame in self.frames]
         return data
@@ -231,7 +233,9 @@ class Record:
     def from_json(cls, data: dict) -> Record:
         """A record read back from the control API (keys this version does not know are left out)."""
         known = set(JSON_FIELDS) | {"frames"}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        record = cls(**{key: value for key, value in data.items() if key in known})
+        record.faults = tuple(record.faults)
+        return record
 
     @property
     def streamed(self) -> bool:

@@ -3,7 +3,7 @@
 A request belongs to the session its `X-Fakehop-Session` header names; else, when its API key
 (Bearer or x-api-key) is `sk-fakehop-NAME`, to session NAME; else to the global session, which
 is the server as it always was. Each session has its own queue, default, sequence counters,
-added scenarios (over the server's library), time scale and strict flag. The journal is the
+added scenarios (over the server's library), faults, time scale and strict flag. The journal is the
 server's one; its records carry their session, and a session's view of it is a filter.
 """
 
@@ -24,6 +24,7 @@ from ..scenario.library import Library, Pinned, SequenceCounters, UnknownScenari
 from ..scenario.model import Scenario, Script
 from ..scenario.reader import NAME_PATTERN
 from . import journal as jr
+from .faults import Fault
 
 SESSION_HEADER = "X-Fakehop-Session"
 SCENARIO_HEADER = "X-Fakehop-Scenario"
@@ -119,14 +120,17 @@ class Session:
         self.queue: deque[str | Pinned] = deque()  # scenario names, and the entries of queued sequences
         self.counters = SequenceCounters()
         self.rate_limits = RateLimits()  # the windows of its answers' rate-limit headers
+        self.faults: list[Fault] = []  # laid over its answers, oldest first (see faults)
         self.last_used = time.monotonic()
         self.reset()
         if first_seq is not None:
             self.journal_from = first_seq
 
     def reset(self) -> None:
-        """Back to the start: no queue, counters at zero, rate limits full, no added scenarios, an empty journal view."""
+        """Back to the start: no queue, no faults, counters at zero, rate limits full, no added
+        scenarios, an empty journal view."""
         self.queue.clear()
+        self.faults.clear()
         self.counters.clear()
         self.rate_limits.clear()
         self.added: set[str] = set()  # the names of the scenarios added to it

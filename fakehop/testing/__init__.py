@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Fakehop", "RecordedRequest", "RemoteServer", "make_app", "plain_http_tls"]
+__all__ = ["Fakehop", "RecordedRequest", "RemoteServer", "SetFault", "make_app", "plain_http_tls"]
 
 if TYPE_CHECKING:
-    from .fixture import Fakehop, RecordedRequest, RemoteServer, make_app, plain_http_tls
+    from .fixture import Fakehop, RecordedRequest, RemoteServer, SetFault, make_app, plain_http_tls
 
 
 def __getattr__(name: str) -> Any:

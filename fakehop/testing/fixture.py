@@ -31,6 +31,7 @@ from ..server.app import create_app
 from ..server.gateway import Gateway
 from ..server.shared import GATEWAY_KEY
 from ..state import journal as jr
+from ..state.faults import FaultProblem, added, parse_fault
 from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
 from ..verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
 from .remote import ControlClient, ControlFailed
@@ -69,6 +70,7 @@ class RecordedRequest:
     error: str | None  # the error message sent, if any
     duration: float | None  # seconds from arrival to the end
     turn: int | None  # its turn in its conversation: 1 + the assistant turns it sent; None for one no protocol read
+    faults: list[str]  # the kinds of the faults laid over its answer
 
     @classmethod
     def from_record(cls, record: jr.Record) -> RecordedRequest:
@@ -82,6 +84,22 @@ class RecordedRequest:
         events = f" after {self.events} events" if self.stream else ""
         error = f": {self.error}" if self.error else ""
         return f"#{self.seq} {self.method} {self.path} scenario={self.scenario}: {self.end}{status}{events}{error}"
+
+
+@dataclass(frozen=True)
+class SetFault:
+    """A fault of the session, as it was when added or listed: `left` is how many requests it
+    will still break (None: until removed); `settings` holds its parameters and scope."""
+
+    id: str
+    kind: str
+    left: int | None
+    settings: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SetFault:
+        settings = {name: value for name, value in data.items() if name not in ("id", "kind", "left")}
+        return cls(data["id"], data["kind"], data["left"], settings)
 
 
 def findings_report(findings: Sequence[Finding]) -> str:
@@ -178,6 +196,22 @@ class LocalSession:
         """Queue each name's run (a sequence's: all its entries), as POST /queue does."""
         self._on_session(lambda session: [session.enqueue(name) for name in names])
 
+    def add_fault(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Read here (FaultProblem when it is wrong), added on the server's loop."""
+        fault = parse_fault(spec)
+
+        def add(session: Session) -> dict[str, Any]:
+            added(session.faults, fault)
+            return fault.as_json()
+
+        return self._on_session(add)
+
+    def faults(self) -> list[dict[str, Any]]:
+        return self._on_session(lambda session: [fault.as_json() for fault in session.faults])
+
+    def clear_faults(self) -> None:
+        self._on_session(lambda session: session.faults.clear())
+
     def setting(self, name: str) -> Any:
         """A setting of the session: "time_scale" or "strict"."""
         return self._on_session(getattr, name)
@@ -241,6 +275,20 @@ class RemoteSession:
     def extend_queue(self, names: list[str]) -> None:
         for name, run in itertools.groupby(names):
             self.client.call("POST", "/queue", {"scenario": name, "times": len(list(run))})
+
+    def add_fault(self, spec: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.client.call("POST", "/faults", spec)
+        except ControlFailed as exc:
+            if exc.status != 400 or exc.answer is None:
+                raise
+            raise FaultProblem(exc.answer["error"]) from None
+
+    def faults(self) -> list[dict[str, Any]]:
+        return self.client.call("GET", "/faults")["faults"]
+
+    def clear_faults(self) -> None:
+        self.client.call("DELETE", "/faults")
 
     def setting(self, name: str) -> Any:
         return self.client.call("GET", "/health")[name]
@@ -359,6 +407,26 @@ class Fakehop:
         except (UnknownScenario, ScenarioError) as exc:
             raise exc.with_traceback(None) from None
         raise TypeError(f"a scenario is a name or a mapping in the scenario format, got {type(scenario).__name__}")
+
+    # ------------------------------------------------------------ faults
+
+    def fault(self, kind: str, **parameters: Any) -> SetFault:
+        """Lay a fault over this session's next answers: `fault("rate_limit", times=2,
+        retry_after=0.5)`. ValueError names a wrong kind, parameter or value."""
+        __tracebackhide__ = True
+        try:
+            return SetFault.from_json(self._driver.add_fault({"kind": kind, **parameters}))
+        except FaultProblem as exc:
+            raise exc.with_traceback(None) from None
+
+    @property
+    def faults(self) -> list[SetFault]:
+        """The session's faults, oldest first, each with the requests it has `left` to break."""
+        return [SetFault.from_json(data) for data in self._driver.faults()]
+
+    def clear_faults(self) -> None:
+        """Remove every fault of the session."""
+        self._driver.clear_faults()
 
     @property
     def time_scale(self) -> float:
