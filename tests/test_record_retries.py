@@ -8,15 +8,16 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from fakehop.cli import main as cli
 from fakehop.scenario.library import Library
-from fakehop.scenario.reader import load_file
+from fakehop.scenario.reader import MAX_FILE_BYTES, load_file
 from fakehop.server.gateway import Gateway
 
 from .conftest import FAST
 from .sdk_results import SEED, final_result, request_body
-from .test_record import WAIT_FOR_FILES, exchange, proxy, recorded, replay  # noqa: F401 (proxy is a fixture)
+from .test_record import KEY, WAIT_FOR_FILES, exchange, proxy, recorded, replay  # noqa: F401 (proxy is a fixture)
 
 FLAKY_ONCE = """\
 sequence:
@@ -102,3 +103,62 @@ async def test_a_request_after_a_success_is_a_file_of_its_own(serve, proxy):
         assert (await exchange(proxy_url, "chat", body, {}))[0] == 200
     files = await recorded(out, 2)
     assert sorted(path.name for path in files) == ["chat-hello-2.yaml", "chat-hello.yaml"]
+
+
+async def test_a_retry_keeps_secrets_out_and_says_what_the_file_holds(serve, proxy, tmp_path):
+    directory = tmp_path / "upstream"
+    directory.mkdir()
+    (directory / "echo-flaky.yaml").write_text(
+        f"sequence:\n  - http_error: {{status: 429, message: 'bad key {KEY}'}}\n  - steps: [{{text: 'key {KEY}'}}]\n"
+    )
+    told: list[str] = []
+    proxy_url, out = await proxy(
+        await serve(Gateway(Library.load([directory]), default="echo-flaky", time_scale=FAST)), listeners=[told.append]
+    )
+    body = request_body("chat", False)
+    for count in range(2):
+        headers = {"Authorization": f"Bearer {KEY}", "x-stainless-retry-count": str(count)}
+        await exchange(proxy_url, "chat", body, headers)
+    [path] = await recorded(out)
+    text = path.read_text()
+    assert KEY not in text and text.count("[redacted]") == 2, text
+    assert load_file(path).is_sequence
+    assert told[-1] == f"recorded {path}: chat, whole, HTTP 200, finished; the file now holds 2 attempts", told
+
+
+def big_answer_upstream() -> web.Application:
+    """An upstream that answers its first request with a 429, and each later one with a chat
+    answer of more text than a scenario file holds."""
+    asked = []
+
+    async def answer(request: web.Request) -> web.Response:
+        asked.append(await request.read())
+        if len(asked) == 1:
+            return web.json_response({"error": {"message": "slow down", "type": "requests"}}, status=429)
+        text = " ".join(f"word{number}" for number in range(200_000))
+        message = {"role": "assistant", "content": text}
+        return web.json_response(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    return app
+
+
+async def test_a_retry_too_long_for_the_file_is_cut_to_fit(aiohttp_server, proxy):
+    upstream = await aiohttp_server(big_answer_upstream())
+    told: list[str] = []
+    proxy_url, out = await proxy(str(upstream.make_url("")), listeners=[told.append])
+    body = request_body("chat", False)
+    assert [(await exchange(proxy_url, "chat", body, {}))[0] for _ in range(2)] == [429, 200]
+    [path] = await recorded(out)
+    assert "; the file now holds 2 attempts; cut after " in told[-1], told
+    assert MAX_FILE_BYTES * 0.95 < path.stat().st_size <= MAX_FILE_BYTES  # as much as fits, aiming 2% under
+    assert cli.main(["validate", str(path)]) == 0
+    assert len(load_file(path).entries) == 2
