@@ -43,10 +43,15 @@ def request_body(protocol: str, stream: bool) -> dict:
 
 
 async def final_result(
-    url: str, protocol: str, stream: bool, headers: dict[str, str] | None = None, timeout: float = TIMEOUT
+    url: str,
+    protocol: str,
+    stream: bool,
+    headers: dict[str, str] | None = None,
+    timeout: float = TIMEOUT,
+    max_retries: int = 0,
 ) -> dict:
     try:
-        return await RESULTS[protocol](url, stream, headers or {}, timeout)
+        return await RESULTS[protocol](url, stream, headers or {}, timeout, max_retries)
     except Exception as error:
         return error_result(error)
 
@@ -104,8 +109,10 @@ def counts(values: dict, path: str = ""):
             yield f"{path}{key}", value
 
 
-async def chat(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+async def chat(url: str, stream: bool, headers: dict, timeout: float, max_retries: int) -> dict:
+    async with clients.openai_async(
+        base_url=url + "/v1", api_key="sk-test", max_retries=max_retries, timeout=timeout
+    ) as client:
         model, question = MODELS["chat"], [ChatCompletionUserMessageParam(role="user", content=QUESTION)]
         completion: ChatCompletion
         if stream:
@@ -147,8 +154,10 @@ def responses_item(item: Any) -> tuple:
     return ("function_call", item.status, item.call_id, item.name, item.arguments)
 
 
-async def responses(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=timeout) as client:
+async def responses(url: str, stream: bool, headers: dict, timeout: float, max_retries: int) -> dict:
+    async with clients.openai_async(
+        base_url=url + "/v1", api_key="sk-test", max_retries=max_retries, timeout=timeout
+    ) as client:
         model = MODELS["responses"]
         response: Response | None = None
         if stream:
@@ -181,8 +190,10 @@ def messages_block(block: Any) -> tuple:
     return ("tool_use", block.id, block.name, block.input)
 
 
-async def messages(url: str, stream: bool, headers: dict, timeout: float) -> dict:
-    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout) as client:
+async def messages(url: str, stream: bool, headers: dict, timeout: float, max_retries: int) -> dict:
+    async with clients.anthropic_async(
+        base_url=url, api_key="sk-test", max_retries=max_retries, timeout=timeout
+    ) as client:
         request = {
             "model": MODELS["messages"],
             "max_tokens": 1024,

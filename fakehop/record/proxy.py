@@ -15,7 +15,11 @@ headers named in `redact`) are scrubbed from whatever else the file holds.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,9 +45,10 @@ from .capture import (
     Captured,
     CaptureError,
     Requests,
+    json_object,
     names_event_stream,
 )
-from .writer import DEFAULT_MIN_GAP, Origin, cut_said, scenario_file, secrets_of, write_new
+from .writer import DEFAULT_MIN_GAP, Origin, Retried, ScenarioFile, cut_said, scenario_file, secrets_of, write_new
 
 HOP_BY_HOP = frozenset(
     {
@@ -63,6 +68,7 @@ NOT_RELAYED = HOP_BY_HOP | {"content-length"}
 KEY_HEADERS = ("authorization", "x-api-key", "api-key")  # where a client sends its key
 CONNECT_TIMEOUT = 30.0
 MAX_MESSAGE_CHARS = 400  # of an error message that quotes the upstream's bytes
+MAX_AWAITING_RETRY = 100  # requests whose last attempt failed, kept so that a retry joins its file
 ENDINGS_SAID = {
     FINISHED: "finished",
     FAILED: "failed mid-stream",
@@ -83,6 +89,7 @@ class Recorder:
     min_gap: float = DEFAULT_MIN_GAP
     listeners: list[Callable[[str], None]] = field(default_factory=list)  # told a line for each answer
     requests: Requests = field(default_factory=Requests)  # the requests so far, and the Responses answers they continue
+    awaiting_retry: OrderedDict[str, tuple[Path, Retried]] = field(default_factory=OrderedDict)  # by request_key
 
     def __post_init__(self) -> None:
         self.upstream = gateway_root(self.upstream)
@@ -91,6 +98,34 @@ class Recorder:
     def tell(self, line: str) -> None:
         for listener in self.listeners:
             listener(line)
+
+    def await_retry(self, key: str, path: Path, attempts: Retried) -> None:
+        """Keep a failed request's attempts, so that its retry is written into their file."""
+        self.awaiting_retry[key] = (path, attempts)
+        if len(self.awaiting_retry) > MAX_AWAITING_RETRY:
+            self.awaiting_retry.popitem(last=False)
+
+
+def request_key(path: str, body: bytes) -> str | None:
+    """What the attempts of one request share, as the verdicts read it: the path and the body
+    as JSON, key order aside (the SDKs change only a header when they retry), hashed; None for
+    a body that is no JSON object."""
+    value = json_object(body)
+    if value is None:
+        return None
+    said = json.dumps([path, value], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(said.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def succeeded(captured: Captured) -> bool:
+    return captured.ending == FINISHED and captured.http_error is None
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` over the file at `path` at once: a reader sees the old text or the new."""
+    new = path.with_name(f".{path.name}.new")
+    new.write_text(text, encoding="utf-8")
+    os.replace(new, path)
 
 
 def gateway_root(url: str) -> str:
@@ -288,16 +323,46 @@ class Exchange:
         if self.asked.request.unknown_chain is not None:  # the answer it continues may have ended only after it came
             self.asked = recorder.requests.read(self.protocol, self.json_body)
         recorder.requests.answered(self.asked, captured)
-        request = self.asked.request
         try:
-            written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
-            path = write_new(recorder.out, written.stem, written.text)
+            path, written = self.write(captured, origin, secrets)
         except (CaptureError, OSError) as exc:
             self.not_recorded(str(exc))
             return
         ending = cast(str, captured.ending)  # read to its end
         how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[ending]}"
-        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{cut_said(written)}")
+        held = f"; the file now holds {len(written.entries)} attempts" if isinstance(written, Retried) else ""
+        recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{held}{cut_said(written)}")
+
+    def write(self, captured: Captured, origin: Origin, secrets: list[str]) -> tuple[Path, ScenarioFile | Retried]:
+        """Write the answer: into the file of the earlier attempts of the same request when the
+        last of them failed (a retry), else into a new file. An answer that failed is kept to
+        be followed by its retries."""
+        recorder, request = self.recorder, self.asked.request
+        key = request_key(self.request.path, self.json_body)
+        earlier = recorder.awaiting_retry.get(key) if key is not None else None
+        written: ScenarioFile | Retried
+        attempts: Retried | None
+        if earlier is not None:
+            path, so_far = earlier
+            written = attempts = so_far.then(captured, origin, recorder.min_gap, secrets)
+            replace_file(path, attempts.text())
+        else:
+            written = scenario_file(captured, request, origin, request.prompt, recorder.min_gap, secrets)
+            path = write_new(recorder.out, written.stem, written.text)
+            attempts = None if key is None or succeeded(captured) else self.first_attempt(captured, origin, secrets)
+        if key is not None:
+            recorder.awaiting_retry.pop(key, None)
+            if attempts is not None and not succeeded(captured):
+                recorder.await_retry(key, path, attempts)
+        return path, written
+
+    def first_attempt(self, captured: Captured, origin: Origin, secrets: list[str]) -> Retried | None:
+        """A failed answer as the first of its request's attempts; None when it takes too much
+        of a file to be followed by any (its file stands alone)."""
+        try:
+            return Retried.begun(captured, self.asked.request, origin, self.recorder.min_gap, secrets)
+        except CaptureError:
+            return None
 
 
 # ---------------------------------------------------------------- the application

@@ -52,6 +52,10 @@ MAX_SOURCE_CHARS = 1000  # of the header's line saying where an answer came from
 MAX_MESSAGE = 500  # characters of an error body that held no error object, written as its message
 ENDING_ROOM = 500  # bytes of a file kept for what follows its steps: a delay, how it ended, where it was cut
 MAX_JSON_DEPTH = 128  # nesting of tool arguments written as one JSON string, as of a request (intake's bound)
+ENTRY_INDENT = 4  # columns a sequence entry's lines are written further in than a scenario's own
+SEQUENCE_COUNT = (
+    "# {count} attempts of one request, retried: a replay's first request gets the first, and so on; the last repeats."
+)
 KEEPALIVE_SLACK = 0.05  # a keepalive spacing this close to the default is the default
 _YAML_UNSAFE = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\x85\u2028\u2029\ufeff]")
 _COMMENT_UNSAFE = re.compile(f"[\n\r]|{_YAML_UNSAFE.pattern}")  # what would end a comment's line, and what YAML refuses
@@ -242,7 +246,7 @@ class Steps:
     where the parts are laid out by part_within.
     """
 
-    def __init__(self, yaml: Yaml, min_gap: float, budget: int = MAX_FILE_BYTES):
+    def __init__(self, yaml: Yaml, min_gap: float, budget: int = MAX_FILE_BYTES, indent: int = 0):
         self.yaml = yaml
         self.min_gap = min_gap
         self.played = 0.0
@@ -250,6 +254,7 @@ class Steps:
         self.last_at = 0.0  # the capture's time of the last thing laid out
         self.lines: list[str] = []
         self.budget = budget  # bytes the lines may take
+        self.indent = indent  # columns each line is written further in (an entry of a sequence's)
         self.used = 0  # bytes the lines measured so far take
         self.measured = 0  # how many lines those are
         self.output_chars = 0  # characters of output laid out
@@ -257,7 +262,7 @@ class Steps:
 
     def size(self) -> int:
         """The bytes the lines take so far."""
-        self.used += byte_size(self.lines[self.measured :])
+        self.used += byte_size(self.lines[self.measured :], self.indent)
         self.measured = len(self.lines)
         return self.used
 
@@ -537,24 +542,86 @@ def scenario_file(
     pass it even so."""
     yaml = Yaml(secrets)
     lines = [f"# {yaml.comment(line)}" for line in header(captured, origin, min_gap, yaml)]
-    lines.append(f"description: {yaml.string(description(captured, request, yaml))}")
-    lines.extend(match_lines(captured.protocol, request, yaml))
-    steps = None
+    lines += asked_lines(captured, request, yaml)
+    answer, cut = answer_lines(captured, origin, min_gap, yaml, MAX_FILE_BYTES - byte_size(lines))
+    text = within_size("\n".join(lines + answer) + "\n")
+    return ScenarioFile(file_stem(captured.protocol, yaml.scrub(name_from or "")), text, cut)
+
+
+def asked_lines(captured: Captured, request: Request | None, yaml: Yaml) -> list[str]:
+    """What was asked: the description and the `match`."""
+    return [
+        f"description: {yaml.string(description(captured, request, yaml))}",
+        *match_lines(captured.protocol, request, yaml),
+    ]
+
+
+def answer_lines(
+    captured: Captured, origin: Origin, min_gap: float, yaml: Yaml, budget: int, indent: int = 0
+) -> tuple[list[str], str | None]:
+    """The answer as a scenario's body (its http_error, or its settings and steps) in at most
+    `budget` bytes as far as its steps go, each line `indent` columns further in, and where they
+    were cut to keep within it (None: not cut)."""
     if captured.http_error is not None:
-        lines.extend(http_error_lines(captured.http_error, yaml))
-    else:
-        lines.extend(setting_lines(captured, yaml))
-        min_gap = min_gap if origin.timed else float("inf")
-        steps = steps_within(captured, yaml, min_gap, MAX_FILE_BYTES - byte_size(lines))
-        lines += ["steps:", *steps.lines]
-    text = "\n".join(lines) + "\n"
+        return http_error_lines(captured.http_error, yaml), None
+    lines = setting_lines(captured, yaml)
+    min_gap = min_gap if origin.timed else float("inf")
+    steps = steps_within(captured, yaml, min_gap, budget - byte_size(lines, indent), indent)
+    return lines + ["steps:", *steps.lines], steps.cut
+
+
+def within_size(text: str) -> str:
+    """`text`, when a scenario file may hold it; else CaptureError."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_FILE_BYTES:
         raise CaptureError(f"its scenario would take {size:,} bytes, more than the {MAX_FILE_BYTES:,} a file may hold")
-    return ScenarioFile(file_stem(captured.protocol, yaml.scrub(name_from or "")), text, steps.cut if steps else None)
+    return text
 
 
-def cut_said(written: ScenarioFile) -> str:
+@dataclass(frozen=True)
+class Retried:
+    """The attempts of one request so far (the same path and body: a client's retries of it) as
+    one `sequence:` scenario, an entry for each in the order they came, so that a replay's
+    requests get them in that order. `head` is the first attempt's: its source, description
+    and `match`; each entry is laid out once, when its attempt ends."""
+
+    head: tuple[str, ...]
+    pauses: str  # the comment line on what pauses are left out
+    entries: tuple[tuple[str, ...], ...]
+    cut: str | None = None  # where the last attempt's answer was cut to keep within the file's size
+
+    @classmethod
+    def begun(
+        cls, captured: Captured, request: Request | None, origin: Origin, min_gap: float, secrets: Iterable[str]
+    ) -> Retried:
+        """The request's first attempt, to be followed by its retries."""
+        yaml = Yaml(secrets)
+        source, _, pauses, *_ = header(captured, origin, min_gap, yaml)
+        head = (f"# {yaml.comment(source)}", *asked_lines(captured, request, yaml))
+        return cls(head, f"# {yaml.comment(pauses)}", ()).then(captured, origin, min_gap, secrets)
+
+    def then(self, captured: Captured, origin: Origin, min_gap: float, secrets: Iterable[str]) -> Retried:
+        """These attempts and the next; CaptureError when the file would pass MAX_FILE_BYTES even
+        with its steps cut."""
+        yaml = Yaml(secrets)
+        said = [f"Attempt {len(self.entries) + 1}, {attempt_said(captured, origin)}", *kept_out(captured, yaml)]
+        comments = [f"  # {yaml.comment(line)}" for line in said]
+        budget = MAX_FILE_BYTES - byte_size([*self.lines(), SEQUENCE_COUNT, *comments])
+        answer, cut = answer_lines(captured, origin, min_gap, yaml, budget, ENTRY_INDENT)
+        entry = (*comments, "  - " + answer[0], *(" " * ENTRY_INDENT + line for line in answer[1:]))
+        retried = replace(self, entries=(*self.entries, entry), cut=cut)
+        within_size(retried.text())
+        return retried
+
+    def lines(self) -> list[str]:
+        said = SEQUENCE_COUNT.format(count=len(self.entries))
+        return [self.head[0], said, self.pauses, *self.head[1:], "sequence:", *itertools.chain(*self.entries)]
+
+    def text(self) -> str:
+        return "\n".join(self.lines()) + "\n"
+
+
+def cut_said(written: ScenarioFile | Retried) -> str:
     """What a line saying a file was written adds when its answer was cut."""
     return f"; cut {written.cut} to keep within the {MAX_FILE_BYTES:,} bytes a file may hold" if written.cut else ""
 
@@ -570,11 +637,11 @@ def scenario_text(
     return scenario_file(captured, request, origin, None, min_gap, secrets).text
 
 
-def steps_within(captured: Captured, yaml: Yaml, min_gap: float, budget: int) -> Steps:
+def steps_within(captured: Captured, yaml: Yaml, min_gap: float, budget: int, indent: int = 0) -> Steps:
     """The answer's steps in at most `budget` bytes: its parts as far as they fit, then a comment
     saying where it was cut if they did not all fit, then how it ended."""
-    failure = byte_size([fail_value(captured, yaml)]) if captured.ending == FAILED else 0
-    steps = Steps(yaml, min_gap, budget - ENDING_ROOM - failure)
+    failure = byte_size([fail_value(captured, yaml)], indent) if captured.ending == FAILED else 0
+    steps = Steps(yaml, min_gap, budget - ENDING_ROOM - failure, indent)
     for part in yaml.scrub_parts(captured.parts):
         if not steps.part_within(part):
             steps.lines.append(f"  # Cut here, {steps.cut}: the rest would take the file past {MAX_FILE_BYTES:,} bytes")
@@ -585,24 +652,32 @@ def steps_within(captured: Captured, yaml: Yaml, min_gap: float, budget: int) ->
     return steps
 
 
-def byte_size(lines: list[str]) -> int:
-    """The bytes `lines` take in a file, each with its line end."""
-    return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
+def byte_size(lines: Iterable[str], indent: int = 0) -> int:
+    """The bytes `lines` take in a file, each with its line end (and `indent` columns further in)."""
+    return sum(len(line.encode("utf-8", "surrogatepass")) + 1 + indent for line in lines)
 
 
 def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> list[str]:
-    kind = "a streamed answer" if captured.streamed else "an answer"
-    events = f", {captured.events} events" if captured.streamed else ""
     source = cut_short(yaml.scrub(origin.source), MAX_SOURCE_CHARS)
-    lines = [source, f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."]
+    lines = [source, attempt_said(captured, origin)]
     lines.append(
         f"Pauses under {duration(min_gap)} are left out."
         if origin.timed
         else "The capture has no timing: no pauses are written."
     )
-    if captured.left_out:
-        lines.append(f"Not kept: {left_out(captured, yaml)}.")
-    return lines + captured.notes
+    return lines + kept_out(captured, yaml)
+
+
+def attempt_said(captured: Captured, origin: Origin) -> str:
+    """When the answer came, and what it was: `on 2026-05-04 at 10:29:50 UTC: an answer, HTTP 429.`"""
+    kind = "a streamed answer" if captured.streamed else "an answer"
+    events = f", {captured.events} events" if captured.streamed else ""
+    return f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."
+
+
+def kept_out(captured: Captured, yaml: Yaml) -> list[str]:
+    """What of the answer a file does not keep, and the capture's notes."""
+    return ([f"Not kept: {left_out(captured, yaml)}."] if captured.left_out else []) + captured.notes
 
 
 def left_out(captured: Captured, yaml: Yaml) -> str:
