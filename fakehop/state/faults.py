@@ -145,9 +145,7 @@ def kind_of(kind: Any) -> str:
     if kind in LATER_KINDS:
         raise FaultProblem(f"fault kind {kind!r} is not supported by this server yet; it has {', '.join(HTTP_KINDS)}")
     known = [*HTTP_KINDS, *LATER_KINDS]
-    raise FaultProblem(
-        f"unknown fault kind {kind!r}{did_you_mean(kind, known) or ''}; the kinds are: {', '.join(known)}"
-    )
+    raise FaultProblem(f"unknown fault kind {kind!r}{did_you_mean(kind, known)} (the kinds: {', '.join(known)})")
 
 
 def checked_parameter(kind: str, name: str, value: Any) -> Any:
