@@ -317,6 +317,27 @@ def add_control_commands(commands) -> None:
     add_server_options(queue)
     queue.set_defaults(run=run_queue)
 
+    fault = commands.add_parser(
+        "fault", help="lay a fault over the next answers (rate_limit, server_error, http_error); --list, --clear"
+    )
+    fault.add_argument("kind", nargs="?", metavar="KIND", help="rate_limit, server_error or http_error")
+    fault.add_argument(
+        "--times", type=int, default=None, metavar="N", help="how many requests it breaks; 0: until cleared"
+    )
+    fault.add_argument("--after", type=int, default=None, metavar="N", help="the output deltas let through first")
+    fault.add_argument("--retry-after", type=float, default=None, metavar="S", help="the Retry-After it sends")
+    fault.add_argument(
+        "--status", type=int, default=None, metavar="N", help="the HTTP status (server_error, http_error)"
+    )
+    fault.add_argument("--message", default=None, help="the error's message")
+    fault.add_argument("--protocol", choices=list(PROTOCOLS), default=None, help="only requests of this protocol")
+    fault.add_argument("--scenario", default=None, metavar="GLOB", help="only requests for scenarios this glob names")
+    fault.add_argument("--probability", type=float, default=None, metavar="P", help="the share of them it breaks")
+    fault.add_argument("--list", action="store_true", help="list the faults set")
+    fault.add_argument("--clear", action="store_true", help="remove every fault")
+    add_server_options(fault)
+    fault.set_defaults(run=run_fault)
+
     default = commands.add_parser(
         "default", help="set the scenario for requests that name none and find the queue empty"
     )
@@ -843,6 +864,44 @@ def run_queue(args: argparse.Namespace) -> int:
             f"queued {name} for {requests} no scenario{where}; {queue_of(args)} now: {runs(client.call('GET', '/queue')['queue'])}"
         )
     return 0
+
+
+FAULT_OPTIONS = ("times", "after", "retry_after", "status", "message", "protocol", "scenario", "probability")
+
+
+def run_fault(args: argparse.Namespace) -> int:
+    """Add a fault, or list or clear them, in the server's global session or `--session`'s."""
+    if args.list or args.clear:
+        if args.kind is not None:
+            return fail("fault: --list and --clear take no KIND")
+        client = client_of(args)
+        if args.clear:
+            answer = client.call("DELETE", "/faults")
+            print(f"faults cleared: {answer.get('removed', 0)} removed" + in_session(args))
+        for fault in client.call("GET", "/faults")["faults"] if args.list else ():
+            print(fault_line(fault))
+        return 0
+    if args.kind is None:
+        return fail("fault: give a KIND (rate_limit, server_error, http_error), or --list or --clear")
+    body = {
+        "kind": args.kind,
+        **{name: getattr(args, name) for name in FAULT_OPTIONS if getattr(args, name) is not None},
+    }
+    print(f"fault set: {fault_line(client_of(args).call('POST', '/faults', body))}" + in_session(args))
+    return 0
+
+
+def fault_line(fault: dict) -> str:
+    """One fault as `fakehop fault --list` shows it: its id, kind, settings and what it has left."""
+    shown = [
+        f"{name}={value}" for name, value in fault.items() if name not in ("id", "kind", "left") and value is not None
+    ]
+    left = "until cleared" if fault.get("left") is None else f"{fault['left']} left"
+    return " ".join([fault["id"], fault["kind"], *shown, f"({left})"])
+
+
+def in_session(args: argparse.Namespace) -> str:
+    return f" in session {args.session}" if args.session else ""
 
 
 def queue_of(args: argparse.Namespace) -> str:
