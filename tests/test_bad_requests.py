@@ -197,7 +197,7 @@ def matrix() -> list[Bad]:
                 p,
                 GOOD[p],
                 headers={"X-Fakehop-Senario": "hello"},
-                says="Unknown header X-Fakehop-Senario: fakehop reads only X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session",
+                says="Unknown header X-Fakehop-Senario: fakehop reads only X-Fakehop-Fault, X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session",
             ),
             Bad(
                 "unknown-fakehop-header",

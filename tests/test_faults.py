@@ -11,6 +11,7 @@ import anthropic
 import openai
 import pytest
 
+from fakehop.protocols import PROTOCOLS as PROTOCOL_OBJECTS
 from fakehop.state.faults import parse_fault
 from fakehop.testing import Fakehop, RemoteServer, SetFault
 from fakehop.testing.remote import ControlClient, ControlFailed
@@ -295,3 +296,54 @@ def test_the_journal_shows_the_faults_laid_over_each_request(fakehop):
         (["http_error"], "http_error", 400),
         ([], "completed", 200),
     ]
+
+
+# ---------------------------------------------------------------- X-Fakehop-Fault: one request's own
+
+CHAT = "/v1/chat/completions"
+
+
+def path_of(protocol: str) -> str:
+    return PROTOCOL_OBJECTS[protocol].PATH
+
+
+def body_of(protocol: str) -> dict:
+    return dict(PROTOCOL_OBJECTS[protocol].EXAMPLE_REQUEST, stream=False)
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
+async def test_a_fault_named_by_a_header_breaks_that_request_alone(base_url, gateway, protocol):
+    header = {"X-Fakehop-Fault": "server_error; status=503; retry_after=2"}
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + path_of(protocol), json=body_of(protocol), headers=header) as answer:
+            assert (answer.status, answer.headers["Retry-After"]) == (503, "2")
+        async with client.post(base_url + path_of(protocol), json=body_of(protocol)) as answer:
+            assert answer.status == 200
+    assert [record.faults for record in gateway.journal.since(0)] == [("server_error",), ()]
+
+
+async def test_a_header_s_fault_comes_before_the_session_s_and_leaves_it(base_url, gateway):
+    gateway.global_session.faults.append(parse_fault({"kind": "rate_limit"}))
+    headers = {"X-Fakehop-Fault": "http_error; status=418; protocol=messages, http_error; status=409"}
+    async with aiohttp.ClientSession() as client:
+        for expected in (409, 429, 200):
+            async with client.post(
+                base_url + CHAT, json=body_of("chat"), headers=headers if expected == 409 else {}
+            ) as answer:
+                assert answer.status == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("rate_limt", "did you mean 'rate_limit'?"),
+        ("http_error; status", "is not a name=value parameter"),
+        ("http_error; status=99", "status"),
+    ],
+)
+async def test_a_wrong_fault_header_is_a_400_naming_it(base_url, value, says):
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + CHAT, json=body_of("chat"), headers={"X-Fakehop-Fault": value}) as answer:
+            error = (await answer.json())["error"]
+    assert answer.status == 400 and error["param"] == "X-Fakehop-Fault"
+    assert error["message"].startswith("X-Fakehop-Fault: ") and says in error["message"]

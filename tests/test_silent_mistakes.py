@@ -27,7 +27,7 @@ from fakehop.testing.remote import ControlClient
 from fakehop.testing.thread_server import ThreadServer
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
-KNOWN = "X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session"
+KNOWN = "X-Fakehop-Fault, X-Fakehop-Scenario, X-Fakehop-Seed and X-Fakehop-Session"
 HELLO = "Hello! How can I help you today?"
 
 # ---------------------------------------------------------------- steps after an ending
@@ -324,7 +324,7 @@ async def test_models_and_control_calls_refuse_an_unknown_header_and_take_the_se
             assert await response.json() == {
                 "error": f"Unknown header X-Fakehop-Sesion: fakehop reads only {KNOWN}, and refuses every other X-Fakehop-* header; "
                 "did you mean X-Fakehop-Session?",
-                "known": ["X-Fakehop-Scenario", "X-Fakehop-Seed", "X-Fakehop-Session"],
+                "known": ["X-Fakehop-Fault", "X-Fakehop-Scenario", "X-Fakehop-Seed", "X-Fakehop-Session"],
             }
         async with client.get(base_url + "/_fakehop/health", headers={"X-Fakehop-Session": "one"}) as response:
             assert response.status == 200 and (await response.json())["session"] == "one"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from aiohttp import hdrs, web
+from multidict import istr
 
 from ..play import player
 from ..protocols import BY_PATH, PROTOCOLS
@@ -18,7 +19,7 @@ from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import HttpError
 from ..state import journal as jr
-from ..state.faults import take
+from ..state.faults import FAULT_HEADER, FaultProblem, header_faults, take
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
@@ -289,11 +290,13 @@ class Answer:
         self.record.turn = parsed.conversation.turn
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
-        if session.faults:  # a session with none pays for this test alone
+        asked = headers.get(FAULT_KEY)
+        fault = None if asked is None else requested_fault(asked, protocol.NAME, label)
+        if fault is None and session.faults:  # a session with none pays for this test alone
             fault = take(session.faults, protocol.NAME, label)
-            if fault is not None:
-                self.record.faults = (fault.kind,)
-                return self.http_error(fault.error)
+        if fault is not None:
+            self.record.faults = (fault.kind,)
+            return self.http_error(fault.error)
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
@@ -402,6 +405,17 @@ class Answer:
 
 
 # ---------------------------------------------------------------- the application
+
+
+FAULT_KEY = istr(FAULT_HEADER)  # looked up for every request: see sessions.SESSION_HEADER_KEY
+
+
+def requested_fault(value: str, protocol: str, label: str):
+    """The first fault an X-Fakehop-Fault header names that fits the request; BadRequest naming the header."""
+    try:
+        return next((fault for fault in header_faults(value) if fault.fits(protocol, label)), None)
+    except FaultProblem as exc:
+        raise BadRequest(f"{FAULT_HEADER}: {exc}", param=FAULT_HEADER) from None
 
 
 def opened_record(journal: jr.Journal, request: web.Request, request_id: str, protocol: str | None = None) -> jr.Record:

@@ -24,6 +24,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from multidict import istr
 
 from ..protocols.common import FRESH, BadRequest
+from ..state.faults import FAULT_HEADER
 from ..state.sessions import SCENARIO_HEADER, SESSION_HEADER
 from .jsonshape import Shape, shape_of
 from .render import seeded_request_id
@@ -56,7 +57,7 @@ INFLATED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate
 SEED_HEADER = "X-Fakehop-Seed"
 SEED_KEY = istr(SEED_HEADER)  # looked up for every request: see sessions.SESSION_HEADER_KEY
 # The request headers of fakehop's own that it reads; any other X-Fakehop-* header is a mistake, refused.
-FAKEHOP_HEADERS = (SCENARIO_HEADER, SEED_HEADER, SESSION_HEADER)
+FAKEHOP_HEADERS = (FAULT_HEADER, SCENARIO_HEADER, SEED_HEADER, SESSION_HEADER)
 _OWN_PREFIX = "x-fakehop-"
 _KNOWN_NAMES = frozenset(name.lower() for name in FAKEHOP_HEADERS)
 MAX_FINE_NAMES = 4096  # header names kept as fine (see unknown_fakehop_header)

@@ -103,6 +103,37 @@ def take(faults: list[Fault], protocol: str, label: str) -> Fault | None:
     return None
 
 
+FAULT_HEADER = "X-Fakehop-Fault"
+
+
+def header_faults(value: str) -> list[Fault]:
+    """The faults an `X-Fakehop-Fault` header names for its request alone: a kind, then
+    `name=value` parameters after semicolons (`truncate; after=3`); several separated by commas."""
+    faults = []
+    for part in value.split(",")[: MAX_FAULTS + 1]:
+        kind, *settings = (piece.strip() for piece in part.split(";"))
+        spec: dict[str, Any] = {"kind": kind}
+        for setting in settings:
+            name, equals, text = setting.partition("=")
+            if not equals:
+                raise FaultProblem(f"{kind}: {setting[:80]!r} is not a name=value parameter")
+            spec[name.strip()] = header_value(text.strip())
+        faults.append(parse_fault(spec))
+    if len(faults) > MAX_FAULTS:
+        raise FaultProblem(f"a request names at most {MAX_FAULTS} faults")
+    return faults
+
+
+def header_value(text: str) -> Any:
+    """A parameter's value as a header writes it: a whole number, a number, or text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def added(faults: list[Fault], fault: Fault) -> None:
     """Append `fault` to a session's `faults`, when there is room."""
     if len(faults) >= MAX_FAULTS:
