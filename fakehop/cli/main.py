@@ -859,10 +859,8 @@ def run_queue(args: argparse.Namespace) -> int:
     if name is not None:
         count = client.call("POST", "/queue", {"scenario": name, "times": args.times or 1})["requests"]
         requests = "the next request that names" if count == 1 else f"the next {count} requests that name"
-        where = f" in session {args.session}" if args.session else ""
-        print(
-            f"queued {name} for {requests} no scenario{where}; {queue_of(args)} now: {runs(client.call('GET', '/queue')['queue'])}"
-        )
+        queued = runs(client.call("GET", "/queue")["queue"])
+        print(f"queued {name} for {requests} no scenario{in_session(args)}; {queue_of(args)} now: {queued}")
     return 0
 
 
