@@ -541,9 +541,8 @@ class Block:
     signature: str | None = None
     data: str | None = None
     phase: str | None = None
-    parts: list[str] = field(
-        default_factory=list
-    )  # the text, as the parts it came in (none for a block with no deltas)
+    # the text, as the parts it came in (none for a block with no deltas)
+    parts: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
 
     def close(self, pieces: list[str]) -> None:

@@ -77,9 +77,8 @@ class Gateway:
     time_scale: float = 1.0
     api_key: str | None = None
     admin_token: str | None = None
-    allowed_hosts: tuple[
-        str, ...
-    ] = ()  # Host names answered beside loopback ones, addresses and the bound host; "*": any
+    # Host names answered beside loopback ones, addresses and the bound host; "*": any
+    allowed_hosts: tuple[str, ...] = ()
     journal: jr.Journal = field(default_factory=jr.Journal)
     strict: bool = False
     max_sessions: int = DEFAULT_MAX_SESSIONS

@@ -164,9 +164,8 @@ class Record:
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     faults: tuple[str, ...] = ()  # the kinds of the faults laid over its answer
     _started: float = field(default_factory=time.monotonic, repr=False)
-    held_bytes: int = field(
-        default=0, repr=False
-    )  # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
+    # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
+    held_bytes: int = field(default=0, repr=False)
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""

@@ -120,9 +120,8 @@ class Captured:
     model: str | None = None
     parts: list[CapturedBlock | RawFrame] = field(default_factory=list)
     usage: Usage | None = None
-    usage_details: dict[str, int] = field(
-        default_factory=dict
-    )  # reasoning_tokens, cached_tokens, …: scenario.Usage's names
+    # reasoning_tokens, cached_tokens, …: scenario.Usage's names
+    usage_details: dict[str, int] = field(default_factory=dict)
     finish: str | None = None  # a scenario finish reason, when the answer said one
     stop_sequence: str | None = None  # the sequence a stop_sequence finish names
     answer_id: str | None = None  # Responses: the response's id, which a later request's previous_response_id names
