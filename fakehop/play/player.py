@@ -9,6 +9,7 @@ happenings in batches as they fall due; offsets are absolute, so pauses never dr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import os
@@ -50,6 +51,7 @@ class BlockStart:
     signature: str | None = None  # a reasoning block's own, from the scenario
     data: str | None = None
     phase: str | None = None
+    cited: bool = False  # a text block whose first step cites
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,16 @@ class Delta:
     """More of the current block: text, reasoning text, or tool-call argument JSON."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cite:
+    """A citation of the open text block, once the text it cites has streamed; its offsets are
+    the block's, and `text_before` the characters of the text blocks before it (Chat's message
+    holds them all)."""
+
+    citation: sc.Citation
+    text_before: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +150,9 @@ REFUSAL_REASONS = ("refusal", "content_filter")
 NO_STOP_DETAILS = sc.StopDetails()
 
 
-Happening = Union[Start, BlockStart, Delta, NextPart, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish]
+Happening = Union[
+    Start, BlockStart, Delta, NextPart, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish, Cite
+]
 KEEPALIVE = Keepalive()
 NEXT_PART = NextPart()
 BLOCK_END = BlockEnd()
@@ -240,6 +254,8 @@ class _Layout:
         self.last_write = 0.0
         self.block: BlockStart | None = None  # the open block
         self.block_has_text = False
+        self.block_base = 0  # the characters of output (not reasoning) before the open block
+        self.text_before = 0  # the characters of the text blocks before the open block
         self.blocks = 0
         shown = (
             FORCED_REASONING.get(request.reasoning, request.reasoning) if script.force_reasoning else request.reasoning
@@ -278,9 +294,12 @@ class _Layout:
         ):
             return
         if open_block is not None:
+            if open_block.kind == "text":
+                self.text_before += self.output_chars - self.reasoning_chars - self.block_base
             yield from self.at(BLOCK_END)
         self.block = start
         self.block_has_text = False
+        self.block_base = self.output_chars - self.reasoning_chars
         self.blocks += 1
         yield from self.at(start)
 
@@ -293,12 +312,15 @@ class _Layout:
         """Deltas of a text, reasoning or tool-call step, as far as the request shows them; the
         time passes either way. Returns True if the token limit cut it."""
         part_starts: tuple[int, ...]
+        citations: tuple[sc.Citation, ...] = ()
         if isinstance(step, sc.ToolCall):
             self.tool_calls += 1
-            start, part_starts = BlockStart("tool_call", self.blocks, step.name, step.call_id), ()
+            kind = "custom_tool_call" if step.custom else "tool_call"
+            start, part_starts = BlockStart(kind, self.blocks, step.name, step.call_id), ()
         else:
+            citations = step.citations
             start, part_starts = (
-                BlockStart(step.kind, self.blocks, signature=step.signature, phase=step.phase),
+                BlockStart(step.kind, self.blocks, signature=step.signature, phase=step.phase, cited=bool(citations)),
                 step.part_starts,
             )
             self.refused = self.refused or step.kind == "refusal"
@@ -306,6 +328,8 @@ class _Layout:
         shows_text = self.reasoning_text or not reasoning
         if self.reasoning_blocks or not reasoning:
             yield from self.open_block(start)
+        waiting = list(citations)  # each goes out once its text has streamed
+        base, streamed = self.output_chars - self.reasoning_chars - self.block_base, 0
         for number, text in enumerate(step.deltas):
             if number:
                 self.wait(step.interval)
@@ -320,9 +344,18 @@ class _Layout:
                     yield from self.at(NEXT_PART)
                 self.block_has_text = True
                 yield from self.at(Delta(text))
+            if waiting:
+                streamed += len(text)
+                while waiting and waiting[0].end <= streamed:
+                    yield from self.cited(waiting.pop(0), base)
             if cut:
                 return True
         return False
+
+    def cited(self, citation: sc.Citation, base: int) -> Iterator[tuple[float, Happening]]:
+        """A citation, its offsets moved `base` characters on: to the block's, whose earlier text steps come first."""
+        moved = dataclasses.replace(citation, start=citation.start + base, end=citation.end + base)
+        yield from self.at(Cite(moved, self.text_before))
 
     def redacted_thinking(self, step: sc.RedactedThinking) -> Iterator[tuple[float, Happening]]:
         if self.reasoning_blocks:
@@ -544,6 +577,7 @@ class Block:
     # the text, as the parts it came in (none for a block with no deltas)
     parts: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
+    citations: tuple[sc.Citation, ...] = ()  # a text block's, with its offsets
 
     def close(self, pieces: list[str]) -> None:
         """The block's last part is `pieces`, and its text is complete."""
@@ -600,3 +634,5 @@ class Outcome:
                 if self.blocks:
                     self.blocks[-1].close(self._pieces)
                 self.ending = happening
+            elif kind is Cite:
+                self.blocks[-1].citations += (cast(Cite, happening).citation,)

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.model import FINISH_REASONS
+from ..scenario.model import FINISH_REASONS, Citation
 from .common import (
     EXAMPLE_TOOL_CALLS,
     FIRST_TURN,
@@ -91,6 +91,8 @@ TEXT_CHOICES = {kind: choices_json({key: Template.SLOT}) for kind, key in DELTA_
 # A stop sequence, and a refusal, end a chat answer as any stop does.
 FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop", "refusal": "stop"}
 FINISH_CHOICES = {reason: choices_json({}, name) for reason, name in FINISH_REASON_NAMES.items()}
+CALL_KINDS = ("tool_call", "custom_tool_call")
+CALL_FIELDS = {"function": ("function", "arguments"), "custom": ("custom", "input")}  # key: (type, field of its text)
 MAX_CHOICES = 128
 MAX_TOP_LOGPROBS = 20
 
@@ -367,6 +369,8 @@ class StreamEncoder(StreamEncoderBase):
         self.role_sent = False
         self.block_kind = ""  # the open block's
         self.tool_index = -1
+        self.call_key = "function"  # of the open tool call's deltas: "function", or "custom" for a custom tool's
+        self.annotations: list[dict] | None = None  # the text's url_citation annotations, once it has any
         # The chunks of one answer (all but the usage one) differ only in their choices (and obfuscation).
         self.chunk_template = self.template(data_frame(self.chunk(Template.SLOT, Obfuscation.MARK)))
         self.text_templates = {
@@ -417,12 +421,20 @@ class StreamEncoder(StreamEncoderBase):
     def block_start(self, start: p.BlockStart) -> bytes:
         """A tool call's first chunk; for text or a refusal, the role chunk if none went out yet."""
         self.block_kind = start.kind
+        if start.kind == "custom_tool_call":
+            return self.call_start(start, "custom")
         if start.kind != "tool_call":
             return (
                 b""
                 if self.role_sent
                 else self.role_frame(REFUSAL_ROLE_DELTA if start.kind == "refusal" else ROLE_DELTA)
             )
+        return self.call_start(start, "function")
+
+    def call_start(self, start: p.BlockStart, key: str) -> bytes:
+        """A tool call's first chunk: a function's, or (`key` custom) a custom tool's, which
+        streams as a function's does, under `custom` and its `input`."""
+        self.block_kind, self.call_key = "tool_call", key
         self.tool_index += 1
         with_role, self.role_sent = not self.role_sent, True
         return b"".join(
@@ -434,24 +446,32 @@ class StreamEncoder(StreamEncoderBase):
 
     def tool_call_delta(self, start: p.BlockStart, with_role: bool) -> dict:
         """A tool call's first delta, for one choice (each generates its own call id)."""
+        call_type, field = CALL_FIELDS[self.call_key]
         call = {
             "index": self.tool_index,
             "id": start.call_id or self.meta.new_id("call_"),
-            "type": "function",
-            "function": {"name": start.name, "arguments": ""},
+            "type": call_type,
+            self.call_key: {"name": start.name, field: ""},
         }
         return {"role": "assistant", "content": None, "tool_calls": [call]} if with_role else {"tool_calls": [call]}
 
     def delta(self, delta: p.Delta) -> bytes:
         if self.block_kind == "tool_call":
+            key = self.call_key
             return self.chunk_frames(
-                {"tool_calls": [{"index": self.tool_index, "function": {"arguments": delta.text}}]},
+                {"tool_calls": [{"index": self.tool_index, key: {CALL_FIELDS[key][1]: delta.text}}]},
                 length=len(delta.text),
             )
         if self.plain:
             return self.text_templates[self.block_kind].fill(delta.text)
         logprobs = content_logprobs([delta.text], self.top_logprobs) if self.block_kind == "text" else None
         return self.chunk_frames({DELTA_KEYS[self.block_kind]: delta.text}, logprobs=logprobs, length=len(delta.text))
+
+    def cite(self, cite: p.Cite) -> bytes:
+        """Kept for the one chunk of the message's annotations, before the last: the SDKs' stream
+        helpers take one list of annotations, not pieces of it."""
+        self.annotations = [*(self.annotations or ()), chat_annotation(cite.citation, cite.text_before)]
+        return b""
 
     def failure(self, failure: p.Failure) -> bytes:
         return data_frame({"error": openai_fail_error(failure)})
@@ -460,6 +480,8 @@ class StreamEncoder(StreamEncoderBase):
         frames = []
         if not self.role_sent:
             frames.append(self.role_frame())
+        if self.annotations:
+            frames.append(self.chunk_frames({"annotations": self.annotations}))
         if self.plain:
             frames.append(self.chunk_template.fill_json(FINISH_CHOICES[finish.reason]))
         else:
@@ -491,16 +513,12 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
 def choice(meta: Meta, outcome: p.Outcome, index: int, top_logprobs: int | None) -> dict:
     text = "".join(b.text for b in outcome.blocks if b.kind == "text")
     refusal = "".join(b.text for b in outcome.blocks if b.kind == "refusal")
-    calls = [
-        {"id": b.call_id or meta.new_id("call_"), "type": "function", "function": {"name": b.name, "arguments": b.text}}
-        for b in outcome.blocks
-        if b.kind == "tool_call"
-    ]
+    calls = [call_object(meta, b) for b in outcome.blocks if b.kind in CALL_KINDS]
     message: dict[str, Any] = {
         "role": "assistant",
         "content": text if text or not (calls or refusal) else None,
         "refusal": refusal or None,
-        "annotations": [],
+        "annotations": message_annotations(outcome.blocks),
     }
     if calls:
         message["tool_calls"] = calls
@@ -511,3 +529,37 @@ def choice(meta: Meta, outcome: p.Outcome, index: int, top_logprobs: int | None)
         "logprobs": content_logprobs(tokens, top_logprobs),
         "finish_reason": FINISH_REASON_NAMES[cast(p.Finish, outcome.ending).reason],
     }
+
+
+def call_object(meta: Meta, block: p.Block) -> dict:
+    """A `tool_calls` entry: a function's call, or a custom tool's (`custom`, with its free-text `input`)."""
+    key = "custom" if block.kind == "custom_tool_call" else "function"
+    call_type, field = CALL_FIELDS[key]
+    return {
+        "id": block.call_id or meta.new_id("call_"),
+        "type": call_type,
+        key: {"name": block.name, field: block.text},
+    }
+
+
+def chat_annotation(citation: Citation, text_before: int) -> dict:
+    """A citation as the message's `url_citation` annotation, its offsets in the whole content."""
+    return {
+        "type": "url_citation",
+        "url_citation": {
+            "start_index": citation.start + text_before,
+            "end_index": citation.end + text_before,
+            "url": citation.url,
+            "title": citation.title or "",
+        },
+    }
+
+
+def message_annotations(blocks: list[p.Block]) -> list[dict]:
+    """The annotations of the message whose content is these text blocks, one after another."""
+    annotations, text_before = [], 0
+    for block in blocks:
+        if block.kind == "text":
+            annotations += [chat_annotation(citation, text_before) for citation in block.citations]
+            text_before += len(block.text)
+    return annotations

@@ -504,6 +504,7 @@ class StreamEncoderBase:
         p.Finish: "finish",
         p.Disconnect: "nothing",
         p.Hang: "nothing",
+        p.Cite: "cite",
     }
     handlers: ClassVar[dict[type, Callable[[Any, Any], bytes]]]  # each happening's class to its method of METHODS
 
@@ -524,6 +525,9 @@ class StreamEncoderBase:
         return b""
 
     def next_part(self, part: p.NextPart) -> bytes:
+        return b""
+
+    def cite(self, cite: p.Cite) -> bytes:
         return b""
 
     def keepalive(self, keepalive: p.Keepalive) -> bytes:

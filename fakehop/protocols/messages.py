@@ -14,10 +14,12 @@ is one `event: error`, after which the stream simply ends.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
+from ..scenario.model import Citation
 from .common import (
     ANTHROPIC_REQUEST_ID_HEADER,
     EXAMPLE_TOOL_CALLS,
@@ -404,6 +406,48 @@ def message_object(meta: Meta, msg_id: str, content: list, finish: p.Finish | No
     }
 
 
+CALL_KINDS = ("tool_call", "custom_tool_call")
+CUSTOM_INPUT_OPENING = '{"input":"'
+ENCRYPTED_INDEX_BYTES = 48
+
+
+class CustomInputTemplate(Template):
+    """The frame of a custom tool call's `input_json_delta`s: each fills in its text as a piece of
+    the JSON string of `{"input": …}`, the first after the object's opening; `close()` is the
+    delta that ends it."""
+
+    def __init__(self, frame: bytes):
+        super().__init__(frame)
+        self.opening = CUSTOM_INPUT_OPENING
+
+    def fill(self, text: str) -> bytes:
+        json_text, self.opening = self.opening + encode_basestring(text)[1:-1], ""
+        return super().fill(json_text)
+
+    def close(self) -> bytes:
+        return super().fill(self.opening + '"}')
+
+
+def text_block(start: p.BlockStart | None = None) -> dict:
+    """A text block as it starts: with `citations: []` when the step that opens it cites."""
+    return (
+        {"type": "text", "text": "", "citations": []}
+        if start is not None and start.cited
+        else {"type": "text", "text": ""}
+    )
+
+
+def web_search_citation(meta: Meta, citation: Citation) -> dict:
+    """A citation as a `web_search_result_location`; its `encrypted_index` opaque, as the real one is."""
+    return {
+        "type": "web_search_result_location",
+        "cited_text": citation.cited_text,
+        "url": citation.url,
+        "title": citation.title,
+        "encrypted_index": meta.random_base64(ENCRYPTED_INDEX_BYTES),
+    }
+
+
 # ---------------------------------------------------------------- the stream
 
 
@@ -433,14 +477,20 @@ class StreamEncoder(StreamEncoderBase):
         elif start.kind == "tool_call":
             block = tool_use_block(self.meta, start.call_id, start.name, {})
             delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
+        elif start.kind == "custom_tool_call":
+            return self.custom_call_start(start)
         elif start.kind == "redacted_thinking":
             block, delta = (
                 {"type": "redacted_thinking", "data": redacted_data(self.meta, start.data)},
                 None,
             )  # a block with no deltas
         else:
-            block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": Template.SLOT}
+            block, delta = text_block(start), {"type": "text_delta", "text": Template.SLOT}
         self.delta_template = None if delta is None else Template(self.block_event("content_block_delta", delta=delta))
+        return self.started(block)
+
+    def started(self, block: dict) -> bytes:
+        """The block's content_block_start, and after the first block's the ping."""
         frame = self.block_event("content_block_start", content_block=block)
         if self.pinged:
             return frame
@@ -454,8 +504,10 @@ class StreamEncoder(StreamEncoderBase):
         return self.delta_template.fill(delta.text)  # type: ignore[union-attr]  # only blocks with deltas get one
 
     def block_end(self, end: p.BlockEnd) -> bytes:
-        if end.cut and self.block_kind == "tool_call":
+        if end.cut and self.block_kind in CALL_KINDS:
             return b""  # the real API leaves a tool_use block the token limit cut open
+        if self.block_kind == "custom_tool_call":
+            return cast(CustomInputTemplate, self.delta_template).close() + self.block_event("content_block_stop")
         stop = self.block_event("content_block_stop")
         if self.block_kind != "reasoning":
             return stop
@@ -466,6 +518,18 @@ class StreamEncoder(StreamEncoderBase):
             )
             + stop
         )
+
+    def custom_call_start(self, start: p.BlockStart) -> bytes:
+        """A custom tool's call: Messages has no custom tools, so a `tool_use` block whose input
+        is `{"input": "<the free text>"}`, its JSON streamed as the text comes."""
+        block = tool_use_block(self.meta, start.call_id, start.name, {})
+        delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
+        self.delta_template = CustomInputTemplate(self.block_event("content_block_delta", delta=delta))
+        return self.started(block)
+
+    def cite(self, cite: p.Cite) -> bytes:
+        citation = web_search_citation(self.meta, cite.citation)
+        return self.block_event("content_block_delta", delta={"type": "citations_delta", "citation": citation})
 
     def failure(self, failure: p.Failure) -> bytes:
         return event_frame(
@@ -503,6 +567,14 @@ def tool_input(arguments: str) -> Any:
 
 
 def content_block(meta: Meta, block: p.Block) -> dict:
+    if block.kind == "custom_tool_call":
+        return tool_use_block(meta, block.call_id, block.name, {"input": block.text})
+    if block.citations:
+        return {
+            **text_block(),
+            "text": block.text,
+            "citations": [web_search_citation(meta, c) for c in block.citations],
+        }
     if block.kind == "reasoning":
         return {"type": "thinking", "thinking": block.text, "signature": signature(meta, block.signature)}
     if block.kind == "tool_call":

@@ -36,7 +36,7 @@ from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
+from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, Citation
 from .common import (
     EXAMPLE_TOOL_CALLS,
     OPENAI_REQUEST_ID_HEADER,
@@ -90,6 +90,8 @@ def example_request(turn: int = 1) -> dict:
     return {**EXAMPLE_REQUEST, "input": items}
 
 
+CALL_KINDS = ("tool_call", "custom_tool_call")  # blocks that are calls, with a call id
+CALL_ITEM_TYPES = ("function_call", "custom_tool_call")  # their items
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # The `error` event's inner object, in the order the real API writes it.
@@ -100,6 +102,7 @@ ITEM_ID_PREFIXES = {
     "reasoning": "rs_",
     "redacted_thinking": "rs_",
     "tool_call": "fc_",
+    "custom_tool_call": "ctc_",
 }
 ENCRYPTED_CONTENT_BYTES = 192
 # `include` values that change the answer.
@@ -434,7 +437,7 @@ def thread_after(before: Thread | str, response: dict) -> Thread:
     text), and its own output."""
     thread = Thread(prompt=before) if type(before) is str else cast(Thread, before)
     output = response.get("output") or []
-    calls = {item["call_id"]: item.get("name") for item in output if item.get("type") == "function_call"}
+    calls = {item["call_id"]: item.get("name") for item in output if item.get("type") in CALL_ITEM_TYPES}
     turns, calls = thread.turns + (1 if output else 0), {**thread.calls, **calls} if calls else thread.calls
     return Thread(turns, calls, thread.system, thread.prompt, thread.continued())
 
@@ -513,8 +516,30 @@ def response_object(
     return {key: values[key] for key in RESPONSE_FIELDS}
 
 
-def output_text_part(text: str, logprobs: list | None = None) -> dict:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
+def output_text_part(text: str, logprobs: list | None = None, annotations: list | None = None) -> dict:
+    return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": logprobs or []}
+
+
+def url_citation(citation: Citation) -> dict:
+    """A citation as an `output_text` part's `url_citation` annotation."""
+    return {
+        "type": "url_citation",
+        "start_index": citation.start,
+        "end_index": citation.end,
+        "url": citation.url,
+        "title": citation.title or "",
+    }
+
+
+def custom_tool_call_item(item_id: str, status: str, call_id: str | None, name: str | None, text: str) -> dict:
+    return {
+        "id": item_id,
+        "type": "custom_tool_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "input": text,
+    }
 
 
 def text_logprobs(tokens: list[str], top: int | None, with_bytes: bool) -> list:
@@ -574,13 +599,16 @@ def item_object(
     call_id: str | None = None,
     phase: str | None = None,
     logprobs: list | None = None,
+    annotations: list | None = None,
 ) -> dict:
-    """A message (of text or a refusal) or function call item with all its text, as
-    `response.output_item.done` and the final `output` show it."""
+    """A message (of text or a refusal), function call or custom tool call item with all its
+    text, as `response.output_item.done` and the final `output` show it."""
     if kind == "text":
-        return message_item(item_id, status, [output_text_part(text, logprobs)], phase)
+        return message_item(item_id, status, [output_text_part(text, logprobs, annotations)], phase)
     if kind == "refusal":
         return message_item(item_id, status, [refusal_part(text)])
+    if kind == "custom_tool_call":
+        return custom_tool_call_item(item_id, status, call_id, name, text)
     return function_call_item(item_id, status, call_id, name, text)
 
 
@@ -601,7 +629,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         if block.kind in REASONING_KINDS:
             output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
             continue
-        call_id = (block.call_id or meta.new_id("call_")) if block.kind == "tool_call" else None
+        call_id = (block.call_id or meta.new_id("call_")) if block.kind in CALL_KINDS else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
         logprobs = text_logprobs(block.pieces, request.options["top_logprobs"], with_bytes=True)
         output.append(
@@ -614,6 +642,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
                 call_id,
                 block.phase,
                 logprobs,
+                [url_citation(citation) for citation in block.citations],
             )
         )
     if incomplete is None:
@@ -691,6 +720,7 @@ class OpenItem:
     encrypted: str | None = None
     phase: str | None = None
     top_logprobs: int | None = None  # a text item's, when the request includes logprobs
+    annotations: list | None = None  # a text item's url_citation annotations, once it has any
 
     def where(self) -> dict:
         return {"item_id": self.item_id, "output_index": self.output_index, "content_index": 0}
@@ -704,7 +734,17 @@ class OpenItem:
                 self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted
             )
         logprobs = text_logprobs(self.parts, self.top_logprobs, with_bytes=True)
-        return item_object(self.kind, self.item_id, self.text(), status, self.name, self.call_id, self.phase, logprobs)
+        return item_object(
+            self.kind,
+            self.item_id,
+            self.text(),
+            status,
+            self.name,
+            self.call_id,
+            self.phase,
+            logprobs,
+            self.annotations,
+        )
 
 
 REASONING_KINDS = (
@@ -718,12 +758,14 @@ STARTERS = {
     "reasoning": "start_reasoning",
     "redacted_thinking": "start_reasoning",
     "tool_call": "start_function_call",
+    "custom_tool_call": "start_custom_tool_call",
 }
 CLOSERS = {
     "text": "close_message",
     "refusal": "close_message",
     "reasoning": "close_reasoning",
     "tool_call": "close_function_call",
+    "custom_tool_call": "close_custom_tool_call",
 }
 
 
@@ -864,7 +906,7 @@ class StreamEncoder(StreamEncoderBase):
                 "response.content_part.done", **where, part=refusal_part(text)
             )
         logprobs = text_logprobs(item.parts, item.top_logprobs, with_bytes=False)
-        part = output_text_part(text, text_logprobs(item.parts, item.top_logprobs, with_bytes=True))
+        part = output_text_part(text, text_logprobs(item.parts, item.top_logprobs, with_bytes=True), item.annotations)
         return self.event("response.output_text.done", **where, text=text, logprobs=logprobs) + self.event(
             "response.content_part.done", **where, part=part
         )
@@ -878,6 +920,34 @@ class StreamEncoder(StreamEncoderBase):
             item_id=item.item_id,
             output_index=item.output_index,
             arguments=text,
+        )
+
+    # -------------------------------------------- custom tool calls and citations
+
+    def start_custom_tool_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
+        call_id = start.call_id or self.meta.new_id("call_")
+        delta = self.delta_template(
+            "response.custom_tool_call_input.delta", item_id=item_id, output_index=index, delta=Template.SLOT
+        )
+        self.open = OpenItem("custom_tool_call", item_id, index, delta, start.name, call_id)
+        item = custom_tool_call_item(item_id, "in_progress", call_id, start.name, "")
+        return self.event("response.output_item.added", output_index=index, item=item)
+
+    def close_custom_tool_call(self, item: OpenItem, text: str) -> bytes:
+        return self.event(
+            "response.custom_tool_call_input.done", item_id=item.item_id, output_index=item.output_index, input=text
+        )
+
+    def cite(self, cite: p.Cite) -> bytes:
+        """An `annotation.added` event, the annotation kept for the part and the item."""
+        item = cast(OpenItem, self.open)
+        annotation = url_citation(cite.citation)
+        item.annotations = [*(item.annotations or ()), annotation]
+        return self.event(
+            "response.output_text.annotation.added",
+            **item.where(),
+            annotation_index=len(item.annotations) - 1,
+            annotation=annotation,
         )
 
     # -------------------------------------------- endings

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_STALL_TIMEOUT",
     "FINISH_REASONS",
     "MATCH_PREFIX_CHARS",
+    "Citation",
     "Delay",
     "Disconnect",
     "Entry",
@@ -46,6 +47,18 @@ MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of
 
 
 @dataclass(frozen=True, slots=True)
+class Citation:
+    """A text step's citation of a web page: `start` and `end` are character offsets in the
+    step's text (once played, in its block's); `title` None where the scenario gives none."""
+
+    url: str
+    title: str | None
+    cited_text: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
 class Output:
     """`text` or `reasoning`: the output already split into the deltas it streams as."""
 
@@ -55,6 +68,7 @@ class Output:
     signature: str | None = None  # reasoning only: the thinking block's signature on Messages; default drawn
     part_starts: tuple[int, ...] = ()  # reasoning `parts`: the deltas each part begins with
     phase: str | None = None  # text: what the model says the text is for (Responses' message `phase`)
+    citations: tuple[Citation, ...] = ()  # text: the web pages it cites, by `end` in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +107,7 @@ class ToolCall:
     call_id: str | None
     deltas: tuple[str, ...]
     interval: float
+    custom: bool = False  # a custom tool's call: `arguments` is its free-text input, not JSON
 
 
 @dataclass(frozen=True, slots=True)

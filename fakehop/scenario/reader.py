@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_STALL_TIMEOUT,
     FINISH_REASONS,
     MAX_TEXT_CHARS,
+    Citation,
     Delay,
     Disconnect,
     Entry,
@@ -222,6 +223,7 @@ ACTION_KEYS = (
     "reasoning",
     "refusal",
     "tool_call",
+    "custom_tool_call",
     "redacted_thinking",
     "delay",
     "keepalive",
@@ -244,11 +246,13 @@ ENDING_STEPS: dict[type, str] = {
     Disconnect: "a disconnect",
     Hang: "a hang",
 }  # and a Stall without resume: see _ending_of
-CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
+CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call", "custom_tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
-STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
+STEP_KEYS = {"reasoning": ("signature",), "text": ("phase", "citations")}  # what else a step of these kinds takes
 PHASES = ("commentary", "final_answer")
 TOOL_CALL_KEYS = ("name", "arguments", "id")
+CUSTOM_TOOL_CALL_KEYS = ("name", "input", "id")
+CITATION_KEYS = ("url", "title", "cited_text", "start", "end")
 ERROR_DETAIL_KEYS = ("type", "code", "param")
 FAIL_KEYS = ("kind", "message", "error_event") + ERROR_DETAIL_KEYS
 _WORD = re.compile(r"\s*\S+")
@@ -408,11 +412,46 @@ def _output(check: _Checker, step: LineDict, action: str, interval: float, chunk
     else:
         text = _text_source(check, step, action)
         if isinstance(text, tuple):
+            if "citations" in step:
+                check.add(_line_of(step, "citations"), "citations: a text that quotes the request cannot cite")
             return Quote(action, text, chunk, interval, signature, phase)
         deltas = None if text is None else split_deltas(text, chunk)
     if deltas is None:
         return None
-    return Output(kind=action, deltas=deltas, interval=interval, signature=signature, phase=phase)
+    citations = _citations(check, step, "".join(deltas)) if "citations" in step else ()
+    return Output(kind=action, deltas=deltas, interval=interval, signature=signature, phase=phase, citations=citations)
+
+
+def _citations(check: _Checker, step: LineDict, text: str) -> tuple[Citation, ...]:
+    """A text step's `citations`, by `end` in order (the order they go out in as the text streams)."""
+    given = step["citations"]
+    line = _line_of(step, "citations")
+    if not isinstance(given, LineList) or not given:
+        check.add(line, f"citations: expected a list of {{url, title, start, end}} mappings, got {_type_name(given)}")
+        return ()
+    citations = [_citation(check, spec, _line_of(given, number, line), text) for number, spec in enumerate(given)]
+    return tuple(sorted((found for found in citations if found is not None), key=lambda found: found.end))
+
+
+def _citation(check: _Checker, spec: Any, line: int, text: str) -> Citation | None:
+    if not isinstance(spec, LineDict):
+        check.add(line, f"citations: each citation is a mapping of url, title, start and end, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, CITATION_KEYS, "a citation")
+    url, title = _string(check, spec, "url"), _string(check, spec, "title")
+    start, end = _int(check, spec, "start", 0, len(text)), _int(check, spec, "end", 0, len(text))
+    if not url:
+        check.add(spec.line, "citation: needs a url")
+        return None
+    if start is None or end is None:
+        if "start" not in spec or "end" not in spec:
+            check.add(spec.line, f"citation: needs start and end, character offsets in the text (0 to {len(text)})")
+        return None
+    if start >= end:
+        check.add(_line_of(spec, "end"), f"citation: end ({end}) must come after start ({start})")
+        return None
+    cited_text = _string(check, spec, "cited_text", text[start:end])
+    return Citation(url, title, cast(str, cited_text), start, end)
 
 
 def _phase(check: _Checker, step: LineDict) -> str | None:
@@ -527,6 +566,37 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
     return text, split_deltas(text, chunk)
 
 
+def _custom_tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
+    """`custom_tool_call: {name, input, id}`: a call of a custom tool, whose input is free text
+    (a string, split by `chunk`, or its pieces)."""
+    spec = step["custom_tool_call"]
+    line = _line_of(step, "custom_tool_call")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"custom_tool_call: expected a mapping with name and input, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, CUSTOM_TOOL_CALL_KEYS, "custom_tool_call")
+    name = _string(check, spec, "name")
+    if not name:
+        check.add(line, "custom_tool_call: needs a name")
+        return None
+    given = spec.get("input", "")
+    input_line = _line_of(spec, "input", line)
+    deltas: tuple[str, ...] | None
+    if isinstance(given, LineList):
+        deltas = _pieces(check, given, input_line, "custom_tool_call input", _chunk_line(step))
+    elif isinstance(given, str):
+        deltas = None if check.counted(input_line, given) is None else split_deltas(given, chunk)
+    else:
+        check.add(
+            input_line, f"custom_tool_call input: expected free text or a list of pieces, got {_type_name(given)}"
+        )
+        return None
+    if deltas is None:
+        return None
+    call_id = _string(check, spec, "id")
+    return ToolCall(name, "".join(deltas), call_id, deltas, interval, custom=True)
+
+
 def _error_details(check: _Checker, spec: LineDict) -> dict[str, str | None]:
     """The `type`, `code` and `param` an error sets in place of its defaults, as Fail and HttpError take them."""
     return {
@@ -566,6 +636,8 @@ def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float)
     interval = _duration(check, raw, "interval", chunk_interval)
     if action == "tool_call":
         return _tool_call(check, raw, interval, chunk)
+    if action == "custom_tool_call":
+        return _custom_tool_call(check, raw, interval, chunk)
     if action == "reasoning" and is_parts(raw[action]):
         return _reasoning_parts(check, raw, interval, chunk)
     return _output(check, raw, action, interval, chunk)
