@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
+import yaml
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 from openai.types.responses import ResponseCustomToolCall
+
+from fakehop.scenario.schema import scenario_schema
 
 from .cli_runs import fakehop_here
 from .inline_scenarios import add, data_events, problems_of
@@ -152,3 +156,16 @@ def test_validate_names_the_file_and_line(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text(f"name: good\n{CUSTOM}")
     assert fakehop_here("validate", str(good)).returncode == 0
+
+
+def test_the_schema_takes_custom_tool_calls():
+    validator = jsonschema.Draft202012Validator(scenario_schema())
+    assert not list(validator.iter_errors(yaml.safe_load(CUSTOM)))
+    pieces = {"steps": [{"custom_tool_call": {"name": "t", "input": ["a", "b"], "id": "c"}, "interval": 0.01}]}
+    assert not list(validator.iter_errors(pieces))
+    for wrong in (
+        {"custom_tool_call": {"name": "t", "input": {"a": 1}}},
+        {"custom_tool_call": {"name": "t", "arguments": "x"}},
+        {"custom_tool_call": {"name": "t", "input": ["a"]}, "chunk": 2},
+    ):
+        assert list(validator.iter_errors({"steps": [wrong]})), wrong

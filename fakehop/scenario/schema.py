@@ -125,9 +125,56 @@ def _step_with(action: str, value: dict, chunked: bool = False, **more: dict) ->
 
 def _pieces_given(action: str) -> dict:
     """Holds when the step's text, or its tool call's arguments, is a list of pieces."""
-    if action == "tool_call":
-        return {"properties": {action: {"properties": {"arguments": {"type": "array"}}, "required": ["arguments"]}}}
+    if action in PIECE_FIELDS:
+        field = PIECE_FIELDS[action]
+        return {"properties": {action: {"properties": {field: {"type": "array"}}, "required": [field]}}}
     return {"properties": {action: {"type": "array"}}}
+
+
+PIECE_FIELDS = {"tool_call": "arguments", "custom_tool_call": "input"}  # where a call step's pieces go
+
+
+def _custom_tool_call() -> dict:
+    return {
+        "type": "object",
+        "description": "A custom (free-text) tool's call: a custom_tool_call item on Responses, a custom tool call on Chat, a tool_use whose input is {input: TEXT} on Messages.",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "input": {
+                "description": "The free-text input (not JSON); or its pieces, streamed as they are.",
+                "anyOf": [{"type": "string"}, PIECES],
+            },
+            "id": {"type": "string", "description": "Call id; generated when left out."},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+
+
+CITATIONS = {
+    "type": "array",
+    "minItems": 1,
+    "description": "Web pages the text cites: url_citation annotations on Responses and Chat, web_search_result_location citations on Messages.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "minLength": 1},
+            "title": {"type": "string"},
+            "cited_text": {
+                "type": "string",
+                "description": "Messages' cited_text; default: the text from start to end.",
+            },
+            "start": {"type": "integer", "minimum": 0, "description": "Character offset in the step's text."},
+            "end": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Character offset in the step's text, after start.",
+            },
+        },
+        "required": ["url", "start", "end"],
+        "additionalProperties": False,
+    },
+}
 
 
 def _steps() -> dict:
@@ -174,6 +221,7 @@ def _steps() -> dict:
                 _text_source("Text output."),
                 chunked=True,
                 phase={"enum": ["commentary", "final_answer"], "description": "Responses: the message item's phase."},
+                citations=CITATIONS,
             ),
             _step_with(
                 "refusal",
@@ -200,6 +248,7 @@ def _steps() -> dict:
                 },
             ),
             _step_with("tool_call", tool_call, chunked=True),
+            _step_with("custom_tool_call", _custom_tool_call(), chunked=True),
             _step_with("delay", _duration("Silence; keepalives still flow.")),
             _step_with("keepalive", {"type": "null"}),
             _step_with(
