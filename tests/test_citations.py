@@ -4,15 +4,20 @@ them refuses."""
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
+import pytest
 import yaml
 from anthropic.types import CitationsWebSearchResultLocation
 from openai.types.responses.response_output_text import AnnotationURLCitation
 
+from fakehop.scenario.model import Output
 from fakehop.scenario.schema import scenario_schema
 
 from .cli_runs import fakehop_here
 from .inline_scenarios import add, data_events, problems_of
+from .round_trips import answer_bytes, imported_steps, recorded_steps
 
 INTRO = "Found it. "
 TEXT = "Paris is the capital of France."
@@ -200,3 +205,85 @@ def test_the_schema_takes_citations():
         {"reasoning": "t", "citations": [{"url": "u", "start": 0, "end": 1}]},
     ):
         assert list(validator.iter_errors({"steps": [wrong]})), wrong
+
+
+def cited_steps(steps) -> list[tuple]:
+    """Each text step that cites, with its text and its citations."""
+    return [
+        ("".join(step.deltas), [(c.url, c.title, c.cited_text, c.start, c.end) for c in step.citations])
+        for step in steps
+        if isinstance(step, Output) and step.citations
+    ]
+
+
+# What the scenario cites, as offsets in the text of the one step an import writes for the block.
+READ_BACK = [
+    (
+        INTRO + TEXT,
+        [
+            (PARIS["url"], "Paris", "Paris", PARIS["start"], PARIS["end"]),
+            (FRANCE["url"], "France", "France is a country", FRANCE["start"], FRANCE["end"]),
+        ],
+    )
+]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("protocol", ["responses", "chat"])
+async def test_imported_annotations_are_citations_again(base_url, gateway, tmp_path, protocol, stream):
+    """OpenAI's annotations carry no cited text: the step's is the text from start to end."""
+    headers = add(gateway, "cited", CITED)
+    steps = await imported_steps(await answer_bytes(base_url, protocol, stream, headers), tmp_path)
+    [(text, citations)] = cited_steps(steps)
+    assert (text, citations) == (READ_BACK[0][0], [(*c[:2], text[c[3] : c[4]], *c[3:]) for c in READ_BACK[0][1]])
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_imported_messages_citations_are_citations_again(base_url, gateway, tmp_path, stream):
+    """Messages' citations have no offsets: one cites where its cited text is (in a stream, the
+    last place in the text that came before it), else all of that text."""
+    headers = add(gateway, "cited", CITED)
+    steps = await imported_steps(await answer_bytes(base_url, "messages", stream, headers), tmp_path)
+    france = (FRANCE["url"], "France", "France is a country", 0, len(INTRO + TEXT))  # its cited text is not the text's
+    assert cited_steps(steps) == [(INTRO + TEXT, [READ_BACK[0][1][0], france])]
+
+
+@pytest.mark.parametrize("protocol", ["responses", "messages"])
+async def test_a_recording_keeps_the_citations(aiohttp_server, base_url, gateway, tmp_path, protocol):
+    headers = add(
+        gateway,
+        "cited",
+        "steps: [{text: 'Paris is big.', citations: [{url: 'https://p', title: P, start: 0, end: 5}]}]",
+    )
+    steps = await recorded_steps(aiohttp_server, base_url, protocol, True, headers, tmp_path / "recorded")
+    assert cited_steps(steps) == [("Paris is big.", [("https://p", "P", "Paris", 0, 5)])]
+
+
+async def test_a_block_that_cites_before_its_text_cites_its_cited_text(tmp_path):
+    """A stream in the real API's order: the block starts with `citations: []`, its citation
+    comes before its text, and the citation's cited text is where it cites."""
+
+    def event(name: str, value: dict) -> str:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **value})}\n\n"
+
+    citation = {
+        "type": "web_search_result_location",
+        "cited_text": "capital of France",
+        "url": "https://p",
+        "title": "P",
+        "encrypted_index": "Eo8BCioIBxgCIiQ4",
+    }
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "c", "usage": {}}
+    stream = "".join(
+        [
+            event("message_start", {"message": message}),
+            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": "", "citations": []}}),
+            event("content_block_delta", {"index": 0, "delta": {"type": "citations_delta", "citation": citation}}),
+            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": TEXT}}),
+            event("content_block_stop", {"index": 0}),
+            event("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+            event("message_stop", {}),
+        ]
+    )
+    steps = await imported_steps(stream.encode(), tmp_path)
+    assert cited_steps(steps) == [(TEXT, [("https://p", "P", "capital of France", 13, 30)])]

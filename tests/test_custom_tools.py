@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 import yaml
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 from openai.types.responses import ResponseCustomToolCall
 
+from fakehop.scenario.model import ToolCall
 from fakehop.scenario.schema import scenario_schema
 
 from .cli_runs import fakehop_here
 from .inline_scenarios import add, data_events, problems_of
+from .round_trips import answer_bytes, imported_steps, recorded_steps
 
 SQL = 'SELECT "name" FROM users;\nLIMIT 1'
 CUSTOM = (
@@ -169,3 +172,33 @@ def test_the_schema_takes_custom_tool_calls():
         {"custom_tool_call": {"name": "t", "input": ["a"]}, "chunk": 2},
     ):
         assert list(validator.iter_errors({"steps": [wrong]})), wrong
+
+
+def call_of(steps) -> tuple:
+    [call] = [step for step in steps if isinstance(step, ToolCall)]
+    return call.custom, call.name, call.call_id, call.arguments
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("protocol", ["responses", "chat"])
+async def test_an_imported_custom_tool_call_is_a_custom_tool_call_step(base_url, gateway, tmp_path, protocol, stream):
+    headers = add(gateway, "sql", CUSTOM)
+    data = await answer_bytes(base_url, protocol, stream, headers)
+    assert call_of(await imported_steps(data, tmp_path)) == (True, "write_sql", "call_sql1", SQL)
+
+
+async def test_an_imported_custom_call_on_messages_is_the_tool_use_it_was(base_url, gateway, tmp_path):
+    """Messages has no custom tools: what a client got was a tool_use, and it replays as one."""
+    headers = add(gateway, "sql", CUSTOM)
+    data = await answer_bytes(base_url, "messages", True, headers)
+    custom, name, call_id, arguments = call_of(await imported_steps(data, tmp_path))
+    assert (custom, name, call_id, json.loads(arguments)) == (False, "write_sql", "call_sql1", {"input": SQL})
+
+
+@pytest.mark.parametrize("protocol", ["responses", "chat"])
+async def test_a_recorded_custom_tool_call_is_a_custom_tool_call_step(
+    aiohttp_server, base_url, gateway, tmp_path, protocol
+):
+    headers = add(gateway, "sql", CUSTOM)
+    steps = await recorded_steps(aiohttp_server, base_url, protocol, True, headers, tmp_path / "recorded")
+    assert call_of(steps) == (True, "write_sql", "call_sql1", SQL)

@@ -33,6 +33,7 @@ from .capture.facts import (
     LEFT,
     Captured,
     CapturedBlock,
+    CapturedCitation,
     CapturedFailure,
     ErrorDetails,
     HttpError,
@@ -42,6 +43,7 @@ from .capture.facts import (
 )
 
 DEFAULT_MIN_GAP = 0.005
+CALL_STEPS = {"tool_call": "arguments", "custom_tool_call": "input"}  # the steps of calls, and where their text goes
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
@@ -322,8 +324,10 @@ class Steps:
         if isinstance(part, RawFrame):
             self.wait_until(part.at)
             self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
-        elif part.kind == "tool_call":
+        elif part.kind in CALL_STEPS:
             self.tool_call(part)
+        elif part.citations:
+            self.cited(part)
         elif part.kind == "redacted_thinking":
             self.wait_until(part.at)
             data = f": {self.yaml.string(part.data)}" if part.data else "  # reasoning that showed no text"
@@ -408,18 +412,50 @@ class Steps:
         if run.interval and len(run.pieces) > 1:
             self.lines.append(f"    interval: {duration(run.interval)}")
 
-    def tool_call(self, block: CapturedBlock) -> None:
-        """A tool call is one step: its pieces spaced by their mean gap."""
+    def one_run(self, block: CapturedBlock) -> Run:
+        """All of the block's pieces as one run, spaced by their mean gap."""
         targets = self.targets(block)
         gaps = [later - earlier for earlier, later in zip(targets, targets[1:])]
         run = Run([piece.text for piece in block.pieces] or [""], rounded(statistics.fmean(gaps)) if gaps else 0.0)
         self.played += run.interval * len(gaps)
-        self.lines.append("  - tool_call:")
+        return run
+
+    def tool_call(self, block: CapturedBlock) -> None:
+        """A tool call (or a custom tool's) is one step: its pieces spaced by their mean gap."""
+        run = self.one_run(block)
+        field = CALL_STEPS[block.kind]
+        self.lines.append(f"  - {block.kind}:")
         self.lines.append(f"      name: {self.yaml.name(block.name or 'tool')}")
         if block.call_id:
             self.lines.append(f"      id: {self.yaml.name(block.call_id)}")
-        self.lines.append("      arguments: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=True))
+        json_only = block.kind == "tool_call"
+        self.lines.append(f"      {field}: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=json_only))
         self.interval(run)
+
+    def cited(self, block: CapturedBlock) -> None:
+        """Text that cites is one step, as a tool call is, so that its citations' offsets are in its one text."""
+        run = self.one_run(block)
+        self.lines.append("  - text: " + self.text(run.pieces, indent=4, chunk_indent=4))
+        self.interval(run)
+        if block.phase:
+            self.lines.append(f"    phase: {block.phase}")
+        self.lines += self.citation_lines(block.citations, "".join(run.pieces))
+
+    def citation_lines(self, citations: list[CapturedCitation], text: str) -> list[str]:
+        """A `citations:` key with those of `citations` that fall within `text`."""
+        lines = []
+        for citation in citations:
+            span = placed(citation, text)
+            if span is None:
+                continue
+            start, end = span
+            lines.append(f"      - url: {self.yaml.string(citation.url)}")
+            if citation.title is not None:
+                lines.append(f"        title: {self.yaml.string(citation.title)}")
+            if citation.cited_text is not None and citation.cited_text != text[start:end]:
+                lines.append(f"        cited_text: {self.yaml.string(citation.cited_text)}")
+            lines += [f"        start: {start}", f"        end: {end}"]
+        return ["    citations:", *lines] if lines else []
 
     def ending(self, captured: Captured) -> None:
         if captured.ending == FAILED:
@@ -435,6 +471,16 @@ class Steps:
             self.lines.append("  - hang  # the client went away here")
         else:
             self.wait_until(captured.ended_at)
+
+
+def placed(citation: CapturedCitation, text: str) -> tuple[int, int] | None:
+    """Where in `text` a citation is: its own offsets, or (with none) where its cited text is,
+    else all of it; None when that is not inside the text (cut short, or scrubbed of a secret)."""
+    start, end = citation.start, citation.end
+    if start is None or end is None:
+        found = text.find(citation.cited_text) if citation.cited_text else -1
+        start, end = (found, found + len(cast(str, citation.cited_text))) if found >= 0 else (0, len(text))
+    return (start, end) if 0 <= start < end <= len(text) else None
 
 
 def fail_value(captured: Captured, yaml: Yaml) -> str:
@@ -795,7 +841,7 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
 
 def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
     """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
-    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
+    inferred = "tool_calls" if any(block.kind in CALL_STEPS for block in captured.blocks()) else "stop"
     if captured.finish is None or captured.finish == inferred:
         return []
     if captured.finish == "stop_sequence":  # a reader gives it only with its sequence

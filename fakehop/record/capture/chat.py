@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .facts import FINISHED, OpenAIReader, clean, detail, object_in
+from .facts import FINISHED, OpenAIReader, clean, detail, number, object_in
 
 # Where each usage count of the scenario format is in Chat's usage: (details object, count).
 USAGE_DETAILS = {
@@ -65,12 +65,36 @@ class ChatReader(OpenAIReader):
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict):
                 self.tool_call(at, call)
+        annotations = message.get("annotations")
+        if annotations:
+            self.annotations(annotations)
+
+    def annotations(self, annotations: Any) -> None:
+        """The message's url_citation annotations, each of the text block its offsets fall in
+        (text after a tool call is a block of its own), with offsets in that block."""
+        blocks = [block for block in self.captured.blocks() if block.kind == "text"]
+        for annotation in annotations if isinstance(annotations, list) else [annotations]:
+            found = object_in(annotation, "url_citation") if isinstance(annotation, dict) else {}
+            if not isinstance(annotation, dict) or annotation.get("type") != "url_citation":
+                self.captured.left_out["annotations other than url_citation"] += 1
+                continue
+            start, end = number(found.get("start_index")), number(found.get("end_index"))
+            before = 0
+            for block in blocks:
+                length = len(block.text())
+                if start is not None and end is not None and before <= start and end <= before + length:
+                    self.cite(block, found, start - before, end - before)
+                    break
+                before += length
+            else:
+                self.cite(None, found)
 
     def tool_call(self, at: float | None, call: dict) -> None:
         """A call's fragment goes to the call its `index` names, though calls interleave; one
         without an index (some gateways leave it out) to a new call if it has an id, else to
         the last one."""
-        function = object_in(call, "function")
+        custom = call.get("type") == "custom" or "custom" in call
+        function = object_in(call, "custom" if custom else "function")
         index = call.get("index")
         if not isinstance(index, int):
             index = self.tool_calls if call.get("id") or not self.tool_calls else self.last_tool
@@ -78,7 +102,8 @@ class ChatReader(OpenAIReader):
         if key not in self.open:
             self.tool_calls += 1
         self.last_tool = index
-        block = self.piece(key, "tool_call", function.get("arguments"), at)
+        kind, field = ("custom_tool_call", "input") if custom else ("tool_call", "arguments")
+        block = self.piece(key, kind, function.get(field), at)
         block.name = block.name or clean(function.get("name")) or None
         block.call_id = block.call_id or clean(call.get("id")) or None
 

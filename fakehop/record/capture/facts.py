@@ -56,12 +56,25 @@ class Piece:
 
 
 @dataclass(slots=True)
+class CapturedCitation:
+    """A web page a text block cites; `start` and `end` are offsets in the block's text, None
+    where the protocol gives none (Messages): then it cites where its `cited_text` is, or the
+    whole block."""
+
+    url: str
+    title: str | None
+    cited_text: str | None
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(slots=True)
 class CapturedBlock:
     """One output block: text, a refusal, reasoning, redacted thinking or one tool call, with
     its pieces as they streamed. Reasoning that came in several summary parts says where each
     part after the first begins, as the index of its first piece."""
 
-    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call"
+    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call" | "custom_tool_call"
     at: float | None  # when it opened
     pieces: list[Piece] = field(default_factory=list)
     name: str | None = None
@@ -71,6 +84,7 @@ class CapturedBlock:
     phase: str | None = None  # text: Responses' message phase
     part_starts: list[int] = field(default_factory=list)
     part: Any = None  # the protocol's key of the part the last piece went to
+    citations: list[CapturedCitation] = field(default_factory=list)  # a text block's
 
     def text(self) -> str:
         return "".join(piece.text for piece in self.pieces)
@@ -311,6 +325,17 @@ class Reader:
             block.part = part
             block.pieces.append(Piece(at, text))
         return block
+
+    def cite(self, block: CapturedBlock | None, citation: dict, start: Any = None, end: Any = None) -> None:
+        """A citation of the text `block` (None: of no text fakehop keeps) with the `url` and
+        `title` of `citation`; one without a url is counted as left out."""
+        url = clean(citation.get("url"))
+        if block is None or block.kind != "text" or not url:
+            self.captured.left_out["citations of no text"] += 1
+            return
+        title = clean(citation["title"]) if isinstance(citation.get("title"), str) else None
+        cited = clean(citation["cited_text"]) if isinstance(citation.get("cited_text"), str) else None
+        block.citations.append(CapturedCitation(url, title, cited, number(start), number(end)))
 
     def keeps(self, text: str) -> bool:
         """Whether there is room for `text` in the answer's output: once it holds MAX_KEPT_CHARS,

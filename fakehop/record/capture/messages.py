@@ -10,7 +10,7 @@ from typing import Any
 
 from ...protocols.common import ANTHROPIC_ERROR_TYPES
 from ...protocols.messages import FAIL_TYPES, STOP_REASONS
-from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of, object_in
+from .facts import FINISHED, CapturedBlock, Reader, clean, detail, kind_for_status, kind_of, object_in
 
 # Tables looked up by whatever JSON value a payload's field holds.
 BLOCK_KINDS: dict[Any, str] = {
@@ -78,7 +78,30 @@ class MessagesReader(Reader):
             found = self.piece(index, kind, "", at, data=clean(block.get("data")) or None)
         else:
             found = self.piece(index, kind, block.get(START_FIELDS[block["type"]]), at)
+            for citation in block.get("citations") or []:
+                self.citation(found, citation if isinstance(citation, dict) else {}, streamed=False)
         found.signature = clean(block.get("signature")) or found.signature
+
+    def citation(self, block: CapturedBlock | None, citation: dict, streamed: bool = True) -> None:
+        """A web search citation: Messages gives no offsets, so a streamed one cites the last
+        place its cited text is in the text that had come when it came, else all of that text;
+        one at a block's start, or in a whole message, cites where its cited text is, or the
+        whole block (see CapturedCitation). Its encrypted_index is not kept: a replay makes up
+        its own."""
+        if citation.get("type") != "web_search_result_location":
+            self.captured.left_out[f"{citation.get('type') or 'untyped'} citations"] += 1
+            return
+        self.captured.left_out["encrypted citation indexes"] += 1
+        so_far = block.text() if block is not None and streamed else ""
+        cited = clean(citation.get("cited_text"))
+        if not so_far:
+            self.cite(block, citation)
+            return
+        found = so_far.rfind(cited) if cited else -1
+        if found < 0:
+            self.cite(block, citation, 0, len(so_far))
+        else:
+            self.cite(block, citation, found, found + len(cited))
 
     def block_delta(self, at: float | None, event: dict) -> None:
         delta = object_in(event, "delta")
@@ -86,6 +109,8 @@ class MessagesReader(Reader):
         block = self.open.get(event.get("index"))
         if kind == "signature_delta" and block is not None:
             block.signature = clean(delta.get("signature")) or None
+        elif kind == "citations_delta":
+            self.citation(block, object_in(delta, "citation"))
         elif kind in DELTA_FIELDS and block is not None:
             self.piece(event.get("index"), block.kind, delta.get(DELTA_FIELDS[kind]), at)
         else:

@@ -21,6 +21,7 @@ from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, object_
 ITEM_KINDS: dict[Any, str] = {
     "reasoning": "reasoning",
     "function_call": "tool_call",
+    "custom_tool_call": "custom_tool_call",
 }  # and message items, whose parts are blocks
 PART_KINDS: dict[Any, str] = {"output_text": "text", "refusal": "refusal"}
 PART_TEXT: dict[Any, str] = {"output_text": "text", "refusal": "refusal"}  # where each content part holds its text
@@ -30,7 +31,9 @@ DELTA_KINDS = {
     "response.reasoning_summary_text.delta": "reasoning",
     "response.reasoning_text.delta": "reasoning",
     "response.function_call_arguments.delta": "tool_call",
+    "response.custom_tool_call_input.delta": "custom_tool_call",
 }
+CALL_TEXT = {"tool_call": "arguments", "custom_tool_call": "input"}  # where a call item holds its text
 # Where each usage count of the scenario format is in Responses' usage: (details object, count).
 USAGE_DETAILS = {
     "cached_tokens": ("input_tokens_details", "cached_tokens"),
@@ -55,6 +58,7 @@ class ResponsesReader(OpenAIReader):
         "response.output_item.added": "item_added",
         "response.content_part.added": "part_added",
         "response.output_item.done": "item_done",
+        "response.output_text.annotation.added": "annotation",
         **dict.fromkeys(DELTA_KINDS, "delta"),
         "response.completed": "terminal",
         "response.incomplete": "terminal",
@@ -70,6 +74,7 @@ class ResponsesReader(OpenAIReader):
             "response.reasoning_summary_text.done",
             "response.reasoning_text.done",
             "response.function_call_arguments.done",
+            "response.custom_tool_call_input.done",
             "response.refusal.done",
         }
     )
@@ -101,7 +106,7 @@ class ResponsesReader(OpenAIReader):
             return None
         facts = (
             {"name": clean(item.get("name")) or None, "call_id": clean(item.get("call_id")) or None}
-            if kind == "tool_call"
+            if kind in CALL_TEXT
             else {}
         )
         return self.piece(index, kind, "", at, **facts)
@@ -125,7 +130,24 @@ class ResponsesReader(OpenAIReader):
         if kind is None:
             self.captured.left_out[f"{part.get('type') or 'untyped'} content parts"] += 1
             return
-        self.piece((index, content_index), kind, text, at, phase=self.phases.get(index) if kind == "text" else None)
+        block = self.piece(
+            (index, content_index), kind, text, at, phase=self.phases.get(index) if kind == "text" else None
+        )
+        for annotation in part.get("annotations") or []:
+            if isinstance(annotation, dict):
+                self.annotated(block, annotation)
+
+    def annotation(self, at: float | None, event: dict) -> None:
+        """An `annotation.added` event: a url_citation of the text part it names."""
+        self.annotated(
+            self.open.get((event.get("output_index"), event.get("content_index"))), object_in(event, "annotation")
+        )
+
+    def annotated(self, block: CapturedBlock | None, annotation: dict) -> None:
+        if annotation.get("type") != "url_citation":
+            self.captured.left_out[f"{annotation.get('type') or 'untyped'} annotations"] += 1
+            return
+        self.cite(block, annotation, annotation.get("start_index"), annotation.get("end_index"))
 
     def delta(self, at: float | None, event: dict) -> None:
         if event["type"] == "response.reasoning_text.delta":
@@ -155,7 +177,7 @@ class ResponsesReader(OpenAIReader):
         if block.kind == "reasoning":
             self.reasoning_done(at, index, block, item)
         elif not block.pieces:
-            self.piece(index, block.kind, clean(item.get("arguments")), at)
+            self.piece(index, block.kind, clean(item.get(CALL_TEXT[block.kind])), at)
 
     def message_done(self, at: float | None, index: Any, item: dict) -> None:
         self.message_phase(index, item)
