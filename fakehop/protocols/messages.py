@@ -7,7 +7,8 @@ Stream: `event: <type>` + `data: <json>` frames, no terminator. `message_start` 
 ends with one `signature_delta` (the player shows it only to requests that enable `thinking`,
 and without its text to `display: omitted`); a redacted_thinking step is a
 `redacted_thinking` block with its `data` and no deltas; tool calls are `tool_use` blocks fed
-by `input_json_delta`s. A refusal's `stop_details` is Anthropic's RefusalStopDetails. A `fail`
+by `input_json_delta`s (a custom tool's call too, its input `{"input": TEXT}`); a text
+step's citations are `citations_delta`s. A refusal's `stop_details` is Anthropic's RefusalStopDetails. A `fail`
 is one `event: error`, after which the stream simply ends.
 """
 

@@ -6,8 +6,9 @@ empty `output`. Each block is then one output item, numbered by `output_index` i
 reasoning (and redacted thinking) is a `reasoning` item, with a summary part for each part of
 its text (the player shows the text only to requests that ask for `reasoning.summary`, so
 without it the item has `summary: []`), and `encrypted_content` when the request includes
-`reasoning.encrypted_content`; text is a `message` item with one `output_text` part, a tool
-call a `function_call` item. Every item opens with
+`reasoning.encrypted_content`; text is a `message` item with one `output_text` part (its
+citations `url_citation` annotations, each added once its text has streamed), a tool call a
+`function_call` item, a custom tool's call a `custom_tool_call` item. Every item opens with
 `response.output_item.added` and closes with `response.output_item.done`. The terminal event,
 `response.completed` (or `response.incomplete` for the `length` and `content_filter`
 finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
