@@ -16,7 +16,7 @@ from fakehop.scenario.model import Step
 
 from .cli_runs import fakehop_here_async
 
-BODIES = {
+BODIES: dict[str, dict] = {
     "chat": {"model": "m", "messages": [{"role": "user", "content": "Go on"}]},
     "responses": {"model": "m", "input": "Go on"},
     "messages": {"model": "c", "max_tokens": 200, "messages": [{"role": "user", "content": "Go on"}]},

@@ -860,12 +860,14 @@ class StreamEncoder(StreamEncoderBase):
         )
 
     def start_function_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
+        return self.start_call(item_id, index, start, "response.function_call_arguments.delta", function_call_item)
+
+    def start_call(self, item_id: str, index: int, start: p.BlockStart, delta_type: str, make_item) -> bytes:
+        """A call's item (made by `make_item`), its text to come in `delta_type` events."""
         call_id = start.call_id or self.meta.new_id("call_")
-        delta = self.delta_template(
-            "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=Template.SLOT
-        )
-        self.open = OpenItem("tool_call", item_id, index, delta, start.name, call_id)
-        item = function_call_item(item_id, "in_progress", call_id, start.name, "")
+        delta = self.delta_template(delta_type, item_id=item_id, output_index=index, delta=Template.SLOT)
+        self.open = OpenItem(start.kind, item_id, index, delta, start.name, call_id)
+        item = make_item(item_id, "in_progress", call_id, start.name, "")
         return self.event("response.output_item.added", output_index=index, item=item)
 
     def delta(self, delta: p.Delta) -> bytes:
@@ -926,13 +928,7 @@ class StreamEncoder(StreamEncoderBase):
     # -------------------------------------------- custom tool calls and citations
 
     def start_custom_tool_call(self, item_id: str, index: int, start: p.BlockStart) -> bytes:
-        call_id = start.call_id or self.meta.new_id("call_")
-        delta = self.delta_template(
-            "response.custom_tool_call_input.delta", item_id=item_id, output_index=index, delta=Template.SLOT
-        )
-        self.open = OpenItem("custom_tool_call", item_id, index, delta, start.name, call_id)
-        item = custom_tool_call_item(item_id, "in_progress", call_id, start.name, "")
-        return self.event("response.output_item.added", output_index=index, item=item)
+        return self.start_call(item_id, index, start, "response.custom_tool_call_input.delta", custom_tool_call_item)
 
     def close_custom_tool_call(self, item: OpenItem, text: str) -> bytes:
         return self.event(

@@ -250,7 +250,7 @@ CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call", "custom_tool_cal
 STEP_MODIFIERS = ("chunk", "interval")
 STEP_KEYS = {"reasoning": ("signature",), "text": ("phase", "citations")}  # what else a step of these kinds takes
 PHASES = ("commentary", "final_answer")
-TOOL_CALL_KEYS = ("name", "arguments", "id")
+TOOL_CALL_KEYS = ("name", "arguments", "id")  # the name, its text's, the id
 CUSTOM_TOOL_CALL_KEYS = ("name", "input", "id")
 CITATION_KEYS = ("url", "title", "cited_text", "start", "end")
 ERROR_DETAIL_KEYS = ("type", "code", "param")
@@ -512,17 +512,26 @@ def _part_deltas(check: _Checker, part: Any, line: int, chunk: Any) -> tuple[str
     return None if text is None else split_deltas(text, chunk)
 
 
-def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
-    spec = step["tool_call"]
-    line = _line_of(step, "tool_call")
+def _call_spec(check: _Checker, step: LineDict, action: str, keys: tuple[str, ...]) -> tuple[LineDict, str] | None:
+    """A call step's mapping (of `keys`, the second its text's) and its name; None, with a problem, without them."""
+    spec = step[action]
+    line = _line_of(step, action)
     if not isinstance(spec, LineDict):
-        check.add(line, f"tool_call: expected a mapping with name and arguments, got {_type_name(spec)}")
+        check.add(line, f"{action}: expected a mapping with name and {keys[1]}, got {_type_name(spec)}")
         return None
-    _check_keys(check, spec, TOOL_CALL_KEYS, "tool_call")
+    _check_keys(check, spec, keys, action)
     name = _string(check, spec, "name")
     if not name:
-        check.add(line, "tool_call: needs a name")
+        check.add(line, f"{action}: needs a name")
         return None
+    return spec, name
+
+
+def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
+    found = _call_spec(check, step, "tool_call", TOOL_CALL_KEYS)
+    if found is None:
+        return None
+    spec, name = found
     arguments = _arguments(check, step, spec, chunk)
     if arguments is None:
         return None
@@ -569,18 +578,12 @@ def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> t
 def _custom_tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> ToolCall | None:
     """`custom_tool_call: {name, input, id}`: a call of a custom tool, whose input is free text
     (a string, split by `chunk`, or its pieces)."""
-    spec = step["custom_tool_call"]
-    line = _line_of(step, "custom_tool_call")
-    if not isinstance(spec, LineDict):
-        check.add(line, f"custom_tool_call: expected a mapping with name and input, got {_type_name(spec)}")
+    found = _call_spec(check, step, "custom_tool_call", CUSTOM_TOOL_CALL_KEYS)
+    if found is None:
         return None
-    _check_keys(check, spec, CUSTOM_TOOL_CALL_KEYS, "custom_tool_call")
-    name = _string(check, spec, "name")
-    if not name:
-        check.add(line, "custom_tool_call: needs a name")
-        return None
+    spec, name = found
     given = spec.get("input", "")
-    input_line = _line_of(spec, "input", line)
+    input_line = _line_of(spec, "input", _line_of(step, "custom_tool_call"))
     deltas: tuple[str, ...] | None
     if isinstance(given, LineList):
         deltas = _pieces(check, given, input_line, "custom_tool_call input", _chunk_line(step))
