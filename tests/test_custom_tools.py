@@ -202,3 +202,43 @@ async def test_a_recorded_custom_tool_call_is_a_custom_tool_call_step(
     headers = add(gateway, "sql", CUSTOM)
     steps = await recorded_steps(aiohttp_server, base_url, protocol, True, headers, tmp_path / "recorded")
     assert call_of(steps) == (True, "write_sql", "call_sql1", SQL)
+
+
+AGENT = (
+    "conversation:\n"
+    "  - steps: [{custom_tool_call: {name: write_sql, input: 'SELECT 1'}}]\n"
+    "  - steps: [{text: {template: 'Rows: {tool_result:write_sql}'}}]\n"
+)
+
+
+async def test_a_custom_tool_result_answers_the_call_of_a_chained_response(gateway, openai_client):
+    """The stored response's custom tool call names the result its output item gives back."""
+    headers = add(gateway, "sql-agent", AGENT)
+    first = await openai_client.responses.create(model="m", input="Count", tools=[SQL_TOOL], extra_headers=headers)
+    [call] = first.output
+    result = {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "42"}
+    second = await openai_client.responses.create(
+        model="m", previous_response_id=first.id, input=[result], tools=[SQL_TOOL], extra_headers=headers
+    )
+    assert second.output_text == "Rows: 42"
+
+
+async def test_a_custom_tool_result_in_the_conversation_is_named(gateway, openai_client):
+    headers = add(gateway, "sql-agent", AGENT)
+    call = {"type": "custom_tool_call", "call_id": "call_1", "name": "write_sql", "input": "SELECT 1"}
+    result = {"type": "custom_tool_call_output", "call_id": "call_1", "output": "42"}
+    items = [{"role": "user", "content": "Count"}, call, result]
+    answer = await openai_client.responses.create(model="m", input=items, tools=[SQL_TOOL], extra_headers=headers)
+    assert answer.output_text == "Rows: 42"
+    messages = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "call_1", "type": "custom", "custom": {"name": "write_sql", "input": "SELECT 1"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]
+    completion = await openai_client.chat.completions.create(
+        model="m", messages=messages, tools=[CHAT_SQL_TOOL], extra_headers=headers
+    )
+    assert completion.choices[0].message.content == "Rows: 42"
