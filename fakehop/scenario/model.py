@@ -43,7 +43,7 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequen
 DEFAULT_KEEPALIVE = 10.0
 DEFAULT_STALL_TIMEOUT = 120.0
 MATCH_PREFIX_CHARS = 100_000  # of a prompt (or any text a `match` key reads): a match looks no further
-MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of one scenario, faker text included
+MAX_TEXT_CHARS = 2_000_000  # one scenario's text, reasoning, tool-call arguments and custom input, faker text included
 
 
 @dataclass(frozen=True, slots=True)
