@@ -3,8 +3,9 @@
 Stream: `data: <chat.completion.chunk>` frames with no `event:` line, ended by
 `data: [DONE]`; the role goes out once, with the first output; tool calls carry their id
 and name once, then argument fragments (a custom tool's, its input's, under `custom`);
-the text's citations are the message's `annotations`, in one chunk before the finish; usage comes in a last chunk with empty `choices`
-only when the request set `stream_options.include_usage`. Every chunk ends with an
+the text's citations are the message's `annotations`, in one chunk before the finish;
+usage comes in a last chunk with empty `choices` only when the request set
+`stream_options.include_usage`. Every chunk ends with an
 `obfuscation` unless `stream_options.include_obfuscation` is false, and `system_fingerprint`
 is null for the gpt-5 family's answers. Reasoning has no place in this protocol: the player
 shows none to it, and its time passes as silence, with keepalives.
