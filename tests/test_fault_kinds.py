@@ -319,3 +319,17 @@ def test_durations_are_numbers_of_seconds_or_scenario_durations(fakehop):
     fault = fakehop.fault("latency", first="250ms", between=1.5)
     assert (fault.settings["first"], fault.settings["between"]) == (0.25, 1.5)
     assert fakehop.fault("stall", timeout="2m").settings["timeout"] == 120.0
+
+
+def test_after_counts_reasoning_deltas_too(fast):
+    fast.queue("think-then-tool")  # reasoning word by word, then text, then a tool call
+    fast.fault("interrupt", after=3)
+    kinds = []
+    events = fast.openai_client(max_retries=0).responses.create(
+        model="gpt-5.6-sol", input="weather?", reasoning={"effort": "low", "summary": "auto"}, stream=True
+    )
+    with pytest.raises(openai.APIError, match="interrupted"):
+        for event in events:
+            if event.type.endswith(".delta"):
+                kinds.append(event.type)
+    assert kinds == ["response.reasoning_summary_text.delta"] * 3
