@@ -215,24 +215,22 @@ def test_a_request_from_the_sdk_shows_while_it_streams_and_its_row_updates_when_
     )
 
 
-def test_clicking_429_gives_the_sdk_a_429_and_the_row_shows_it(open_console):
+def test_clicking_429_lays_a_429_over_the_usual_answer_and_the_row_shows_it(open_console):
     console = open_console()
     page = console.page
     page.get_by_role("button", name="429", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    expect(page.locator("#fault-list")).to_have_text("rate_limit")
     with pytest.raises(openai.RateLimitError) as raised:
         ask(console.client())
     assert raised.value.status_code == 429 and raised.value.response.headers["retry-after"] == "2"
     expect(console.row(1).locator("td").nth(5)).to_have_text("429")
-    assert console.cells(1)["end"] == "http_error" and console.cells(1)["scenario"] == "rate-limited"
-    expect(page.locator("#queue")).to_have_text("empty")
-    expect(page.locator("#message")).to_have_text(
-        "queued rate-limited for the next request"
-    )  # no queue length gone stale
+    assert console.cells(1)["end"] == "http_error" and console.cells(1)["scenario"] == "hello"
+    expect(page.locator("#fault-list")).to_have_text("none")
+    expect(page.locator("#message")).to_have_text("fault rate_limit for the next request")  # no list gone stale
+    assert console.control("GET", "requests")["requests"][0]["faults"] == ["rate_limit"]
     console.row(1).click()
     expect(page.locator("#detail-summary")).to_contain_text("Retry-After 2")
-    expect(page.locator("#detail-scenario")).to_contain_text("status: 429")
-    assert ask(console.client()) == "Hello! How can I help you today?"  # the queue held one
+    assert ask(console.client()) == "Hello! How can I help you today?"  # the fault broke one answer
 
 
 def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_console):
@@ -240,7 +238,7 @@ def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_co
     page = console.page
     page.fill("#times", "2")
     page.get_by_role("button", name="500", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("server-error ×2 (2)")
+    expect(page.locator("#fault-list")).to_have_text("server_error ×2")
     client = console.client()
     for _ in range(2):
         with pytest.raises(openai.InternalServerError):
@@ -250,6 +248,55 @@ def test_a_fault_for_the_next_n_requests_and_a_scenario_made_the_default(open_co
     expect(page.locator('#scenarios li[data-name="max-tokens"]')).to_have_class("default")
     ask(client)
     expect(console.row(3)).to_contain_text("max-tokens")
+
+
+def streamed_words(client: openai.OpenAI, words: list[str]) -> None:
+    """A streamed answer of the default scenario, its words put in `words` as they come."""
+    for chunk in client.chat.completions.create(model="gpt-5.6-sol", messages=MESSAGES, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            words.append(chunk.choices[0].delta.content)
+
+
+@pytest.mark.parametrize(
+    ("button", "raised"),
+    [
+        ("interrupt", openai.APIError),
+        ("truncate", openai.APIConnectionError),
+        ("malformed", json.JSONDecodeError),
+        ("stall", openai.APIError),
+    ],
+)
+def test_a_stream_button_breaks_the_usual_answer_after_three_words(open_console, button, raised):
+    console = open_console()
+    page = console.page
+    set_time_scale(page, "0.01")
+    page.get_by_role("button", name=button, exact=True).click()
+    expect(page.locator("#fault-list")).to_have_text(button)
+    words: list[str] = []
+    with pytest.raises(raised):
+        streamed_words(console.client(), words)
+    assert words == ["Hello!", " How", " can"]
+    expect(console.row(1)).to_contain_text("hello")
+    assert console.control("GET", "requests")["requests"][0]["faults"] == [button]
+    expect(page.locator("#fault-list")).to_have_text("none")
+
+
+def test_the_latency_button_slows_the_usual_answer_and_clear_removes_a_fault(open_console):
+    console = open_console()
+    page = console.page
+    set_time_scale(page, "0.5")
+    page.get_by_role("button", name="latency", exact=True).click()
+    expect(page.locator("#fault-list")).to_have_text("latency")
+    began = time.monotonic()
+    words: list[str] = []
+    streamed_words(console.client(), words)
+    assert "".join(words) == "Hello! How can I help you today?" and time.monotonic() - began > 1  # 0.5 + 6 × 0.1
+    page.get_by_role("button", name="hang", exact=True).click()
+    expect(page.locator("#fault-list")).to_have_text("hang")
+    page.click("#clear-faults")
+    expect(page.locator("#fault-list")).to_have_text("none")
+    expect(page.locator("#message")).to_have_text("removed 1 fault")
+    assert console.control("GET", "faults") == {"faults": []}
 
 
 def to_fixed(number: float, digits: int) -> str:
@@ -376,7 +423,7 @@ def test_reset_on_the_page_puts_the_server_back_as_it_started(open_console):
     page = console.page
     for fault in ("500", "stall"):
         page.get_by_role("button", name=fault, exact=True).click()
-    expect(page.locator("#queue")).to_have_text("server-error, stall (2)")
+    expect(page.locator("#fault-list")).to_have_text("server_error, stall")
     page.fill("#editor", "name: added-here\nsteps:\n  - text: from the editor\n")
     expect(page.locator("#editor-state")).to_have_text("✓ added-here (steps)")
     page.click("#editor-add")
@@ -390,6 +437,7 @@ def test_reset_on_the_page_puts_the_server_back_as_it_started(open_console):
     page.click("#reset")
     expect(console.rows()).to_have_count(0)
     expect(page.locator("#queue")).to_have_text("empty")
+    expect(page.locator("#fault-list")).to_have_text("none")
     expect(page.locator("#default")).to_have_text("hello")
     expect(page.locator('#scenarios li[data-name="added-here"]')).to_have_count(0)
     expect(page.locator("#time-scale")).to_have_value("1")
@@ -431,12 +479,14 @@ def test_the_admin_token_is_asked_for_once_and_sent_with_every_call(open_console
     expect(page.locator("#connection")).to_have_text("live")
     expect(page.locator("#token-dialog")).to_be_hidden()
     expect(page.locator("#scenarios li").first).to_be_visible()
-    page.get_by_role("button", name="hang", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("hang (1)")
+    page.get_by_role("button", name="500", exact=True).click()
+    expect(page.locator("#fault-list")).to_have_text("server_error")
     page.reload()  # the tab keeps the token
     expect(page.locator("#connection")).to_have_text("live")
+    expect(page.locator("#fault-list")).to_have_text("server_error")
     assert not page.locator("#token-dialog").is_visible()
-    assert ask(console.client(), "hello") == "Hello! How can I help you today?"
+    with pytest.raises(openai.InternalServerError):
+        ask(console.client(), "hello")
     expect(console.row(1)).to_contain_text("hello")
     page.click("#forget-token")
     expect(page.locator("#token-dialog")).to_be_visible()
@@ -476,8 +526,8 @@ def test_the_session_selector_points_the_buttons_and_the_log_at_one_session(open
     page.select_option("#session", "checkout")
     expect(console.row(2)).to_be_hidden()
     page.get_by_role("button", name="429", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
-    assert ask(console.client()) == "Hello! How can I help you today?"  # the global session's queue is empty
+    expect(page.locator("#fault-list")).to_have_text("rate_limit")
+    assert ask(console.client()) == "Hello! How can I help you today?"  # the global session has no fault
     with pytest.raises(openai.RateLimitError):
         ask(tester)
     expect(console.row(4).locator("td").nth(5)).to_have_text("429")
@@ -547,7 +597,7 @@ def test_the_page_stays_usable_at_50_requests_a_second_its_rows_batched_and_its_
     expect(console.rows()).to_have_count(100)
     expect(console.rows().first).to_have_attribute("data-seq", "300")
     failed = console.server.call(
-        lambda: [r.started_at for r in console.server.gateway.journal.records if r.scenario == "server-error"]
+        lambda: [r.started_at for r in console.server.gateway.journal.records if r.faults == ("server_error",)]
     )
     assert len(failed) == 2 and failed[0] - clicked < 1.0
     load_figures = page.evaluate("() => window.consoleLoad")
@@ -568,7 +618,7 @@ def test_a_screenshot_of_the_console_at_work(open_console, tmp_path):
     ask(client)
     ask(client, "weather-tool")
     page.get_by_role("button", name="429", exact=True).click()
-    expect(page.locator("#queue")).to_have_text("rate-limited (1)")
+    expect(page.locator("#fault-list")).to_have_text("rate_limit")
     with pytest.raises(openai.RateLimitError):
         ask(client)
     with pytest.raises(openai.APIError):

@@ -61,3 +61,36 @@ def test_the_client_s_exception_carries_the_retry_after(url):
         assert error.response.headers["retry-after"] == "3"
     else:
         raise AssertionError("no RateLimitError")
+
+
+def test_a_stream_breaking_fault_takes_its_own_options(url):
+    added = fakehop_here("fault", "truncate", "--after", "2", url=url)
+    assert added.returncode == 0 and " truncate after=2 " in added.stdout
+    words = []
+    stream = app(url).chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in stream:
+            words.append(chunk.choices[0].delta.content if chunk.choices else None)
+    assert [word for word in words if word] == ["Hello!", " How"]
+    fakehop_here("fault", "stall", "--after", "1", "--timeout", "30s", "--then", "continue", url=url)
+    fakehop_here("fault", "interrupt", "--error", "overloaded", "--message", "busy", "--protocol", "messages", url=url)
+    fakehop_here("fault", "malformed", "--raw", "data: {x\\n\\n", url=url)
+    fakehop_here("fault", "latency", "--first", "250ms", "--between", "0.5", "--times", "0", url=url)
+    listed = [line.split(" ", 1)[1] for line in fakehop_here("fault", "--list", url=url).stdout.splitlines()]
+    assert listed == [
+        "stall after=1 then=continue timeout=30.0 times=1 probability=1.0 seed=0 (1 left)",
+        "interrupt after=1 error=overloaded message=busy times=1 protocol=messages probability=1.0 seed=0 (1 left)",
+        'malformed after=1 raw="data: {x\\n\\n" times=1 probability=1.0 seed=0 (1 left)',
+        "latency first=0.25 between=0.5 times=0 probability=1.0 seed=0 (until cleared)",
+    ]
+
+
+def test_a_wrong_option_of_the_new_kinds_is_one_line(url):
+    for args in (["--then", "later"], ["--timeout", "soon"], ["--error", "oops"]):
+        wrong = fakehop_here("fault", "stall", *args, url=url)
+        assert wrong.returncode == 2 and args[0] in wrong.stderr.splitlines()[-1]
+    refused = fakehop_here("fault", "truncate", "--then", "error", url=url)
+    assert refused.returncode == 1
+    [line] = refused.stderr.splitlines()
+    assert "truncate: unknown parameter 'then'" in line
+    assert fakehop_here("fault", "--list", url=url).stdout == ""

@@ -275,7 +275,7 @@ def test_the_control_api_refuses_a_wrong_fault_naming_the_problem(fakehop):
         client, {"kind": "rate_limit", "retry_afer": 1}
     )
     assert "the parameters are: " in refusal(client, {"kind": "rate_limit", "colour": 1})
-    assert "not supported by this server yet" in refusal(client, {"kind": "truncate", "after": 3})
+    assert "after: expected a whole number from 0" in refusal(client, {"kind": "truncate", "after": -1})
     assert "needs a status" in refusal(client, {"kind": "http_error"})
     assert "500, 502, 503, 529" in refusal(client, {"kind": "server_error", "status": 501})
     assert "times: expected a whole number from 0" in refusal(client, {"kind": "rate_limit", "times": -1})

@@ -29,8 +29,18 @@ from ..protocols.common import BadRequest
 from ..record.writer import DEFAULT_MIN_GAP
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from ..scenario.model import Scenario
-from ..scenario.reader import SCENARIO_SUFFIXES, Problem, ScenarioError, load_file, parse_duration, scenario_files
+from ..scenario.reader import (
+    FAIL_KINDS,
+    SCENARIO_SUFFIXES,
+    Problem,
+    ScenarioError,
+    load_file,
+    parse_duration,
+    scenario_files,
+)
 from ..server.addresses import is_all_interfaces, is_loopback
+from ..state.faults import KINDS as FAULT_KINDS
+from ..state.faults import STALL_THEN
 from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..style import Tint, plain, tinter
@@ -302,6 +312,11 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def unescaped(text: str) -> str:
+    """A text given on the command line, with `\\n`, `\\r` and `\\t` written out (a line of SSE ends in one)."""
+    return text.replace("\\n", "\n").replace("\\r", "\r").replace("\\t", "\t")
+
+
 def add_control_commands(commands) -> None:
     """Commands that drive a running server through its control API."""
     queue = commands.add_parser(
@@ -317,10 +332,8 @@ def add_control_commands(commands) -> None:
     add_server_options(queue)
     queue.set_defaults(run=run_queue)
 
-    fault = commands.add_parser(
-        "fault", help="lay a fault over the next answers (rate_limit, server_error, http_error); --list, --clear"
-    )
-    fault.add_argument("kind", nargs="?", metavar="KIND", help="rate_limit, server_error or http_error")
+    fault = commands.add_parser("fault", help="lay a fault over the next answers; --list, --clear")
+    fault.add_argument("kind", nargs="?", metavar="KIND", help=", ".join(FAULT_KINDS))
     fault.add_argument(
         "--times", type=int, default=None, metavar="N", help="how many requests it breaks; 0: until cleared"
     )
@@ -330,9 +343,26 @@ def add_control_commands(commands) -> None:
         "--status", type=int, default=None, metavar="N", help="the HTTP status (server_error, http_error)"
     )
     fault.add_argument("--message", default=None, help="the error's message")
+    fault.add_argument("--type", default=None, help="http_error: the error body's type")
+    fault.add_argument("--code", default=None, help="http_error: the error body's code")
+    fault.add_argument("--error", choices=FAIL_KINDS, default=None, help="interrupt: the fail: kind of its error")
+    fault.add_argument("--then", choices=STALL_THEN, default=None, help="stall: after the wait (default error)")
+    fault.add_argument(
+        "--timeout", type=duration, default=None, metavar="DURATION", help="stall: the wait (default stall_timeout)"
+    )
+    fault.add_argument(
+        "--raw", type=unescaped, default=None, metavar="TEXT", help="malformed: what it writes (\\n: a newline)"
+    )
+    fault.add_argument(
+        "--first", type=duration, default=None, metavar="DURATION", help="latency: before the first delta"
+    )
+    fault.add_argument(
+        "--between", type=duration, default=None, metavar="DURATION", help="latency: before each later delta"
+    )
     fault.add_argument("--protocol", choices=list(PROTOCOLS), default=None, help="only requests of this protocol")
     fault.add_argument("--scenario", default=None, metavar="GLOB", help="only requests for scenarios this glob names")
     fault.add_argument("--probability", type=float, default=None, metavar="P", help="the share of them it breaks")
+    fault.add_argument("--seed", type=int, default=None, metavar="N", help="seeds the probability's draws")
     fault.add_argument("--list", action="store_true", help="list the faults set")
     fault.add_argument("--clear", action="store_true", help="remove every fault")
     add_server_options(fault)
@@ -864,7 +894,25 @@ def run_queue(args: argparse.Namespace) -> int:
     return 0
 
 
-FAULT_OPTIONS = ("times", "after", "retry_after", "status", "message", "protocol", "scenario", "probability")
+FAULT_OPTIONS = (
+    "times",
+    "after",
+    "retry_after",
+    "status",
+    "message",
+    "type",
+    "code",
+    "error",
+    "then",
+    "timeout",
+    "raw",
+    "first",
+    "between",
+    "protocol",
+    "scenario",
+    "probability",
+    "seed",
+)
 
 
 def run_fault(args: argparse.Namespace) -> int:
@@ -880,7 +928,7 @@ def run_fault(args: argparse.Namespace) -> int:
             print(fault_line(fault))
         return 0
     if args.kind is None:
-        return fail("fault: give a KIND (rate_limit, server_error, http_error), or --list or --clear")
+        return fail(f"fault: give a KIND ({', '.join(FAULT_KINDS)}), or --list or --clear")
     body = {
         "kind": args.kind,
         **{name: getattr(args, name) for name in FAULT_OPTIONS if getattr(args, name) is not None},
@@ -892,7 +940,9 @@ def run_fault(args: argparse.Namespace) -> int:
 def fault_line(fault: dict) -> str:
     """One fault as `fakehop fault --list` shows it: its id, kind, settings and what it has left."""
     shown = [
-        f"{name}={value}" for name, value in fault.items() if name not in ("id", "kind", "left") and value is not None
+        f"{name}={value if not isinstance(value, str) or value.isprintable() else json.dumps(value)}"
+        for name, value in fault.items()
+        if name not in ("id", "kind", "left") and value is not None
     ]
     left = "until cleared" if fault.get("left") is None else f"{fault['left']} left"
     return " ".join([fault["id"], fault["kind"], *shown, f"({left})"])

@@ -235,8 +235,14 @@ def estimate_tokens(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def _format_seconds(seconds: float) -> str:
-    return f"{seconds:g}s"
+def played_keepalive(script: sc.Script, time_scale: float) -> float:
+    """The interval between keepalives in a silence, after the time scale; 0: the script sends none."""
+    return max(script.keepalive * time_scale, MIN_PLAYED_KEEPALIVE) if script.keepalive > 0 else 0.0
+
+
+def stalled(timeout: float) -> Failure:
+    """The gateway's error when a stream has written no output for `timeout` seconds (as the scenario says them)."""
+    return Failure("server_error", f"Stream stalled: no output for {timeout:g}s")
 
 
 # ---------------------------------------------------------------- the timeline
@@ -249,7 +255,7 @@ class _Layout:
         self.script = script
         self.request = request
         self.scale = time_scale
-        self.keepalive = max(script.keepalive * time_scale, MIN_PLAYED_KEEPALIVE) if script.keepalive > 0 else 0.0
+        self.keepalive = played_keepalive(script, time_scale)
         self.now = 0.0
         self.last_write = 0.0
         self.block: BlockStart | None = None  # the open block
@@ -416,8 +422,7 @@ class _Layout:
             elif kind is sc.Stall:
                 self.wait(self.script.stall_timeout)
                 if not cast(sc.Stall, step).resume:
-                    message = f"Stream stalled: no output for {_format_seconds(self.script.stall_timeout)}"
-                    yield from self.at(Failure("server_error", message))
+                    yield from self.at(stalled(self.script.stall_timeout))
                     return
             elif kind is sc.Raw:
                 yield from self.at(RawBytes(cast(sc.Raw, step).data.encode("utf-8")))

@@ -12,14 +12,15 @@ from typing import cast
 from aiohttp import hdrs, web
 from multidict import istr
 
-from ..play import player
+from ..play import breaks, player
+from ..play.breaks import Break, Latency
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
-from ..scenario.model import HttpError
+from ..scenario.model import HttpError, Script
 from ..state import journal as jr
-from ..state.faults import FAULT_HEADER, FaultProblem, header_faults, take
+from ..state.faults import FAULT_HEADER, Fault, FaultProblem, Laid, header_faults
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
@@ -208,6 +209,7 @@ class Answer:
     kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
     kept_in: str | None = None  # the session it is stored in
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
+    malformed: bytes | None = None  # a malformed fault's raw text, the body of a non-streamed answer
 
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
@@ -290,23 +292,48 @@ class Answer:
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
         asked = headers.get(FAULT_KEY)
-        fault = None if asked is None else requested_fault(asked, protocol.NAME, label)
-        if fault is None and session.faults:  # a session with none pays for this test alone
-            fault = take(session.faults, protocol.NAME, label)
-        if fault is not None:
-            self.record.faults = (fault.kind,)
-            return self.http_error(fault.error)
+        if asked is not None or session.faults:  # a request with neither pays for this test alone
+            laid = laid_faults(asked, session.faults, protocol.NAME, label)
+            if laid.kinds:
+                return await self.faulted(laid, session, parsed, script, seed)
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
             return self.http_error(script.http_error)
-        model = script.model or parsed.model
-        meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
-        if script.rate_limit is not None:
-            self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
+        meta = self.played_meta(session, parsed, script, seed)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
+
+    async def faulted(
+        self, laid: Laid, session: Session, parsed: ParsedRequest, script: Script, seed: int | None
+    ) -> web.StreamResponse:
+        """The answer with the faults `laid` over it: an HTTP kind's error in its place, or its
+        stream broken or slowed (encoded afresh: a kept rendering is the unbroken answer's)."""
+        self.record.faults = laid.kinds
+        scale = session.time_scale
+        effect = laid.ending.effect if laid.ending is not None else None
+        latencies = [cast(Latency, fault.effect) for fault in laid.latencies]
+        if isinstance(effect, HttpError) or script.http_error is not None:
+            await asyncio.sleep(sum(latency.first for latency in latencies) * scale)
+            return self.http_error(effect if isinstance(effect, HttpError) else cast(HttpError, script.http_error))
+        ending = cast("Break | None", effect)
+        if parsed.conversation.keep:
+            self.kept, self.kept_in = parsed, session.name
+        meta = self.played_meta(session, parsed, script, seed)
+        events = breaks.broken(player.timeline(script, parsed.play, scale), script, scale, ending, latencies)
+        if parsed.stream:
+            return await self.stream(prerender.encoded_writes(self.protocol, meta, parsed, events))
+        if isinstance(ending, Break) and ending.kind == "malformed":
+            self.malformed = ending.raw
+        return await self.whole(meta, parsed, events)
+
+    def played_meta(self, session: Session, parsed: ParsedRequest, script: Script, seed: int | None) -> Meta:
+        """The Meta of an answer that is played, once its rate-limit headers are counted."""
+        model = script.model or parsed.model
+        if script.rate_limit is not None:
+            self.success_headers = session.rate_limits.headers(self.protocol.NAME, script, parsed.play)
+        return Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
 
     def http_error(self, error: HttpError) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, error, self.request_id)
@@ -381,6 +408,9 @@ class Answer:
                 await asyncio.sleep(0)
         ending = outcome.ending
         if isinstance(ending, player.Disconnect):
+            if self.malformed is not None:  # a malformed fault's answer: its raw text as a 200's body
+                self.record.close(jr.COMPLETED, 200)
+                return web.Response(body=self.malformed, content_type="application/json")
             self.record.close(jr.DISCONNECTED)
             self.drop_connection()
             return web.Response(status=204)
@@ -409,12 +439,18 @@ class Answer:
 FAULT_KEY = istr(FAULT_HEADER)  # looked up for every request: see sessions.SESSION_HEADER_KEY
 
 
-def requested_fault(value: str, protocol: str, label: str):
-    """The first fault an X-Fakehop-Fault header names that fits the request; BadRequest naming the header."""
-    try:
-        return next((fault for fault in header_faults(value) if fault.fits(protocol, label)), None)
-    except FaultProblem as exc:
-        raise BadRequest(f"{FAULT_HEADER}: {exc}", param=FAULT_HEADER) from None
+def laid_faults(asked: str | None, faults: list[Fault], protocol: str, label: str) -> Laid:
+    """The faults laid over a request: those its X-Fakehop-Fault header names come before the
+    session's (BadRequest naming the header when it is wrong)."""
+    laid = Laid()
+    if asked is not None:
+        try:
+            laid.take(header_faults(asked), protocol, label, counted=False)
+        except FaultProblem as exc:
+            raise BadRequest(f"{FAULT_HEADER}: {exc}", param=FAULT_HEADER) from None
+    if faults:
+        laid.take(faults, protocol, label)
+    return laid
 
 
 def opened_record(journal: jr.Journal, request: web.Request, request_id: str, protocol: str | None = None) -> jr.Record:

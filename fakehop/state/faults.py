@@ -1,9 +1,10 @@
 """Faults: small breakages laid over whatever answer a request would get, scoped and composable.
 
 A session holds a list of faults, oldest first. A request takes the oldest one that fits it
-(its protocol, the name of its scenario, a draw of its probability); a fault's `times` counts
-only the requests it took, and once spent it is gone. This slice has the kinds that replace
-the answer with an HTTP error: `rate_limit`, `server_error` and `http_error`.
+(its protocol, the name of its scenario, a draw of its probability) of the kinds that end or
+replace an answer, and every fitting `latency`; a fault's `times` counts only the requests it
+took, and once spent it is gone. The HTTP kinds (`rate_limit`, `server_error`, `http_error`)
+replace the answer with an HTTP error; the others break or slow its stream (play.breaks).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ..play.breaks import BREAK_KINDS, Break, Latency
 from ..protocols import PROTOCOLS
 from ..scenario.hints import did_you_mean
 from ..scenario.model import HttpError
+from ..scenario.reader import FAIL_KINDS, parse_duration
 
 HTTP_KINDS = ("rate_limit", "server_error", "http_error")
-LATER_KINDS = ("interrupt", "truncate", "stall", "hang", "malformed", "latency")  # not served yet
+KINDS = (*HTTP_KINDS, *BREAK_KINDS, "latency")
 SCOPE_KEYS = ("times", "protocol", "scenario", "probability", "seed")
 # Each kind's parameters and their defaults; REQUIRED: one the fault must be given.
 REQUIRED = object()
@@ -29,7 +32,16 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "rate_limit": {"retry_after": 1, "message": None},
     "server_error": {"status": 500, "retry_after": None, "message": None},
     "http_error": {"status": REQUIRED, "retry_after": None, "message": None, "type": None, "code": None},
+    "interrupt": {"after": 1, "error": "interrupted", "message": None},
+    "truncate": {"after": 1},
+    "stall": {"after": 1, "then": "error", "timeout": None},
+    "hang": {"after": 0},
+    "malformed": {"after": 1, "raw": "event: content_block_delta\ndata: {not json\n\n"},
+    "latency": {"first": 0.0, "between": 0.0},
 }
+STALL_THEN = ("error", "continue")
+MAX_AFTER = 1_000_000  # output deltas let through before a break
+MAX_RAW = 100_000  # characters a malformed answer writes
 SERVER_ERROR_STATUSES = (500, 502, 503, 529)
 MAX_TIMES = 10_000  # `times` of one fault; 0 breaks requests until it is removed
 MAX_RETRY_AFTER = 86_400.0  # seconds
@@ -50,7 +62,7 @@ class Fault:
 
     kind: str
     parameters: dict[str, Any]  # the kind's, defaults filled in
-    error: HttpError
+    effect: HttpError | Break | Latency  # what it does to an answer
     times: int = 1
     protocol: str | None = None
     scenario: str | None = None  # a glob on the name of the scenario a request gets
@@ -91,16 +103,34 @@ def name_fits(glob: str, label: str) -> bool:
     return fnmatchcase(label, glob) or fnmatchcase(label.split("[", 1)[0].split("->", 1)[0], glob)
 
 
-def take(faults: list[Fault], protocol: str, label: str) -> Fault | None:
-    """The oldest fault of `faults` that fits the request, counted as taken (and removed once spent)."""
-    for index, fault in enumerate(faults):
-        if fault.fits(protocol, label):
-            if fault.left is not None:
-                fault.left -= 1
-                if fault.left == 0:
-                    del faults[index]
-            return fault
-    return None
+@dataclass
+class Laid:
+    """The faults laid over one request: the one that ends or replaces its answer, and its latencies."""
+
+    ending: Fault | None = None
+    latencies: list[Fault] = field(default_factory=list)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(fault.kind for fault in ([self.ending] if self.ending else []) + self.latencies)
+
+    def take(self, faults: list[Fault], protocol: str, label: str, counted: bool = True) -> None:
+        """Add the oldest fault of `faults` that fits the request and ends or replaces its answer
+        (unless one is laid already) and every fitting latency; `counted`: each one taken counts
+        against its `times`, and is removed once spent."""
+        spent = False
+        for fault in faults:
+            latency = fault.kind == "latency"
+            if (latency or self.ending is None) and fault.fits(protocol, label):
+                if latency:
+                    self.latencies.append(fault)
+                else:
+                    self.ending = fault
+                if counted and fault.left is not None:
+                    fault.left -= 1
+                    spent = spent or fault.left == 0
+        if spent:
+            faults[:] = [fault for fault in faults if fault.left != 0]
 
 
 FAULT_HEADER = "X-Fakehop-Fault"
@@ -159,7 +189,7 @@ def parse_fault(spec: Mapping[str, Any]) -> Fault:
     return Fault(
         kind,
         parameters,
-        http_error_of(kind, parameters),
+        effect_of(kind, parameters),
         times=whole(spec.get("times", 1), "times", 0, MAX_TIMES),
         protocol=protocol_of(spec.get("protocol")),
         scenario=text_of(spec.get("scenario"), "scenario"),
@@ -173,10 +203,7 @@ def kind_of(kind: Any) -> str:
         raise FaultProblem(f"kind: expected a fault kind such as 'rate_limit', got {shown(kind)}")
     if kind in PARAMETERS:
         return kind
-    if kind in LATER_KINDS:
-        raise FaultProblem(f"fault kind {kind!r} is not supported by this server yet; it has {', '.join(HTTP_KINDS)}")
-    known = [*HTTP_KINDS, *LATER_KINDS]
-    raise FaultProblem(f"unknown fault kind {kind!r}{did_you_mean(kind, known)} (the kinds: {', '.join(known)})")
+    raise FaultProblem(f"unknown fault kind {kind!r}{did_you_mean(kind, KINDS)} (the kinds: {', '.join(KINDS)})")
 
 
 def checked_parameter(kind: str, name: str, value: Any) -> Any:
@@ -188,7 +215,13 @@ def checked_parameter(kind: str, name: str, value: Any) -> Any:
         return status_of(kind, value)
     if name == "retry_after":
         return number(value, "retry_after", 0.0, MAX_RETRY_AFTER)
-    return text_of(value, name)
+    if name == "after":
+        return whole(value, "after", 0, MAX_AFTER)
+    if name in ("timeout", "first", "between"):
+        return duration_of(value, name)
+    if name in ("error", "then"):
+        return one_of(value, name, FAIL_KINDS if name == "error" else STALL_THEN)
+    return text_of(value, name, MAX_RAW if name == "raw" else MAX_TEXT)
 
 
 def status_of(kind: str, value: Any) -> int:
@@ -217,12 +250,27 @@ def probability_of(value: Any) -> float:
     return float(number(value, "probability", 0.0, 1.0))
 
 
-def text_of(value: Any, name: str) -> str | None:
+def text_of(value: Any, name: str, longest: int = MAX_TEXT) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
-        raise FaultProblem(f"{name}: expected a text of 1 to {MAX_TEXT:,} characters, got {shown(value)}")
+    if not isinstance(value, str) or not 0 < len(value) <= longest:
+        raise FaultProblem(f"{name}: expected a text of 1 to {longest:,} characters, got {shown(value)}")
     return value
+
+
+def duration_of(value: Any, name: str) -> float:
+    """Seconds, as a number or a scenario's duration (`250ms`, `2s`, `1.5m`)."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise FaultProblem(f"{name}: {exc}") from None
+
+
+def one_of(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+    raise FaultProblem(f"{name}: expected one of {', '.join(choices)}, got {shown(value)}{hint}")
 
 
 def protocol_of(value: Any) -> str | None:
@@ -244,6 +292,22 @@ def seconds_text(seconds: float | int) -> str:
     if isinstance(seconds, float) and seconds.is_integer() and math.isfinite(seconds):
         return str(int(seconds))
     return str(seconds)
+
+
+def effect_of(kind: str, parameters: dict[str, Any]) -> HttpError | Break | Latency:
+    if kind in HTTP_KINDS:
+        return http_error_of(kind, parameters)
+    if kind == "latency":
+        return Latency(parameters["first"], parameters["between"])
+    return Break(
+        kind,
+        parameters["after"],
+        error=parameters.get("error") or "interrupted",
+        message=parameters.get("message"),
+        timeout=parameters.get("timeout"),
+        resume=parameters.get("then") == "continue",
+        raw=(parameters.get("raw") or "").encode("utf-8"),
+    )
 
 
 def http_error_of(kind: str, parameters: dict[str, Any]) -> HttpError:

@@ -412,7 +412,7 @@ class Fakehop:
 
     def fault(self, kind: str, **parameters: Any) -> SetFault:
         """Lay a fault over this session's next answers: `fault("rate_limit", times=2,
-        retry_after=0.5)`. ValueError names a wrong kind, parameter or value."""
+        retry_after=0.5)`, `fault("truncate", after=3)`. ValueError names a wrong kind, parameter or value."""
         __tracebackhide__ = True
         try:
             return SetFault.from_json(self._driver.add_fault({"kind": kind, **parameters}))

@@ -332,11 +332,14 @@ async function showScenario(label) {
 async function readState() {
   state.stateTimer = null;
   try {
-    const [health, { queue }] = await Promise.all([call("GET", "health"), call("GET", "queue")]);
+    const [health, { queue }, { faults }] = await Promise.all([
+      call("GET", "health"), call("GET", "queue"), call("GET", "faults"),
+    ]);
     state.defaultName = health.default;
     $("default").textContent = health.default;
     if (document.activeElement !== $("time-scale")) $("time-scale").value = health.time_scale;
     showQueue(queue);
+    showFaults(faults);
     markDefault();
   } catch (error) {
     failed(error);
@@ -362,17 +365,18 @@ function showQueue(queue) {
     (runs.length > 8 ? ", …" : "") + ` (${queue.length})`;
 }
 
+// The session's faults, oldest first: each kind with the requests it will still break.
+function showFaults(faults) {
+  const shown = faults.slice(0, 8).map(({ kind, left }) => (left === null ? `${kind} ×∞` : left > 1 ? `${kind} ×${left}` : kind));
+  $("fault-list").textContent = faults.length ? shown.join(", ") + (faults.length > 8 ? ", …" : "") : "none";
+}
+
 async function readScenarios() {
   try {
     const answer = await call("GET", "scenarios");
     state.scenarios = answer.scenarios;
     state.defaultName = answer.default;
     showScenarios();
-    for (const button of $("faults").querySelectorAll("button")) {
-      const known = state.scenarios.find((scenario) => scenario.name === button.dataset.scenario);
-      button.disabled = !known;
-      button.title = known ? `queue ${known.name}: ${known.description}` : `this server has no scenario ${button.dataset.scenario}`;
-    }
   } catch (error) {
     failed(error);
   }
@@ -422,6 +426,18 @@ async function queueScenario(name) {
     const answer = await call("POST", "queue", { json: { scenario: name, times: times() } });
     // what was done, not what the queue holds now: the queue panel shows that, kept up to date
     say(`queued ${answer.queued} for the next ${answer.times > 1 ? `${answer.times} requests` : "request"}`);
+    await readState();
+  } catch (error) {
+    failed(error);
+  }
+}
+
+// A fault over the next N answers, whatever scenario they come from: the app keeps its usual
+// answer, broken the way the button says.
+async function addFault(fault) {
+  try {
+    const answer = await call("POST", "faults", { json: Object.assign({}, fault, { times: times() }) });
+    say(`fault ${answer.kind} for the next ${answer.times > 1 ? `${answer.times} requests` : "request"}`);
     await readState();
   } catch (error) {
     failed(error);
@@ -604,7 +620,16 @@ function stop() {
 function wire() {
   $("faults").addEventListener("click", (event) => {
     const button = event.target.closest("button");
-    if (button) queueScenario(button.dataset.scenario);
+    if (button) addFault(JSON.parse(button.dataset.fault));
+  });
+  $("clear-faults").addEventListener("click", async () => {
+    try {
+      const answer = await call("DELETE", "faults");
+      say(`removed ${answer.removed} ${answer.removed === 1 ? "fault" : "faults"}`);
+      await readState();
+    } catch (error) {
+      failed(error);
+    }
   });
   $("clear-queue").addEventListener("click", async () => {
     try {
@@ -618,7 +643,7 @@ function wire() {
   $("reset").addEventListener("click", async () => {
     try {
       await call("POST", "reset");
-      say(state.session ? `session ${state.session} dropped` : "reset: queue, journal, sequences, added scenarios, default and time scale as the server started");
+      say(state.session ? `session ${state.session} dropped` : "reset: queue, faults, journal, sequences, added scenarios, default and time scale as the server started");
       await Promise.all([readState(), readScenarios()]);
     } catch (error) {
       failed(error);
