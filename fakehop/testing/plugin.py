@@ -27,6 +27,8 @@ import pytest
 
 MARKER = "fakehop"
 MARKER_OPTIONS = ("scenario", "time_scale", "strict", "verdicts")
+SWEEP_MARKER = "fakehop_sweep"
+SWEEP_FIXTURE = "fakehop_sweep_fault"
 VERDICT_LEVELS = ("error", "warning", "off")  # fail a test at teardown on findings of this severity or worse; or never
 SETTLE_SECONDS = 1.0  # before a verdict at teardown, how long to wait for requests still in progress to end
 MAX_SESSION_NAME = 128  # as session names are checked
@@ -124,6 +126,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "this test (a name or a mapping in the scenario format), its time scale, whether it is strict, and whether findings "
         "of fakehop's verdict fail it (error, warning, off)",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{SWEEP_MARKER}(faults=None, protocol=None): run the test once per fault, laid over every answer of its "
+        "fakehop session for the whole test (ids fault-KIND); every kind with its defaults unless faults= lists "
+        "kind names or mappings; protocol= limits the faults to chat, responses or messages",
+    )
     config.stash[SETTINGS] = read_settings(config)
 
 
@@ -174,6 +182,29 @@ STRICT_WORDS = {
     "off": False,
     "0": False,
 }
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `fakehop_sweep` runs once per fault of the marker (see fakehop.testing.sweep)."""
+    mark = metafunc.definition.get_closest_marker(SWEEP_MARKER)
+    if mark is None:
+        return
+    from .sweep import SweepProblem, swept_faults
+
+    where = f"{metafunc.definition.nodeid}: @pytest.mark.{SWEEP_MARKER}"
+    try:
+        runs = swept_faults(mark.args, mark.kwargs)
+    except SweepProblem as exc:
+        fail(f"{where}{'' if exc.option is None else f'({exc.option}=...)'}: {exc}")
+    if SWEEP_FIXTURE not in metafunc.fixturenames:
+        fail(f"{where}: the test uses no fakehop fixture (fakehop or fakehop_env), so no fault would reach it")
+    metafunc.parametrize(SWEEP_FIXTURE, [run.spec for run in runs], ids=[run.id for run in runs], indirect=True)
+
+
+@pytest.fixture
+def fakehop_sweep_fault(request: pytest.FixtureRequest) -> dict[str, Any] | None:
+    """The fault a test marked `fakehop_sweep` runs under, as `fakehop.fault` takes it; None for any other test."""
+    return getattr(request, "param", None)
 
 
 @pytest.fixture(scope="session")
@@ -248,7 +279,7 @@ def session_name(node: pytest.Item) -> str:
 
 
 @pytest.fixture
-def fakehop(fakehop_server, request: pytest.FixtureRequest):
+def fakehop(fakehop_server, fakehop_sweep_fault, request: pytest.FixtureRequest):
     """A session of the fakehop server that is this test's own: a `fakehop.testing.Fakehop`.
     After the test, a request no scenario was set up for (strict mode) fails it, and so do the
     verdict's findings at the level `fakehop_verdicts` or the marker asks for."""
@@ -270,6 +301,12 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
         except (UnknownScenario, ScenarioError, TypeError) as exc:
             handle.close()
             fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}")
+    if fakehop_sweep_fault is not None:
+        try:
+            handle.fault(**fakehop_sweep_fault)
+        except ValueError as exc:  # a kind this server does not serve, or a parameter it refuses
+            handle.close()
+            fail(f"@pytest.mark.{SWEEP_MARKER}: {exc}")
     request.node.stash[HANDLE] = handle
     if settings.app_env:
         set_app_env(handle, request.getfixturevalue("monkeypatch"))
