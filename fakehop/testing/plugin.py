@@ -43,11 +43,13 @@ class PluginSettings:
     strict: bool | None  # None: in process not strict, with a URL as the server was started
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
     app_env: bool = False  # every test that uses `fakehop` gets `fakehop_env` too
+    report: Path | None = None  # where the run's report goes (--fakehop-report)
 
 
 SETTINGS = pytest.StashKey[PluginSettings]()
 HANDLE = pytest.StashKey[Any]()  # the test's Fakehop, for its failure report
 CALL_FAILED = pytest.StashKey[bool]()  # the test itself failed: its report has the findings, teardown adds no failure
+GATHERED = pytest.StashKey[dict]()  # the test's record for the run's report, taken before its session is dropped
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +97,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="point the SDK clients an app builds itself at each test's fakehop session (default: fakehop_env)",
     )
+    group.addoption(
+        "--fakehop-report",
+        default=None,
+        metavar="PATH",
+        help="write a report of the tests that used fakehop (outcome, faults, requests, findings) to PATH, "
+        "ending in .json or .html; the terminal summary gets a short table of it",
+    )
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
     parser.addini(
         "fakehop_verdicts",
@@ -132,7 +141,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "fakehop session for the whole test (ids fault-KIND); every kind with its defaults unless faults= lists "
         "kind names or mappings; protocol= limits the faults to chat, responses or messages",
     )
-    config.stash[SETTINGS] = read_settings(config)
+    config.stash[SETTINGS] = settings = read_settings(config)
+    if settings.report is not None and not hasattr(config, "workerinput"):  # an xdist worker sends its records on
+        config.pluginmanager.register(ReportWriter(settings.report), "fakehop-report")
 
 
 def read_settings(config: pytest.Config) -> PluginSettings:
@@ -160,8 +171,27 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     lenient = config.getoption("fakehop_lenient_conversations") or ini_flag(config, "fakehop_lenient_conversations")
     app_env = config.getoption("fakehop_env") or ini_flag(config, "fakehop_env")
     return PluginSettings(
-        tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient), bool(app_env)
+        tuple(directories),
+        time_scale,
+        verdicts,
+        url,
+        STRICT_WORDS[strict_text],
+        bool(lenient),
+        bool(app_env),
+        report_path(config),
     )
+
+
+def report_path(config: pytest.Config) -> Path | None:
+    text = config.getoption("fakehop_report")
+    if text is None:
+        return None
+    from .report import ReportProblem, checked_path
+
+    try:
+        return config.invocation_params.dir / checked_path(text)
+    except ReportProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def ini_flag(config: pytest.Config, name: str) -> bool:
@@ -198,13 +228,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         fail(f"{where}{'' if exc.option is None else f'({exc.option}=...)'}: {exc}")
     if SWEEP_FIXTURE not in metafunc.fixturenames:
         fail(f"{where}: the test uses no fakehop fixture (fakehop or fakehop_env), so no fault would reach it")
-    metafunc.parametrize(SWEEP_FIXTURE, [run.spec for run in runs], ids=[run.id for run in runs], indirect=True)
+    runs_as_params = [{"id": run.id, "fault": run.spec} for run in runs]
+    metafunc.parametrize(SWEEP_FIXTURE, runs_as_params, ids=[run.id for run in runs], indirect=True)
 
 
 @pytest.fixture
 def fakehop_sweep_fault(request: pytest.FixtureRequest) -> dict[str, Any] | None:
     """The fault a test marked `fakehop_sweep` runs under, as `fakehop.fault` takes it; None for any other test."""
-    return getattr(request, "param", None)
+    return request.param["fault"] if hasattr(request, "param") else None
+
+
+def sweep_id(item: pytest.Item) -> str | None:
+    """The id of the sweep's run `item` is (`fault-truncate`), None when it is none."""
+    callspec = getattr(item, "callspec", None)
+    run = callspec.params.get(SWEEP_FIXTURE) if callspec is not None else None
+    return None if run is None else run["id"]
 
 
 @pytest.fixture(scope="session")
@@ -313,6 +351,8 @@ def fakehop(fakehop_server, fakehop_sweep_fault, request: pytest.FixtureRequest)
     yield handle
     level = options.get("verdicts", settings.verdicts)
     try:
+        if settings.report is not None:
+            request.node.stash[GATHERED] = gather(handle, request.node)
         if not request.node.stash.get(CALL_FAILED, False):  # a failed test's report has its requests and findings
             fail_on_unmatched(handle)
             if level != "off":
@@ -343,14 +383,27 @@ def fail_on_unmatched(handle) -> None:
         fail("fakehop: no scenario was set up for these requests (strict mode):\n" + "\n".join(unmatched))
 
 
-def fail_on_findings(handle, level: str) -> None:
-    """Fail the test (at teardown) on the findings of `level` or worse, once its requests have ended."""
-    from .fixture import findings_report
-
+def settle(handle) -> None:
+    """Wait a moment for the test's requests still in progress to end."""
     try:
         handle.wait_for_requests(count=0, timeout=SETTLE_SECONDS)
     except TimeoutError:
         pass  # still open: judged as they are (no_read_timeout and abandoned_stream look at those)
+
+
+def gather(handle, item: pytest.Item) -> dict[str, Any]:
+    """The test's record for the run's report, once its requests have ended."""
+    from .report import gathered
+
+    settle(handle)
+    return gathered(handle.streams(), handle.verdict(), sweep_id(item))
+
+
+def fail_on_findings(handle, level: str) -> None:
+    """Fail the test (at teardown) on the findings of `level` or worse, once its requests have ended."""
+    from .fixture import findings_report
+
+    settle(handle)
     findings = [finding for finding in handle.verdict() if level == "warning" or finding.severity == "error"]
     if findings:
         fail(findings_report(findings))
@@ -368,7 +421,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if findings:
             seen += ["verdict:"] + [f"  {finding}" for finding in findings]
         report.sections.append(("fakehop requests", "\n".join(seen) or "(none)"))
+    if report.when == "teardown" and item.config.stash[SETTINGS].report is not None:
+        attach_record(item, report)
     return report
+
+
+def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
+    """The test's record rides on its teardown report, which xdist carries from a worker to the
+    controller (a report's extra attributes travel with it); a test that asked for fakehop and
+    was skipped before getting it has one too."""
+    record = item.stash.get(GATHERED, None)
+    if record is None and "fakehop" in getattr(item, "fixturenames", ()):
+        from .report import unrun
+
+        record = unrun(sweep_id(item))
+    if record is not None:
+        report.fakehop_report = record  # type: ignore[attr-defined]  # an extra attribute, serialized with it
 
 
 def marker_options(node: pytest.Item) -> dict[str, Any]:
@@ -395,3 +463,48 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
             f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}"
         )
     return options
+
+
+class ReportWriter:
+    """Where the run is reported (the controller under xdist): each test's record, from its
+    teardown report, with its outcome; written at the end of the run and summed up last in the
+    terminal summary."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.phases: dict[str, list[str]] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.problem: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.phases.setdefault(report.nodeid, []).append(report.outcome)
+        record = getattr(report, "fakehop_report", None)
+        if record is not None:
+            self.records[report.nodeid] = record
+
+    def tests(self) -> list[dict[str, Any]]:
+        from .report import outcome_of
+
+        return [
+            {"nodeid": nodeid, "outcome": outcome_of(self.phases[nodeid]), **record}
+            for nodeid, record in self.records.items()
+        ]
+
+    def pytest_sessionfinish(self) -> None:
+        from .report import write
+
+        try:
+            write(self.path, self.tests())
+        except OSError as exc:
+            self.problem = f"could not write {self.path}: {exc.strerror or exc}"
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # the outermost: its part after `yield` comes last
+    def pytest_terminal_summary(self, terminalreporter):
+        from .report import summary
+
+        result = yield
+        terminalreporter.write_sep("=", "fakehop report")
+        for line in summary(self.tests()):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"fakehop report: {self.problem or f'written to {self.path}'}")
+        return result
