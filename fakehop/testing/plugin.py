@@ -43,7 +43,7 @@ class PluginSettings:
     strict: bool | None  # None: in process not strict, with a URL as the server was started
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
     app_env: bool = False  # every test that uses `fakehop` gets `fakehop_env` too
-    report: Path | None = None  # where the run's report goes (--fakehop-report)
+    report: Path | None = None  # where the run's report goes (--fakehop-report), from where pytest started
 
 
 SETTINGS = pytest.StashKey[PluginSettings]()
@@ -143,7 +143,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[SETTINGS] = settings = read_settings(config)
     if settings.report is not None and not hasattr(config, "workerinput"):  # an xdist worker sends its records on
-        config.pluginmanager.register(ReportWriter(settings.report), "fakehop-report")
+        config.pluginmanager.register(
+            ReportWriter(settings.report, config.getoption("fakehop_report")), "fakehop-report"
+        )
 
 
 def read_settings(config: pytest.Config) -> PluginSettings:
@@ -470,8 +472,9 @@ class ReportWriter:
     teardown report, with its outcome; written at the end of the run and summed up last in the
     terminal summary."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, given: str):
         self.path = path
+        self.given = given  # the path as the command line gave it, to show
         self.phases: dict[str, list[str]] = {}
         self.records: dict[str, dict[str, Any]] = {}
         self.problem: str | None = None
@@ -506,5 +509,5 @@ class ReportWriter:
         terminalreporter.write_sep("=", "fakehop report")
         for line in summary(self.tests()):
             terminalreporter.write_line(line)
-        terminalreporter.write_line(f"fakehop report: {self.problem or f'written to {self.path}'}")
+        terminalreporter.write_line(f"fakehop report: {self.problem or f'written to {self.given}'}")
         return result

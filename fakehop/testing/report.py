@@ -23,7 +23,7 @@ from ..verdicts import ERROR, WARNING, Finding
 SUFFIXES = (".json", ".html")
 OUTCOMES = ("passed", "failed", "skipped")
 MAX_SUMMARY_ROWS = 40  # of the terminal's table; the file has them all
-MAX_TEST_WIDTH = 70  # characters of a node id in the terminal's table; longer ones keep their end
+MAX_TEST_WIDTH = 90  # characters of a node id in the terminal's table; longer ones keep their end
 NO_SWEEP = "no sweep"
 
 
