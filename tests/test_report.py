@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fakehop.testing.report import unswept
+
 from .test_console_browser import browser  # noqa: F401 - the module's one Chromium
 from .test_control_cli import ServerProcess
 from .test_pytest_plugin import INI
@@ -181,6 +183,28 @@ def test_without_the_option_there_is_no_table(pytester):
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=2)
     assert "fakehop report" not in result.stdout.str()
+
+
+def test_the_reports_directories_are_made_and_one_that_cannot_be_is_said_at_the_end(pytester):
+    pytester.makeini(INI)
+    pytester.makepyfile(test_it="def test_it(fakehop):\n    pass\n")
+    pytester.path.joinpath("a-file").write_text("")
+    made = pytester.runpytest_subprocess("--fakehop-report", "reports/today/report.json")
+    made.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "reports" / "today" / "report.json").read_text())["tests"][0]["nodeid"] == (
+        "test_it.py::test_it"
+    )
+    refused = pytester.runpytest_subprocess("--fakehop-report", "a-file/report.json")
+    refused.assert_outcomes(passed=1)
+    assert refused.outlines[-2].startswith(f"fakehop report: could not write {pytester.path / 'a-file'}")
+    assert "INTERNALERROR" not in refused.stdout.str() + refused.stderr.str()
+
+
+def test_a_swept_tests_row_is_its_node_id_less_the_sweeps_id():
+    assert unswept("t.py::test_x[fault-truncate]", "fault-truncate") == "t.py::test_x"
+    assert unswept("t.py::test_x[fault-truncate-2-small]", "fault-truncate-2") == "t.py::test_x[small]"
+    assert unswept("t.py::test_x[a-fault-rate_limit-b]", "fault-rate_limit") == "t.py::test_x[a-b]"
+    assert unswept("t.py::test_x[a]", None) == "t.py::test_x[a]"
 
 
 def test_a_report_path_of_another_kind_is_a_usage_error(project):

@@ -129,6 +129,8 @@ def outcome_of(phases: Iterable[str]) -> str:
 
 
 def write(path: Path, tests: Sequence[dict[str, Any]]) -> None:
+    """The report at `path`, its directories made first (as --junitxml's are)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = page(tests) if path.suffix == ".html" else json.dumps({"tests": list(tests)}, indent=2) + "\n"
     path.write_text(text, encoding="utf-8")
 
