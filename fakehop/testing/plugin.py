@@ -9,7 +9,9 @@ strict=..., verdicts=...)` and dropped after it. With `fakehop_verdicts` (or the
 `verdicts`) at `error` or `warning`, a test whose clients broke HopBase's rules fails at
 teardown; so does one that made a request no scenario was set up for, in strict mode.
 `fakehop_env` (or `fakehop_env = true`, `--fakehop-env`, for every test that uses `fakehop`)
-points the SDK clients an app under test builds itself at the test's session. Heavy
+points the SDK clients an app under test builds itself at the test's session.
+`@pytest.mark.fakehop_sweep` runs a test once per fault (see fakehop.testing.sweep), and
+`--fakehop-report PATH` reports each test's faults, requests and findings (fakehop.testing.report). Heavy
 imports wait until a test asks for a fixture, so installing fakehop costs other test runs
 nothing.
 """
