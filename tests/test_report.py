@@ -43,6 +43,20 @@ def test_an_error_in_the_stream(fakehop):
         list(stream)
 
 
+def test_other_protocols(fakehop):
+    with fakehop.anthropic_client(max_retries=0).messages.stream(
+        model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]
+    ) as stream:
+        assert "".join(stream.text_stream) == HELLO
+    assert len(list(fakehop.openai_client(max_retries=0).responses.create(model="m", input="Hi", stream=True))) > 5
+
+
+@pytest.mark.fakehop(verdicts="error")
+def test_judged_at_teardown(fakehop_env):
+    fakehop_env.fault("rate_limit", retry_after=0.5)
+    assert ask("Hi", wait=False) == HELLO
+
+
 @pytest.mark.skip(reason="not today")
 def test_skipped(fakehop):
     pass
@@ -101,6 +115,8 @@ def check_the_records(tests: dict[str, dict]) -> None:
             "test_hasty_app[fault-server_error]",
             "test_keepalives",
             "test_an_error_in_the_stream",
+            "test_other_protocols",
+            "test_judged_at_teardown",
             "test_skipped",
             "test_failing",
         )
@@ -125,6 +141,12 @@ def check_the_records(tests: dict[str, dict]) -> None:
     assert times == sorted(times) and times[-1] >= 0.3  # after the silence, on the journal's clock
     [failed_stream] = tests["test_app.py::test_an_error_in_the_stream"]["requests"]["each"]
     assert failed_stream["end"] == "failed" and [kind for _, kind in failed_stream["timeline"]][-1] == "error"
+    messages, responses = tests["test_app.py::test_other_protocols"]["requests"]["each"]
+    for request in (messages, responses):
+        kinds = [kind for _, kind in request["timeline"]]
+        assert kinds.count("delta") >= 5 and "error" not in kinds and "event" in kinds, request["protocol"]
+    judged = tests["test_app.py::test_judged_at_teardown"]
+    assert (judged["outcome"], [f["rule"] for f in judged["findings"]]) == ("failed", ["retry_after_ignored"])
     assert tests["test_app.py::test_skipped"]["outcome"] == "skipped"
     assert tests["test_app.py::test_skipped"]["requests"] == {"count": 0, "ends": {}, "each": []}
     assert tests["test_app.py::test_failing"]["outcome"] == "failed"
@@ -133,17 +155,17 @@ def check_the_records(tests: dict[str, dict]) -> None:
 
 def test_the_json_report_has_a_record_per_test_that_used_fakehop(project):
     result, tests = reported(project)
-    result.assert_outcomes(passed=5, failed=1, skipped=1)
+    result.assert_outcomes(passed=7, failed=1, skipped=1, errors=1)
     check_the_records(tests)
 
 
 def test_under_xdist_the_workers_records_reach_the_controller(project, monkeypatch):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the workers load these two, not every one installed
     result, tests = reported(project, "-p", "xdist", "-p", "fakehop.testing.plugin", "-n", "2")
-    result.assert_outcomes(passed=5, failed=1, skipped=1)
+    result.assert_outcomes(passed=7, failed=1, skipped=1, errors=1)
     check_the_records(tests)
     result.stdout.fnmatch_lines(
-        ["*= fakehop report =*", "6 tests with fakehop (4 passed, 1 failed, 1 skipped); 1 finding (1 error)"]
+        ["*= fakehop report =*", "8 tests with fakehop (5 passed, 2 failed, 1 skipped); 2 findings (2 errors)"]
     )
 
 
@@ -153,7 +175,7 @@ def test_against_a_running_server_the_records_come_through_its_control_api(proje
         result, tests = reported(project, "--fakehop-url", server.url)
     finally:
         server.stop()
-    result.assert_outcomes(passed=5, failed=1, skipped=1)
+    result.assert_outcomes(passed=7, failed=1, skipped=1, errors=1)
     check_the_records(tests)
 
 
@@ -216,7 +238,7 @@ def test_a_report_path_of_another_kind_is_a_usage_error(project):
 
 def test_the_html_report_renders_its_table_and_timelines_with_nothing_fetched(project, browser):
     result = project.runpytest_subprocess("--fakehop-report", "report.html", "--fakehop-time-scale", TIME_SCALE)
-    result.assert_outcomes(passed=5, failed=1, skipped=1)
+    result.assert_outcomes(passed=7, failed=1, skipped=1, errors=1)
     path: Path = project.path / "report.html"
     text = path.read_text()
     assert "<script" not in text and "<link" not in text and "url(" not in text
@@ -243,6 +265,8 @@ def test_the_html_report_renders_its_table_and_timelines_with_nothing_fetched(pr
             "test_app.py::test_hasty_app": ["passed", "passed", None],
             "test_app.py::test_keepalives": [None, None, "passed"],
             "test_app.py::test_an_error_in_the_stream": [None, None, "passed"],
+            "test_app.py::test_other_protocols": [None, None, "passed"],
+            "test_app.py::test_judged_at_teardown": [None, None, "failed"],
             "test_app.py::test_skipped": [None, None, "skipped"],
             "test_app.py::test_failing": [None, None, "failed"],
         }
@@ -252,7 +276,7 @@ def test_the_html_report_renders_its_table_and_timelines_with_nothing_fetched(pr
         }
         assert len(colours) == 3
         timelines = page.locator("section svg.timeline")
-        assert timelines.count() == 5  # every test that made a request
+        assert timelines.count() == 7  # every test that made a request
         for index in range(timelines.count()):
             box = timelines.nth(index).bounding_box()
             assert box is not None and box["width"] > 500 and box["height"] > 20
@@ -260,7 +284,7 @@ def test_the_html_report_renders_its_table_and_timelines_with_nothing_fetched(pr
         assert keepalive_test.locator("svg circle.keepalive").count() == 3
         assert keepalive_test.locator("svg rect.delta").count() >= 5
         assert page.locator("section", has_text="test_an_error_in_the_stream").locator("svg path.error").count() == 1
-        assert page.locator("section", has_text="retry_after_ignored").count() == 1
+        assert page.locator("section", has_text="retry_after_ignored").count() == 2
     finally:
         page.close()
     assert fetched == [path.as_uri()]
