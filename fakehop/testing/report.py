@@ -323,13 +323,13 @@ def request_row(row: int, request: dict[str, Any], scale: float) -> str:
         f'<text x="4" y="{y + 4:.1f}">{html.escape(label)}</text>',
         f'<line x1="{start:.1f}" y1="{y:.1f}" x2="{end:.1f}" y2="{y:.1f}" stroke="#aeb4bf" stroke-width="2"/>',
     ]
-    shapes += [mark(start + at * scale, y, at, kind) for at, kind in request["timeline"]]
     tone = END_COLOURS[jr.END_TONES.get(request["end"], "")]
-    shapes.append(
-        f'<circle class="end" cx="{end:.1f}" cy="{y:.1f}" r="4" fill="{tone}">'
+    shapes.append(  # under the stream's marks, which often end where it does
+        f'<circle class="end" cx="{end:.1f}" cy="{y:.1f}" r="4" fill="{tone}" fill-opacity="0.6">'
         f"<title>{html.escape(request['end'])} after {request['duration'] or 0:.3f}s"
         f"{': ' + html.escape(request['error']) if request['error'] else ''}</title></circle>"
     )
+    shapes += [mark(start + at * scale, y, at, kind) for at, kind in request["timeline"]]
     return f'<g class="request">{"".join(shapes)}</g>'
 
 
