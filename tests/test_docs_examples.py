@@ -25,7 +25,10 @@ FIXTURE_EXAMPLES = {
     "test_first.py": 2,
     "test_retry_loop_verdict.py": 1,
     "test_app_clients.py": 1,
+    "test_resilience.py": 1,
+    "test_app_sweep.py": 3,
 }
+FIXTURE_APP_MODULES = ("resilient_app.py",)  # what those tests import, beside them
 
 
 def example(name: str) -> str:
@@ -60,10 +63,22 @@ def test_the_fixture_examples_pass_in_a_new_project(pytester):
         'asyncio_default_fixture_loop_scope = "function"\n'
     )
     pytester.mkdir("tests").joinpath("scenarios").mkdir()
-    for name in FIXTURE_EXAMPLES:
+    for name in [*FIXTURE_EXAMPLES, *FIXTURE_APP_MODULES]:
         pytester.path.joinpath(name).write_text(example(name))
     result = pytester.runpytest("--strict-markers")
     result.assert_outcomes(passed=sum(FIXTURE_EXAMPLES.values()))
+
+
+def test_the_resilience_examples_report_the_table_their_page_shows(pytester):
+    """The pytest page's excerpt of the terminal summary is what `--fakehop-report` prints for its examples."""
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio\n")
+    for name in ("resilient_app.py", "test_resilience.py", "test_app_sweep.py"):
+        pytester.path.joinpath(name).write_text(example(name))
+    result = pytester.runpytest_subprocess("--fakehop-report", "report.html")
+    result.assert_outcomes(passed=4)
+    lines = result.outlines
+    start = next(number for number, line in enumerate(lines) if "= fakehop report =" in line) + 1
+    assert "\n".join(lines[start:-1]) + "\n" == example("report-summary.txt")
 
 
 def test_the_example_without_pytest_prints_what_its_page_shows(tmp_path):

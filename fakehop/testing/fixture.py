@@ -222,6 +222,9 @@ class LocalSession:
     def records(self) -> list[RecordedRequest]:
         return self._on_session(lambda session: [RecordedRequest.from_record(r) for r in session.requests()])
 
+    def streams(self) -> list[dict[str, Any]]:
+        return self._on_session(lambda session: [r.as_json(frames=True) for r in session.requests()])
+
     def verdict(self, settings: Settings) -> list[Finding]:
         """Taken on the server's loop, judged here."""
         return judge(self._on_session(take), settings).findings
@@ -300,6 +303,10 @@ class RemoteSession:
     def records(self) -> list[RecordedRequest]:
         """Every page of the session's journal (a header sent more than once comes joined with ", ")."""
         return [RecordedRequest.from_record(record) for record in self.client.records(0)]
+
+    def streams(self) -> list[dict[str, Any]]:
+        """The journal, then each of its requests again, with its frames: a call each."""
+        return [self.client.call("GET", f"/requests/{record.seq}")["request"] for record in self.client.records(0)]
 
     def verdict(self, settings: Settings) -> list[Finding]:
         """`GET /verdict` of the session, with every threshold of `settings`."""
@@ -459,6 +466,11 @@ class Fakehop:
     def requests(self) -> list[RecordedRequest]:
         """Every request of this session since the test began, oldest first."""
         return self._driver.records()
+
+    def streams(self) -> list[dict[str, Any]]:
+        """Every request of this session as the control API's `GET /requests/SEQ` shows it: its
+        record, and its stream's `frames`, each `[seconds since it arrived, text]`."""
+        return self._driver.streams()
 
     def wait_for_requests(self, count: int = 1, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until `count` requests have arrived and every one has ended; returns `requests`.

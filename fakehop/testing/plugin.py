@@ -9,7 +9,9 @@ strict=..., verdicts=...)` and dropped after it. With `fakehop_verdicts` (or the
 `verdicts`) at `error` or `warning`, a test whose clients broke HopBase's rules fails at
 teardown; so does one that made a request no scenario was set up for, in strict mode.
 `fakehop_env` (or `fakehop_env = true`, `--fakehop-env`, for every test that uses `fakehop`)
-points the SDK clients an app under test builds itself at the test's session. Heavy
+points the SDK clients an app under test builds itself at the test's session.
+`@pytest.mark.fakehop_sweep` runs a test once per fault (see fakehop.testing.sweep), and
+`--fakehop-report PATH` reports each test's faults, requests and findings (fakehop.testing.report). Heavy
 imports wait until a test asks for a fixture, so installing fakehop costs other test runs
 nothing.
 """
@@ -27,6 +29,8 @@ import pytest
 
 MARKER = "fakehop"
 MARKER_OPTIONS = ("scenario", "time_scale", "strict", "verdicts")
+SWEEP_MARKER = "fakehop_sweep"
+SWEEP_FIXTURE = "fakehop_sweep_fault"
 VERDICT_LEVELS = ("error", "warning", "off")  # fail a test at teardown on findings of this severity or worse; or never
 SETTLE_SECONDS = 1.0  # before a verdict at teardown, how long to wait for requests still in progress to end
 MAX_SESSION_NAME = 128  # as session names are checked
@@ -41,11 +45,13 @@ class PluginSettings:
     strict: bool | None  # None: in process not strict, with a URL as the server was started
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
     app_env: bool = False  # every test that uses `fakehop` gets `fakehop_env` too
+    report: Path | None = None  # where the run's report goes (--fakehop-report), from where pytest started
 
 
 SETTINGS = pytest.StashKey[PluginSettings]()
 HANDLE = pytest.StashKey[Any]()  # the test's Fakehop, for its failure report
 CALL_FAILED = pytest.StashKey[bool]()  # the test itself failed: its report has the findings, teardown adds no failure
+GATHERED = pytest.StashKey[dict]()  # the test's record for the run's report, taken before its session is dropped
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +99,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="point the SDK clients an app builds itself at each test's fakehop session (default: fakehop_env)",
     )
+    group.addoption(
+        "--fakehop-report",
+        default=None,
+        metavar="PATH",
+        help="write a report of the tests that used fakehop (outcome, faults, requests, findings) to PATH, "
+        "ending in .json or .html; the terminal summary gets a short table of it",
+    )
     parser.addini("fakehop_time_scale", default="", help="multiply every fakehop scenario duration by this")
     parser.addini(
         "fakehop_verdicts",
@@ -124,7 +137,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "this test (a name or a mapping in the scenario format), its time scale, whether it is strict, and whether findings "
         "of fakehop's verdict fail it (error, warning, off)",
     )
-    config.stash[SETTINGS] = read_settings(config)
+    config.addinivalue_line(
+        "markers",
+        f"{SWEEP_MARKER}(faults=None, protocol=None): run the test once per fault, laid over every answer of its "
+        "fakehop session for the whole test (ids fault-KIND); every kind with its defaults unless faults= lists "
+        "kind names or mappings; protocol= limits the faults to chat, responses or messages",
+    )
+    config.stash[SETTINGS] = settings = read_settings(config)
+    if settings.report is not None and not hasattr(config, "workerinput"):  # an xdist worker sends its records on
+        config.pluginmanager.register(
+            ReportWriter(settings.report, config.getoption("fakehop_report")), "fakehop-report"
+        )
 
 
 def read_settings(config: pytest.Config) -> PluginSettings:
@@ -152,8 +175,27 @@ def read_settings(config: pytest.Config) -> PluginSettings:
     lenient = config.getoption("fakehop_lenient_conversations") or ini_flag(config, "fakehop_lenient_conversations")
     app_env = config.getoption("fakehop_env") or ini_flag(config, "fakehop_env")
     return PluginSettings(
-        tuple(directories), time_scale, verdicts, url, STRICT_WORDS[strict_text], bool(lenient), bool(app_env)
+        tuple(directories),
+        time_scale,
+        verdicts,
+        url,
+        STRICT_WORDS[strict_text],
+        bool(lenient),
+        bool(app_env),
+        report_path(config),
     )
+
+
+def report_path(config: pytest.Config) -> Path | None:
+    text = config.getoption("fakehop_report")
+    if text is None:
+        return None
+    from .report import ReportProblem, checked_path
+
+    try:
+        return config.invocation_params.dir / checked_path(text)
+    except ReportProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def ini_flag(config: pytest.Config, name: str) -> bool:
@@ -174,6 +216,37 @@ STRICT_WORDS = {
     "off": False,
     "0": False,
 }
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `fakehop_sweep` runs once per fault of the marker (see fakehop.testing.sweep)."""
+    mark = metafunc.definition.get_closest_marker(SWEEP_MARKER)
+    if mark is None:
+        return
+    from .sweep import SweepProblem, swept_faults
+
+    where = f"{metafunc.definition.nodeid}: @pytest.mark.{SWEEP_MARKER}"
+    try:
+        runs = swept_faults(mark.args, mark.kwargs)
+    except SweepProblem as exc:
+        fail(f"{where}{'' if exc.option is None else f'({exc.option}=...)'}: {exc}")
+    if SWEEP_FIXTURE not in metafunc.fixturenames:
+        fail(f"{where}: the test uses no fakehop fixture (fakehop or fakehop_env), so no fault would reach it")
+    runs_as_params = [{"id": run.id, "fault": run.spec} for run in runs]
+    metafunc.parametrize(SWEEP_FIXTURE, runs_as_params, ids=[run.id for run in runs], indirect=True)
+
+
+@pytest.fixture
+def fakehop_sweep_fault(request: pytest.FixtureRequest) -> dict[str, Any] | None:
+    """The fault a test marked `fakehop_sweep` runs under, as `fakehop.fault` takes it; None for any other test."""
+    return request.param["fault"] if hasattr(request, "param") else None
+
+
+def sweep_id(item: pytest.Item) -> str | None:
+    """The id of the sweep's run `item` is (`fault-truncate`), None when it is none."""
+    callspec = getattr(item, "callspec", None)
+    run = callspec.params.get(SWEEP_FIXTURE) if callspec is not None else None
+    return None if run is None else run["id"]
 
 
 @pytest.fixture(scope="session")
@@ -248,7 +321,7 @@ def session_name(node: pytest.Item) -> str:
 
 
 @pytest.fixture
-def fakehop(fakehop_server, request: pytest.FixtureRequest):
+def fakehop(fakehop_server, fakehop_sweep_fault, request: pytest.FixtureRequest):
     """A session of the fakehop server that is this test's own: a `fakehop.testing.Fakehop`.
     After the test, a request no scenario was set up for (strict mode) fails it, and so do the
     verdict's findings at the level `fakehop_verdicts` or the marker asks for."""
@@ -270,12 +343,20 @@ def fakehop(fakehop_server, request: pytest.FixtureRequest):
         except (UnknownScenario, ScenarioError, TypeError) as exc:
             handle.close()
             fail(f"@pytest.mark.{MARKER}(scenario=...): {exc}")
+    if fakehop_sweep_fault is not None:
+        try:
+            handle.fault(**fakehop_sweep_fault)
+        except ValueError as exc:  # a remote server of an older version may refuse a kind or parameter
+            handle.close()
+            fail(f"@pytest.mark.{SWEEP_MARKER}: {exc}")
     request.node.stash[HANDLE] = handle
     if settings.app_env:
         set_app_env(handle, request.getfixturevalue("monkeypatch"))
     yield handle
     level = options.get("verdicts", settings.verdicts)
     try:
+        if settings.report is not None:
+            request.node.stash[GATHERED] = gather(handle, request.node)
         if not request.node.stash.get(CALL_FAILED, False):  # a failed test's report has its requests and findings
             fail_on_unmatched(handle)
             if level != "off":
@@ -306,14 +387,27 @@ def fail_on_unmatched(handle) -> None:
         fail("fakehop: no scenario was set up for these requests (strict mode):\n" + "\n".join(unmatched))
 
 
-def fail_on_findings(handle, level: str) -> None:
-    """Fail the test (at teardown) on the findings of `level` or worse, once its requests have ended."""
-    from .fixture import findings_report
-
+def settle(handle) -> None:
+    """Wait a moment for the test's requests still in progress to end."""
     try:
         handle.wait_for_requests(count=0, timeout=SETTLE_SECONDS)
     except TimeoutError:
         pass  # still open: judged as they are (no_read_timeout and abandoned_stream look at those)
+
+
+def gather(handle, item: pytest.Item) -> dict[str, Any]:
+    """The test's record for the run's report, once its requests have ended."""
+    from .report import gathered
+
+    settle(handle)
+    return gathered(handle.streams(), handle.verdict(), sweep_id(item))
+
+
+def fail_on_findings(handle, level: str) -> None:
+    """Fail the test (at teardown) on the findings of `level` or worse, once its requests have ended."""
+    from .fixture import findings_report
+
+    settle(handle)
     findings = [finding for finding in handle.verdict() if level == "warning" or finding.severity == "error"]
     if findings:
         fail(findings_report(findings))
@@ -331,7 +425,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if findings:
             seen += ["verdict:"] + [f"  {finding}" for finding in findings]
         report.sections.append(("fakehop requests", "\n".join(seen) or "(none)"))
+    if report.when == "teardown" and item.config.stash[SETTINGS].report is not None:
+        attach_record(item, report)
     return report
+
+
+def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
+    """The test's record rides on its teardown report, which xdist carries from a worker to the
+    controller (a report's extra attributes travel with it); a test that asked for fakehop and
+    was skipped before getting it has one too."""
+    record = item.stash.get(GATHERED, None)
+    if record is None and "fakehop" in getattr(item, "fixturenames", ()):
+        from .report import unrun
+
+        record = unrun(sweep_id(item))
+    if record is not None:
+        report.fakehop_report = record  # type: ignore[attr-defined]  # an extra attribute, serialized with it
 
 
 def marker_options(node: pytest.Item) -> dict[str, Any]:
@@ -358,3 +467,49 @@ def marker_options(node: pytest.Item) -> dict[str, Any]:
             f"@pytest.mark.{MARKER}(verdicts=...): expected one of {', '.join(VERDICT_LEVELS)}, got {options['verdicts']!r}"
         )
     return options
+
+
+class ReportWriter:
+    """Where the run is reported (the controller under xdist): each test's record, from its
+    teardown report, with its outcome; written at the end of the run and summed up last in the
+    terminal summary."""
+
+    def __init__(self, path: Path, given: str):
+        self.path = path
+        self.given = given  # the path as the command line gave it, to show
+        self.phases: dict[str, list[str]] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.problem: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.phases.setdefault(report.nodeid, []).append(report.outcome)
+        record = getattr(report, "fakehop_report", None)
+        if record is not None:
+            self.records[report.nodeid] = record
+
+    def tests(self) -> list[dict[str, Any]]:
+        from .report import outcome_of
+
+        return [
+            {"nodeid": nodeid, "outcome": outcome_of(self.phases[nodeid]), **record}
+            for nodeid, record in self.records.items()
+        ]
+
+    def pytest_sessionfinish(self) -> None:
+        from .report import write
+
+        try:
+            write(self.path, self.tests())
+        except OSError as exc:
+            self.problem = f"could not write {self.path}: {exc.strerror or exc}"
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # the outermost: its part after `yield` comes last
+    def pytest_terminal_summary(self, terminalreporter):
+        from .report import summary
+
+        result = yield
+        terminalreporter.write_sep("=", "fakehop report")
+        for line in summary(self.tests()):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"fakehop report: {self.problem or f'written to {self.given}'}")
+        return result
