@@ -30,6 +30,7 @@ from ..record.writer import DEFAULT_MIN_GAP
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario, origin
 from ..scenario.model import Scenario
 from ..scenario.reader import SCENARIO_SUFFIXES, Problem, ScenarioError, load_file, parse_duration, scenario_files
+from ..scenario.timings import PROFILES, TimingNotFound, timing_for
 from ..server.addresses import is_all_interfaces, is_loopback
 from ..state.journal import DEFAULT_BYTES, DEFAULT_CAPACITY, Journal, Record
 from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
@@ -121,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="F",
         help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)",
+    )
+    serve.add_argument(
+        "--timing",
+        default=None,
+        metavar="NAME|FILE",
+        help=f"how long the model takes, for every scenario without a timing: of its own: a bundled profile "
+        f"({', '.join(PROFILES)}) or a YAML file holding a timing: block",
     )
     serve.add_argument(
         "--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any"
@@ -473,6 +481,10 @@ def run_serve(args: argparse.Namespace) -> int:
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
     try:
+        timing = None if args.timing is None else timing_for(args.timing)
+    except TimingNotFound as exc:
+        return fail(str(exc))
+    try:
         gateway = Gateway(
             library,
             default=args.default,
@@ -485,6 +497,7 @@ def run_serve(args: argparse.Namespace) -> int:
             max_sessions=args.max_sessions,
             session_idle=args.session_idle,
             lenient_conversations=args.lenient_conversations,
+            timing=timing,
         )
     except UnknownScenario as exc:
         return fail(f"--default: {exc}")

@@ -33,6 +33,7 @@ __all__ = [
     "Step",
     "StopDetails",
     "TextRule",
+    "Timing",
     "ToolCall",
     "TurnRule",
     "Usage",
@@ -55,6 +56,7 @@ class Output:
     signature: str | None = None  # reasoning only: the thinking block's signature on Messages; default drawn
     part_starts: tuple[int, ...] = ()  # reasoning `parts`: the deltas each part begins with
     phase: str | None = None  # text: what the model says the text is for (Responses' message `phase`)
+    paced: bool = True  # no `interval` or `chunk_interval` set: a `timing:` block paces its deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ class Quote:
     interval: float
     signature: str | None = None  # as Output's
     phase: str | None = None  # as Output's
+    paced: bool = True  # as Output's
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class ToolCall:
     call_id: str | None
     deltas: tuple[str, ...]
     interval: float
+    paced: bool = True  # as Output's
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,20 @@ class RateLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class Timing:
+    """How long a model takes (`timing:`): the time to the first delta, drawn from a log-normal
+    with these p50 and p99 seconds, and the pace of later deltas, `tokens_per_second` on
+    average with a relative spread `jitter`. With a `seed`, every answer takes the same pauses;
+    without, each answer draws its own."""
+
+    first_token_p50: float | None = None
+    first_token_p99: float | None = None
+    tokens_per_second: float | None = None
+    jitter: float = 0.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Script:
     """One answer to one request: either an HTTP error or steps to stream."""
 
@@ -199,6 +217,7 @@ class Script:
     force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
     rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
     stop_details: StopDetails | None = None  # a refusal's category and explanation (Messages)
+    timing: Timing | None = None  # None: only the scenario's own pauses
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from aiohttp import hdrs, web
@@ -17,7 +17,7 @@ from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
-from ..scenario.model import HttpError
+from ..scenario.model import HttpError, Script, Timing
 from ..state import journal as jr
 from ..state.faults import FAULT_HEADER, FaultProblem, header_faults, take
 from ..state.sessions import (
@@ -91,6 +91,7 @@ class Gateway:
     bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
     max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
     max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
+    timing: Timing | None = None  # the timing of every scenario without its own (`serve --timing`)
 
     def __post_init__(self) -> None:
         start = SessionStart(self.library, self.default, self.time_scale, self.strict)
@@ -101,6 +102,20 @@ class Gateway:
         # pytest fixture's own server (one per worker, its tests one at a time) sets it to the
         # running test's session, so that an app under test needs no key to be in it.
         self.unnamed_session: str | None = None
+        self._timed = player.KeptPerScript(KEPT_TIMED_SCRIPTS)
+
+    def timed(self, script: Script) -> Script:
+        """`script` with the server's timing when it has none of its own: the same copy for
+        every answer of one script, so that what is kept of its answers is kept for the copy."""
+        if script.timing is not None:
+            return script
+        if script.request_text:  # made for this request alone
+            return replace(script, timing=self.timing)
+        copy = self._timed.get(script, ())
+        if copy is player.KeptPerScript.MISSING:
+            copy = replace(script, timing=self.timing)
+            self._timed.put(script, (), copy)
+        return cast(Script, copy)
 
     def session(self, name: str | None, first_seq: int | None = None) -> Session:
         """Session `name` (checked), made on first use; for None, the one `unnamed_session` names."""
@@ -132,6 +147,8 @@ class Gateway:
             raise problem
         return request
 
+
+KEPT_TIMED_SCRIPTS = 1024  # scripts given the server's timing (Gateway.timed)
 
 # ---------------------------------------------------------------- answering one request
 
@@ -289,6 +306,8 @@ class Answer:
         self.record.turn = parsed.conversation.turn
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
+        if gateway.timing is not None:
+            script = gateway.timed(script)
         asked = headers.get(FAULT_KEY)
         fault = None if asked is None else requested_fault(asked, protocol.NAME, label)
         if fault is None and session.faults:  # a session with none pays for this test alone

@@ -271,7 +271,7 @@ def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale
     key = (protocol.NAME, parsed.play, parsed.variant, meta.system_fingerprint, time_scale)
     rendering = _kept.get(script, key)
     if rendering is player.KeptPerScript.MISSING:
-        if script.request_text:  # made for this request alone (see quoting): never asked for again
+        if script.request_text or player.drawn_per_answer(script):  # made for this answer alone: never asked again
             return None
         rendering = render(protocol, script, parsed, meta, time_scale)
         _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
