@@ -185,6 +185,7 @@ class RateLimit:
     input_tokens: int = 2_000_000  # Messages' input and output limits; `tokens` is both together there
     output_tokens: int = 400_000
     window: float = 60.0
+    enforce: bool = False  # once the window's requests or tokens are used up, a 429 until it opens again
 
 
 @dataclass(frozen=True, slots=True)

@@ -830,12 +830,13 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
     spec = _mapping_setting(check, doc, "rate_limit", "{requests: 60, window: 1m}")
     if spec is None:
         return inherited
-    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
+    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window", "enforce"), "rate_limit")
     given: dict[str, Any] = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
     if "window" in spec:
         given["window"] = _duration(check, spec, "window", 0.0) or None
         if given["window"] is None:
             check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
+    given["enforce"] = _boolean(check, spec, "enforce", False)
     return RateLimit(**{key: value for key, value in given.items() if value is not None})
 
 

@@ -266,6 +266,10 @@ def _settings() -> dict:
             "properties": {
                 **{key: {"type": "integer", "minimum": 1} for key in RATE_LIMIT_COUNTS},
                 "window": _duration("How long until the counts are back to the limits (default 1m)."),
+                "enforce": {
+                    "type": "boolean",
+                    "description": "Once the window's requests or tokens are used up, answer 429 until it opens again.",
+                },
             },
             "additionalProperties": False,
         },

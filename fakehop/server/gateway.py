@@ -321,7 +321,12 @@ class Answer:
             return self.http_error(script.http_error)
         model = script.model or parsed.model
         meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
-        if script.rate_limit is not None:
+        limit = script.rate_limit
+        if limit is not None:
+            if limit.enforce:
+                used_up = session.rate_limits.refusal(protocol.NAME, limit)
+                if used_up is not None:
+                    return self.http_error(used_up)
             self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
