@@ -325,3 +325,46 @@ def test_every_profile_is_a_timing_the_reader_takes():
         assert 0 < profile.first_token_p50 <= profile.first_token_p99, name
         assert profile.tokens_per_second and 0 <= profile.jitter <= 1, name
     assert {name.split("-")[0] for name in PROFILES} == {"chat", "responses", "messages"}
+
+
+# ---------------------------------------------------------------- the pytest fixture's server
+
+pytest_plugins = ["pytester"]
+TIMED_FIXTURE_TEST = """
+import time
+
+
+def test_the_first_delta_waits(fakehop):
+    client = fakehop.openai_client(max_retries=0)
+    began = time.monotonic()
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], stream=True)
+    first = next(chunk for chunk in stream if chunk.choices and chunk.choices[0].delta.content)
+    print("FIRST", time.monotonic() - began, first.choices[0].delta.content)
+"""
+PLUGIN_INI = """
+[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+addopts = -p no:cacheprovider -p no:hypothesispytest -p no:faker -p no:anyio
+fakehop_time_scale = 0.1
+"""
+
+
+def test_the_fixture_server_takes_fakehop_timing_from_the_ini(pytester: pytest.Pytester):
+    pytester.makeini(PLUGIN_INI + "fakehop_timing = timing.yaml\n")
+    pytester.path.joinpath("timing.yaml").write_text("timing:\n  first_token: {p50: 4s, p99: 4s}\n")
+    pytester.makepyfile(test_timed=TIMED_FIXTURE_TEST)
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=1)
+    [line] = [line for line in result.outlines if "FIRST " in line]
+    assert 0.35 <= float(line.split("FIRST ")[1].split()[0]) < 1.4, line
+
+
+def test_a_bad_fakehop_timing_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makeini(PLUGIN_INI + "fakehop_timing = gpt-9\n")
+    pytester.makepyfile(test_timed=TIMED_FIXTURE_TEST)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "fakehop_timing: 'gpt-9' is neither a bundled profile nor a file; the profiles: chat-fast" in (
+        result.stderr.str()
+    )

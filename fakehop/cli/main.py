@@ -483,7 +483,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         timing = None if args.timing is None else timing_for(args.timing)
     except TimingNotFound as exc:
-        return fail(str(exc))
+        return fail(f"--timing: {exc}")
     try:
         gateway = Gateway(
             library,

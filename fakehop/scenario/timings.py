@@ -23,7 +23,7 @@ PROFILES: dict[str, Timing] = {
 
 
 class TimingNotFound(ValueError):
-    """A `--timing` that is neither a bundled profile nor a timing file; str() is one line."""
+    """A timing asked for that is neither a bundled profile nor a timing file; str() is one line."""
 
 
 def timing_for(given: str) -> Timing:
@@ -33,10 +33,8 @@ def timing_for(given: str) -> Timing:
         return profile
     path = Path(given)
     if not path.is_file():
-        raise TimingNotFound(
-            f"--timing: {given!r} is neither a bundled profile nor a file; the profiles: {', '.join(PROFILES)}"
-        )
+        raise TimingNotFound(f"{given!r} is neither a bundled profile nor a file; the profiles: {', '.join(PROFILES)}")
     try:
         return load_timing(path)
     except ScenarioError as exc:
-        raise TimingNotFound(f"--timing: {exc.problems[0]}") from None
+        raise TimingNotFound(str(exc.problems[0])) from None
