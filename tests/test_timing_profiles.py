@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import statistics
 import time
 from dataclasses import replace
@@ -169,24 +170,40 @@ def test_a_seeded_timeline_is_kept_and_an_unseeded_one_is_laid_out_per_answer():
     assert player._kept_timelines.get(unseeded, key) is player.KeptPerScript.MISSING
 
 
-def test_unseeded_answers_are_never_rendered_from_the_kept_bytes():
+def chat_writes(script: Script, fresh: bool, draws: int) -> list[prerender.TimedWrite]:
+    """One streamed chat answer's writes, the timing's pauses drawn from `draws`: as the server
+    sends them, or encoded afresh from the timeline."""
     from fakehop.protocols import PROTOCOLS
     from fakehop.protocols.common import Meta
 
-    chat = PROTOCOLS["chat"]
+    chat, meta = PROTOCOLS["chat"], Meta("m", 1, rng=random.Random(1))
     parsed = chat.parse(CHAT)
-    seeded, unseeded = with_seed(script_of(TIMED), 5), script_of(TIMED)
-    assert prerender.kept(chat, seeded, parsed, Meta("m", 1), 1.0) is not None
-    assert prerender.kept(chat, unseeded, parsed, Meta("m", 1), 1.0) is None
-    firsts = {
-        next(
-            offset
-            for offset, data, _, _ in prerender.stream_writes(chat, unseeded, parsed, Meta("m", 1), 1.0)
-            if b'"content"' in data
-        )
-        for _ in range(5)
-    }
-    assert len(firsts) == 5
+    player._FRESH_DRAWS.seed(draws)
+    if fresh:
+        return list(prerender.encoded_writes(chat, meta, parsed, player.timeline(script, parsed.play)))
+    return list(prerender.stream_writes(chat, script, parsed, meta, 1.0))
+
+
+KEEPALIVES_VARY = """
+keepalive: 1s
+timing: {first_token: {p50: 900ms, p99: 3s}, tokens_per_second: {mean: 2, jitter: 1}}
+steps: [{text: "Hello there, how are you today?", chunk: word}, keepalive, {text: [Fine, ""]}]
+"""
+
+
+@pytest.mark.parametrize("text", [TIMED, KEEPALIVES_VARY])
+def test_unseeded_answers_are_the_kept_bytes_at_their_own_offsets(text):
+    """Not kept as a seeded answer is: each answer lays out its own timeline and takes the
+    first answer's bytes at its offsets, or is encoded afresh where keepalives fill its silences
+    otherwise; either way the bytes encoding afresh would send, at the offsets drawn."""
+    script = script_of(text)
+    answers = [chat_writes(script, fresh=False, draws=draws) for draws in range(40)]
+    assert answers == [chat_writes(script, fresh=True, draws=draws) for draws in range(40)]
+    assert len({writes[-1][0] for writes in answers}) == 40  # each drew its own
+    [(_, first)] = [entry for entry in prerender._retimed._kept.values() if entry[0] is script]
+    assert first is not None  # the first answer's bytes are kept
+    keepalive_counts = {sum(b"keepalive" in data for _, data, _, _ in writes) for writes in answers}
+    assert (len(keepalive_counts) > 1) is (text == KEEPALIVES_VARY)
 
 
 # ---------------------------------------------------------------- what a scenario may say
