@@ -71,10 +71,10 @@ def test_every_step_kind_parses():
     assert (script.model, script.keepalive, script.stall_timeout, script.finish) == ("gpt-x", 2.0, 90.0, "stop")
     assert (script.usage.input_tokens, script.usage.output_tokens) == (3, 4)
     assert tuple(step for entry in scenario.entries for step in entry.script.steps) == (
-        Output("text", ("Let", " me", " check."), 0.03),
+        Output("text", ("Let", " me", " check."), 0.03, paced=False),
         Delay(0.25),
-        Output("reasoning", ("Hmm.",), 0.01),
-        ToolCall("f", '{"city":"Paris"}', "call_1", ('{"city":', '"Paris"}'), 0.01),
+        Output("reasoning", ("Hmm.",), 0.01, paced=False),
+        ToolCall("f", '{"city":"Paris"}', "call_1", ('{"city":', '"Paris"}'), 0.01, paced=False),
         KeepaliveNow(),
         Stall(True),
         Raw("data: {not json\n\n"),
@@ -330,7 +330,7 @@ def test_explicit_pieces_stream_as_they_are():
         .script
     )
     assert script.steps == (
-        Output("text", ("Hel", "lo", ""), 0.02),
+        Output("text", ("Hel", "lo", ""), 0.02, paced=False),
         Output("reasoning", ("Think", "ing"), 0.0, "c2lnbmVk"),
         ToolCall("f", '{"city":"Paris"}', "call_1", ('{"ci', 'ty":"Paris"}'), 0.0),
     )

@@ -38,6 +38,7 @@ from ..scenario.reader import (
     parse_duration,
     scenario_files,
 )
+from ..scenario.timings import PROFILES, TimingNotFound, timing_for
 from ..server.addresses import is_all_interfaces, is_loopback
 from ..state.faults import KINDS as FAULT_KINDS
 from ..state.faults import STALL_THEN
@@ -131,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="F",
         help="multiply every scenario duration by F (default $FAKEHOP_TIME_SCALE or 1)",
+    )
+    serve.add_argument(
+        "--timing",
+        default=None,
+        metavar="NAME|FILE",
+        help=f"how long the model takes, for every scenario without a timing: of its own: a bundled profile "
+        f"({', '.join(PROFILES)}) or a YAML file holding a timing: block",
     )
     serve.add_argument(
         "--api-key", default=None, metavar="KEY", help="accept only this key (Bearer or x-api-key); default: any"
@@ -503,6 +511,10 @@ def run_serve(args: argparse.Namespace) -> int:
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
     try:
+        timing = None if args.timing is None else timing_for(args.timing)
+    except TimingNotFound as exc:
+        return fail(f"--timing: {exc}")
+    try:
         gateway = Gateway(
             library,
             default=args.default,
@@ -515,6 +527,7 @@ def run_serve(args: argparse.Namespace) -> int:
             max_sessions=args.max_sessions,
             session_idle=args.session_idle,
             lenient_conversations=args.lenient_conversations,
+            timing=timing,
         )
     except UnknownScenario as exc:
         return fail(f"--default: {exc}")

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import math
 import os
+import random
 from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Union, cast
@@ -247,6 +248,35 @@ def stalled(timeout: float) -> Failure:
 
 # ---------------------------------------------------------------- the timeline
 
+Z_99 = 2.3263478740408408  # the standard normal's 99th percentile: a log-normal's p99 is exp(mu + Z_99 sigma)
+_FRESH_DRAWS = random.Random()  # the pauses of a timing with no seed, drawn anew for each answer
+
+
+class _Pauses:
+    """The pauses a `timing:` block draws for one answer: the time to the first delta, a
+    log-normal fitted to its p50 and p99, and each later paced delta's tokens at the mean
+    rate, times a factor drawn evenly within 1 ± jitter."""
+
+    __slots__ = ("draws", "first_token", "jitter", "per_char")
+
+    def __init__(self, timing: sc.Timing):
+        self.draws = _FRESH_DRAWS if timing.seed is None else random.Random(timing.seed)
+        p50, p99 = timing.first_token_p50, timing.first_token_p99
+        self.first_token = (
+            None
+            if p50 is None or p99 is None
+            else self.draws.lognormvariate(math.log(p50), (math.log(p99) - math.log(p50)) / Z_99)
+        )
+        rate = timing.tokens_per_second
+        self.per_char = None if rate is None else 1.0 / (CHARS_PER_TOKEN * rate)
+        self.jitter = timing.jitter
+
+    def tokens(self, text: str) -> float:
+        """The time the model takes to write `text`."""
+        jitter = self.jitter
+        spread = self.draws.uniform(1.0 - jitter, 1.0 + jitter) if jitter else 1.0
+        return len(text) * cast(float, self.per_char) * spread
+
 
 class _Layout:
     """Lays the steps of one script out in time; see `timeline`."""
@@ -276,6 +306,8 @@ class _Layout:
         self.tool_calls = 0
         self.refused = False
         self.input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
+        self.pauses = None if script.timing is None else _Pauses(script.timing)
+        self.outputs = 0  # output steps laid out so far, counted when the script has a timing
 
     def at(self, happening: Happening) -> Iterator[tuple[float, Happening]]:
         """`happening` now, after the keepalives the silence before it calls for."""
@@ -332,12 +364,17 @@ class _Layout:
             self.refused = self.refused or step.kind == "refusal"
         reasoning = start.kind == "reasoning"
         shows_text = self.reasoning_text or not reasoning
+        pauses = self.pauses
+        paced = pauses is not None and self.timed_output(pauses) and step.paced
         if self.reasoning_blocks or not reasoning:
             yield from self.open_block(start)
         waiting = list(citations)  # each goes out once its text has streamed
         base, streamed = self.output_chars - self.reasoning_chars - self.block_base, 0
         for number, text in enumerate(step.deltas):
-            if number:
+            if paced:
+                if number or self.outputs > 1:  # the answer's first delta comes after the time to it alone
+                    self.wait(cast(_Pauses, pauses).tokens(text))
+            elif number:
                 self.wait(step.interval)
             if reasoning and not self.thinks:
                 continue
@@ -362,6 +399,15 @@ class _Layout:
         """A citation, its offsets moved `base` characters on: to the block's, whose earlier text steps come first."""
         moved = dataclasses.replace(citation, start=citation.start + base, end=citation.end + base)
         yield from self.at(Cite(moved, self.text_before))
+
+    def timed_output(self, pauses: _Pauses) -> bool:
+        """Count one more output step, waiting first for the time to the first delta before the
+        answer's first; whether the timing paces the deltas."""
+        self.outputs += 1
+        if pauses.first_token is not None:
+            self.wait(pauses.first_token)
+            pauses.first_token = None
+        return pauses.per_char is not None
 
     def redacted_thinking(self, step: sc.RedactedThinking) -> Iterator[tuple[float, Happening]]:
         if self.reasoning_blocks:
@@ -417,6 +463,8 @@ class _Layout:
                 yield from self.redacted_thinking(cast(sc.RedactedThinking, step))
             elif kind is sc.Delay:
                 self.wait(cast(sc.Delay, step).seconds)
+                if self.pauses is not None:  # a delay the scenario sets wins over the drawn time to the first delta
+                    self.pauses.first_token = None
             elif kind is sc.KeepaliveNow:
                 yield from self.at(KEEPALIVE)
             elif kind is sc.Stall:
@@ -462,7 +510,7 @@ def timeline(
         return _Layout(script, request, time_scale).steps()
     if kept is not KeptPerScript.MISSING:
         return iter(kept)
-    if script.request_text:  # made for this request alone (see quoting): kept, it would only crowd out the rest
+    if script.request_text or drawn_per_answer(script):  # made for this answer alone: kept, it would crowd out the rest
         return _Layout(script, request, time_scale).steps()
     events = _Layout(script, request, time_scale).steps()
     laid_out = tuple(itertools.islice(events, KEPT_HAPPENINGS + 1))
@@ -471,6 +519,11 @@ def timeline(
         return itertools.chain(iter(laid_out), events)
     _kept_timelines.put(script, key, laid_out)
     return iter(laid_out)
+
+
+def drawn_per_answer(script: sc.Script) -> bool:
+    """Whether each answer of `script` takes pauses of its own: a timing with no seed."""
+    return script.timing is not None and script.timing.seed is None
 
 
 class KeptPerScript:

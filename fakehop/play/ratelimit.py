@@ -13,14 +13,19 @@ pauses, never what a header tells the client.
 
 The headers that stay the same while a window lasts are made when it opens; per answer only
 the remaining counts (and OpenAI's time until the reset) are formatted.
+
+A block with `enforce: true` also refuses: once the window's requests or tokens are used up,
+each further request gets the protocol's 429, with Retry-After the whole seconds until the
+window opens again and the headers telling what is left (0 of what ran out).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import cast
 
-from ..scenario.model import RateLimit, Script
+from ..scenario.model import HttpError, RateLimit, Script
 from .player import PlayRequest
 
 
@@ -54,6 +59,15 @@ class Window:
         self.output_tokens = taken_out if taken_out > 0 else 0
         self.tokens = tokens if tokens > 0 else 0
 
+    def used_up(self, family: str) -> str | None:
+        """What of the window is used up for a request of `family`, as its 429 names it, or None.
+        (OpenAI tells no input and output limits of their own.)"""
+        if self.requests == 0:
+            return "requests"
+        if self.tokens == 0 or (family == "anthropic" and (self.input_tokens == 0 or self.output_tokens == 0)):
+            return "tokens"
+        return None
+
 
 class RateLimits:
     """The open window of every set of limits a session's answers have used, whatever their protocol."""
@@ -73,12 +87,37 @@ class RateLimits:
         input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
         output_tokens = request.max_output_tokens or 0
         now = time.monotonic()
-        window = self._windows.get(id(limit))
-        if window is None or window.limit is not limit or now >= window.ends:
-            window = self._windows[id(limit)] = Window(limit, now)
+        window = self.window(limit, now)
         window.take(input_tokens, output_tokens)
         family = FAMILIES[protocol]
         return HEADERS[family](window, window.fixed[family], now)
+
+    def window(self, limit: RateLimit, now: float) -> Window:
+        """The open window of `limit`, a new one once the last has ended."""
+        window = self._windows.get(id(limit))
+        if window is None or window.limit is not limit or now >= window.ends:
+            window = self._windows[id(limit)] = Window(limit, now)
+        return window
+
+    def refusal(self, protocol: str, limit: RateLimit) -> HttpError | None:
+        """The 429 of a request in `protocol` while `limit`'s window is used up; None while it has room."""
+        now = time.monotonic()
+        window = self.window(limit, now)
+        family = FAMILIES[protocol]
+        used_up = window.used_up(family)
+        if used_up is None:
+            return None
+        wait = max(1, math.ceil(window.ends - now))
+        count = limit.requests if used_up == "requests" else limit.tokens
+        return HttpError(
+            429,
+            QUOTA_MESSAGES[family].format(what=used_up, count=count, window=duration(limit.window), wait=wait),
+            retry_after=str(wait),
+            headers=tuple(HEADERS[family](window, window.fixed[family], now)),
+            error_type=used_up
+            if family == "openai"
+            else None,  # OpenAI's type says which limit; Anthropic's is its own
+        )
 
 
 def duration(seconds: float) -> str:
@@ -162,6 +201,10 @@ def anthropic_headers(window: Window, fixed: tuple, now: float) -> list[tuple[st
     ]
 
 
+QUOTA_MESSAGES = {
+    "openai": "Rate limit reached on {what} per {window}: Limit {count}, Used {count}. Please try again in {wait}s.",
+    "anthropic": "This request would exceed your rate limit of {count} {what} per {window}. Please try again in {wait}s.",
+}
 FAMILIES = {"chat": "openai", "responses": "openai", "messages": "anthropic"}
 FIXED = {"openai": openai_fixed, "anthropic": anthropic_fixed}
 HEADERS = {"openai": openai_headers, "anthropic": anthropic_headers}

@@ -34,6 +34,7 @@ __all__ = [
     "Step",
     "StopDetails",
     "TextRule",
+    "Timing",
     "ToolCall",
     "TurnRule",
     "Usage",
@@ -69,6 +70,7 @@ class Output:
     part_starts: tuple[int, ...] = ()  # reasoning `parts`: the deltas each part begins with
     phase: str | None = None  # text: what the model says the text is for (Responses' message `phase`)
     citations: tuple[Citation, ...] = ()  # text: the web pages it cites, by `end` in order
+    paced: bool = True  # no `interval` or `chunk_interval` set: a `timing:` block paces its deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,7 @@ class Quote:
     interval: float
     signature: str | None = None  # as Output's
     phase: str | None = None  # as Output's
+    paced: bool = True  # as Output's
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,7 @@ class ToolCall:
     deltas: tuple[str, ...]
     interval: float
     custom: bool = False  # a custom tool's call: `arguments` is its free-text input, not JSON
+    paced: bool = True  # as Output's
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,21 @@ class RateLimit:
     input_tokens: int = 2_000_000  # Messages' input and output limits; `tokens` is both together there
     output_tokens: int = 400_000
     window: float = 60.0
+    enforce: bool = False  # once the window's requests or tokens are used up, a 429 until it opens again
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long a model takes (`timing:`): the time to the first delta, drawn from a log-normal
+    with these p50 and p99 seconds, and the pace of later deltas, `tokens_per_second` on
+    average with a relative spread `jitter`. With a `seed`, every answer takes the same pauses;
+    without, each answer draws its own."""
+
+    first_token_p50: float | None = None
+    first_token_p99: float | None = None
+    tokens_per_second: float | None = None
+    jitter: float = 0.0
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +233,7 @@ class Script:
     force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
     rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
     stop_details: StopDetails | None = None  # a refusal's category and explanation (Messages)
+    timing: Timing | None = None  # None: only the scenario's own pauses
 
 
 @dataclass(frozen=True, slots=True)

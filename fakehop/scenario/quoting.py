@@ -35,6 +35,7 @@ def quoted_output(quote: Quote, request) -> Output:
         quote.interval,
         signature=quote.signature,
         phase=quote.phase,
+        paced=quote.paced,
     )
 
 

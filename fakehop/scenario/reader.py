@@ -11,9 +11,9 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import re2
 
@@ -46,6 +46,7 @@ from .model import (
     Step,
     StopDetails,
     TextRule,
+    Timing,
     ToolCall,
     TurnRule,
     Usage,
@@ -633,17 +634,25 @@ def _fail(check: _Checker, step: LineDict) -> Fail | None:
     return Fail(kind=kind, message=message, **details)
 
 
-def _chunked(check: _Checker, raw: LineDict, action: str, chunk_interval: float) -> Output | Quote | ToolCall | None:
-    """A text, reasoning, refusal or tool_call step, split into its deltas."""
+def _chunked(
+    check: _Checker, raw: LineDict, action: str, chunk_interval: float | None
+) -> Output | Quote | ToolCall | None:
+    """A text, reasoning, refusal or tool_call step, split into its deltas; paced by a `timing:`
+    block unless it or the scenario sets the pause between them (`chunk_interval` None: unset)."""
     chunk = _chunking(check, raw)
-    interval = _duration(check, raw, "interval", chunk_interval)
+    interval = _duration(check, raw, "interval", chunk_interval or 0.0)
+    step: Output | Quote | ToolCall | None
     if action == "tool_call":
-        return _tool_call(check, raw, interval, chunk)
-    if action == "custom_tool_call":
-        return _custom_tool_call(check, raw, interval, chunk)
-    if action == "reasoning" and is_parts(raw[action]):
-        return _reasoning_parts(check, raw, interval, chunk)
-    return _output(check, raw, action, interval, chunk)
+        step = _tool_call(check, raw, interval, chunk)
+    elif action == "custom_tool_call":
+        step = _custom_tool_call(check, raw, interval, chunk)
+    elif action == "reasoning" and is_parts(raw[action]):
+        step = _reasoning_parts(check, raw, interval, chunk)
+    else:
+        step = _output(check, raw, action, interval, chunk)
+    if step is not None and (chunk_interval is not None or "interval" in raw):
+        step = replace(step, paced=False)
+    return step
 
 
 def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | None:
@@ -659,7 +668,7 @@ def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | Non
     return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))
 
 
-def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step | None:
+def _step(check: _Checker, raw: Any, line: int, chunk_interval: float | None) -> Step | None:
     if isinstance(raw, str):
         if raw in BARE_STEPS:
             return BARE_STEPS[raw]
@@ -710,7 +719,7 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float) -> Step |
     return BARE_STEPS[action]
 
 
-def _steps(check: _Checker, doc: LineDict, chunk_interval: float) -> tuple[Step, ...]:
+def _steps(check: _Checker, doc: LineDict, chunk_interval: float | None) -> tuple[Step, ...]:
     raw_steps = doc["steps"]
     line = _line_of(doc, "steps")
     if not isinstance(raw_steps, LineList):
@@ -760,6 +769,7 @@ SETTING_KEYS = (
     "force_reasoning",
     "rate_limit",
     "stop_details",
+    "timing",
 )
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
@@ -877,13 +887,14 @@ class _Settings:
     model: str | None = None
     keepalive: float = DEFAULT_KEEPALIVE
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
-    chunk_interval: float = 0.0
+    chunk_interval: float | None = None  # None: not set, and a `timing:` block paces the deltas
     usage: Usage = Usage()  # noqa: RUF009 - frozen
     finish: str | None = None
     stop_sequence: str | None = None
     force_reasoning: bool = False
     rate_limit: RateLimit | None = None
     stop_details: StopDetails | None = None
+    timing: Timing | None = None
 
 
 RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -894,13 +905,91 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
     spec = _mapping_setting(check, doc, "rate_limit", "{requests: 60, window: 1m}")
     if spec is None:
         return inherited
-    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window",), "rate_limit")
+    _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window", "enforce"), "rate_limit")
     given: dict[str, Any] = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
     if "window" in spec:
         given["window"] = _duration(check, spec, "window", 0.0) or None
         if given["window"] is None:
             check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
+    given["enforce"] = _boolean(check, spec, "enforce", False)
     return RateLimit(**{key: value for key, value in given.items() if value is not None})
+
+
+TIMING_KEYS = ("first_token", "tokens_per_second", "seed")
+TIMING_EXAMPLE = "{first_token: {p50: 800ms, p99: 2.5s}, tokens_per_second: {mean: 60, jitter: 0.2}}"
+
+
+def _timing(check: _Checker, doc: LineDict, inherited: Timing | None) -> Timing | None:
+    """`timing:`, how long the model takes: the time to the first delta and the pace after it."""
+    spec = _mapping_setting(check, doc, "timing", TIMING_EXAMPLE)
+    if spec is None:
+        return inherited
+    return timing_of(check, spec, _line_of(doc, "timing"))
+
+
+def timing_of(check: _Checker, spec: LineDict, line: int) -> Timing | None:
+    """The Timing a `timing:` mapping sets; None (with problems) when it is not one."""
+    problems = len(check.problems)
+    _check_keys(check, spec, TIMING_KEYS, "timing")
+    if not any(key in spec for key in TIMING_KEYS[:2]):
+        check.add(line, f"timing: give first_token, tokens_per_second or both, such as {TIMING_EXAMPLE}")
+    p50, p99 = _first_token(check, spec)
+    mean, jitter = _tokens_per_second(check, spec)
+    seed = _int(check, spec, "seed", 0, 2**63 - 1)
+    if len(check.problems) > problems:
+        return None
+    return Timing(p50, p99, mean, jitter, seed)
+
+
+def _first_token(check: _Checker, spec: LineDict) -> tuple[float | None, float | None]:
+    """`first_token: {p50, p99}`: two durations more than 0, the p50 no more than the p99."""
+    given = _mapping_setting(check, spec, "first_token", "{p50: 800ms, p99: 2.5s}")
+    if given is None:
+        return None, None
+    _check_keys(check, given, ("p50", "p99"), "timing first_token")
+    p50, p99 = (_positive_duration(check, given, key, "first_token") for key in ("p50", "p99"))
+    if p50 is not None and p99 is not None and p50 > p99:
+        check.add(_line_of(given, "p99"), f"timing first_token: p99 ({given['p99']}) is less than p50 ({given['p50']})")
+    return p50, p99
+
+
+def _positive_duration(check: _Checker, spec: LineDict, key: str, where: str) -> float | None:
+    if key not in spec:
+        check.add(spec.line, f"timing {where}: needs {key}, a duration such as 800ms")
+        return None
+    problems = len(check.problems)
+    seconds = _duration(check, spec, key, 0.0)
+    if len(check.problems) > problems:
+        return None
+    if seconds <= 0:
+        check.add(_line_of(spec, key), f"timing {where} {key}: must be longer than 0s, got {spec[key]!r}")
+        return None
+    return seconds
+
+
+def _tokens_per_second(check: _Checker, spec: LineDict) -> tuple[float | None, float]:
+    """`tokens_per_second: {mean, jitter}`: a rate more than 0, and a relative spread from 0 to 1."""
+    given = _mapping_setting(check, spec, "tokens_per_second", "{mean: 60, jitter: 0.2}")
+    if given is None:
+        return None, 0.0
+    _check_keys(check, given, ("mean", "jitter"), "timing tokens_per_second")
+    mean = _rate_number(check, given, "mean", None, 1e-9, 1_000_000, "a number of tokens a second more than 0")
+    jitter = _rate_number(check, given, "jitter", 0.0, 0.0, 1.0, "0 to 1")
+    return mean, 0.0 if jitter is None else jitter
+
+
+def _rate_number(
+    check: _Checker, spec: LineDict, key: str, default: float | None, low: float, high: float, expected: str
+) -> float | None:
+    value = spec.get(key, default)
+    if not _is_number(value) or not low <= value <= high:
+        check.add(_line_of(spec, key), f"timing tokens_per_second {key}: expected {expected}, got {value!r}")
+        return None
+    return float(value)
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # The categories of a refusal, as Anthropic's RefusalStopDetails names them.
@@ -955,13 +1044,16 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         model=_string(check, doc, "model", inherited.model),
         keepalive=_keepalive(check, doc, inherited.keepalive),
         stall_timeout=_duration(check, doc, "stall_timeout", inherited.stall_timeout),
-        chunk_interval=_duration(check, doc, "chunk_interval", inherited.chunk_interval),
+        chunk_interval=(
+            _duration(check, doc, "chunk_interval", 0.0) if "chunk_interval" in doc else inherited.chunk_interval
+        ),
         usage=_usage(check, doc, inherited.usage),
         finish=finish,
         stop_sequence=stop_sequence,
         force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
         rate_limit=_rate_limit(check, doc, inherited.rate_limit),
         stop_details=_stop_details(check, doc, inherited.stop_details),
+        timing=_timing(check, doc, inherited.timing),
     )
 
 
@@ -983,6 +1075,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         force_reasoning=settings.force_reasoning,
         rate_limit=settings.rate_limit,
         stop_details=settings.stop_details,
+        timing=settings.timing,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)
@@ -1197,16 +1290,40 @@ def parse_text(text: str, source: str, default_name: str | None = None) -> Scena
 
 
 def load_file(path: Path) -> Scenario:
+    return parse_text(_file_text(path), str(path), default_name=path.stem)
+
+
+def _file_text(path: Path) -> str:
+    """The text of a YAML file; ScenarioError naming it when it is too large or cannot be read."""
     source = str(path)
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise ScenarioError([Problem(source, 0, f"larger than the limit of {MAX_FILE_BYTES:,} bytes")])
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ScenarioError([Problem(source, 0, "not a UTF-8 text file")]) from None
     except OSError as exc:
         raise ScenarioError([Problem(source, 0, f"cannot be read: {exc.strerror or exc}")]) from None
-    return parse_text(text, source, default_name=path.stem)
+
+
+def load_timing(path: Path) -> Timing:
+    """The `timing:` block a YAML file holds; ScenarioError naming the file and line of each problem."""
+    source = str(path)
+    try:
+        doc = yamlsource.load(_file_text(path))
+    except yamlsource.YamlProblem as exc:
+        raise ScenarioError([Problem(source, exc.line, exc.message)]) from None
+    check = _Checker(source)
+    if not isinstance(doc, LineDict) or "timing" not in doc:
+        check.add(
+            getattr(doc, "line", 1), f"expected a mapping holding a timing: block, such as timing: {TIMING_EXAMPLE}"
+        )
+        raise ScenarioError(check.problems)
+    _check_keys(check, doc, ("timing",), "a timing file")
+    timing = _timing(check, doc, None)
+    if check.problems or timing is None:
+        raise ScenarioError(check.problems)
+    return timing
 
 
 def scenario_files(directory: Path) -> list[Path]:

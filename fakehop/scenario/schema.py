@@ -315,9 +315,14 @@ def _settings() -> dict:
             "properties": {
                 **{key: {"type": "integer", "minimum": 1} for key in RATE_LIMIT_COUNTS},
                 "window": _duration("How long until the counts are back to the limits (default 1m)."),
+                "enforce": {
+                    "type": "boolean",
+                    "description": "Once the window's requests or tokens are used up, answer 429 until it opens again.",
+                },
             },
             "additionalProperties": False,
         },
+        "timing": timing_schema(),
         "force_reasoning": {
             "type": "boolean",
             "description": "Show reasoning to requests that did not ask for it (Messages thinking, Responses summaries).",
@@ -331,6 +336,48 @@ def _settings() -> dict:
             },
             "additionalProperties": False,
         },
+    }
+
+
+def timing_schema() -> dict:
+    """`timing:`, as a scenario and a `fakehop serve --timing` file hold it."""
+    return {
+        "type": "object",
+        "description": "How long the model takes: explicit delay, interval and chunk_interval still win.",
+        "properties": {
+            "first_token": {
+                "type": "object",
+                "description": "Time to the first delta, drawn from a log-normal with this p50 and p99.",
+                "properties": {
+                    "p50": _duration("The median time to the first delta; more than 0."),
+                    "p99": _duration("The 99th percentile; at least the p50."),
+                },
+                "required": ["p50", "p99"],
+                "additionalProperties": False,
+            },
+            "tokens_per_second": {
+                "type": "object",
+                "description": "Pace of the later deltas: each pauses for its tokens at this rate.",
+                "properties": {
+                    "mean": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000},
+                    "jitter": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "Relative spread of each pause: drawn evenly within 1 ± jitter of it (default 0).",
+                    },
+                },
+                "required": ["mean"],
+                "additionalProperties": False,
+            },
+            "seed": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Every answer takes the same pauses; without it each answer draws its own.",
+            },
+        },
+        "anyOf": [{"required": ["first_token"]}, {"required": ["tokens_per_second"]}],
+        "additionalProperties": False,
     }
 
 

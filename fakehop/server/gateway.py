@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from aiohttp import hdrs, web
@@ -18,7 +18,7 @@ from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
-from ..scenario.model import HttpError, Script
+from ..scenario.model import HttpError, RateLimit, Script, Timing
 from ..state import journal as jr
 from ..state.faults import FAULT_HEADER, Fault, FaultProblem, Laid, header_faults
 from ..state.sessions import (
@@ -92,6 +92,7 @@ class Gateway:
     bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
     max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
     max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
+    timing: Timing | None = None  # the timing of every scenario without its own (`serve --timing`)
 
     def __post_init__(self) -> None:
         start = SessionStart(self.library, self.default, self.time_scale, self.strict)
@@ -102,6 +103,20 @@ class Gateway:
         # pytest fixture's own server (one per worker, its tests one at a time) sets it to the
         # running test's session, so that an app under test needs no key to be in it.
         self.unnamed_session: str | None = None
+        self._timed = player.KeptPerScript(KEPT_TIMED_SCRIPTS)
+
+    def timed(self, script: Script) -> Script:
+        """`script` with the server's timing when it has none of its own: the same copy for
+        every answer of one script, so that what is kept of its answers is kept for the copy."""
+        if script.timing is not None:
+            return script
+        if script.request_text:  # made for this request alone
+            return replace(script, timing=self.timing)
+        copy = self._timed.get(script, ())
+        if copy is player.KeptPerScript.MISSING:
+            copy = replace(script, timing=self.timing)
+            self._timed.put(script, (), copy)
+        return cast(Script, copy)
 
     def session(self, name: str | None, first_seq: int | None = None) -> Session:
         """Session `name` (checked), made on first use; for None, the one `unnamed_session` names."""
@@ -133,6 +148,8 @@ class Gateway:
             raise problem
         return request
 
+
+KEPT_TIMED_SCRIPTS = 1024  # scripts given the server's timing (Gateway.timed)
 
 # ---------------------------------------------------------------- answering one request
 
@@ -291,6 +308,8 @@ class Answer:
         self.record.turn = parsed.conversation.turn
         label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
         self.record.scenario = label
+        if gateway.timing is not None:
+            script = gateway.timed(script)
         asked = headers.get(FAULT_KEY)
         if asked is not None or session.faults:  # a request with neither pays for this test alone
             laid = laid_faults(asked, session.faults, protocol.NAME, label)
@@ -300,6 +319,8 @@ class Answer:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
             return self.http_error(script.http_error)
+        if script.rate_limit is not None and (used_up := self.quota_refusal(session, script)) is not None:
+            return self.http_error(used_up)
         meta = self.played_meta(session, parsed, script, seed)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
@@ -320,6 +341,8 @@ class Answer:
         ending = cast("Break | None", effect)
         if parsed.conversation.keep:
             self.kept, self.kept_in = parsed, session.name
+        if script.rate_limit is not None and (used_up := self.quota_refusal(session, script)) is not None:
+            return self.http_error(used_up)
         meta = self.played_meta(session, parsed, script, seed)
         events = breaks.broken(player.timeline(script, parsed.play, scale), script, scale, ending, latencies)
         if parsed.stream:
@@ -327,6 +350,11 @@ class Answer:
         if isinstance(ending, Break) and ending.kind == "malformed":
             self.malformed = ending.raw
         return await self.whole(meta, parsed, events)
+
+    def quota_refusal(self, session: Session, script: Script) -> HttpError | None:
+        """The 429 of an enforced rate limit whose window is used up; None when the answer may be played."""
+        limit = cast(RateLimit, script.rate_limit)
+        return session.rate_limits.refusal(self.protocol.NAME, limit) if limit.enforce else None
 
     def played_meta(self, session: Session, parsed: ParsedRequest, script: Script, seed: int | None) -> Meta:
         """The Meta of an answer that is played, once its rate-limit headers are counted."""

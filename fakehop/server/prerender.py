@@ -208,7 +208,53 @@ def stream_writes(
     rendering = kept(protocol, script, parsed, meta, time_scale)
     if rendering is not None:
         return rendering.writes_for(meta)
+    if player.drawn_per_answer(script) and not script.request_text:
+        return retimed_writes(protocol, script, parsed, meta, time_scale)
     return encoded_writes(protocol, meta, parsed, player.timeline(script, parsed.play, time_scale))
+
+
+def retimed_writes(
+    protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale: float
+) -> Iterator[TimedWrite]:
+    """The writes of an answer whose pauses each answer draws (a timing with no seed): the kept
+    bytes of the first such answer, at the offsets of this one's own timeline, when the two
+    batch their happenings alike; encoded afresh when they do not (keepalives filled the
+    silences of one differently) or the answer is too long to keep."""
+    events = player.timeline(script, parsed.play, time_scale)
+    laid_out = tuple(itertools.islice(events, player.KEPT_HAPPENINGS + 1))
+    if len(laid_out) > player.KEPT_HAPPENINGS or len(parsed.variant) > LARGEST_RENDERING:
+        return encoded_writes(protocol, meta, parsed, itertools.chain(laid_out, events))
+    offsets, shape = _batches(laid_out)
+    key = (protocol.NAME, parsed.play, parsed.variant, meta.system_fingerprint, time_scale)
+    first = _retimed.get(script, key)
+    if first is player.KeptPerScript.MISSING:
+        rendering = rendered(protocol, parsed, meta, laid_out)
+        first = None if rendering is None else (rendering, shape)
+        _retimed.put(script, key, first, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
+    if first is None or first[1] != shape:
+        return encoded_writes(protocol, meta, parsed, laid_out)
+    return ((offset, data, events, last) for offset, (_, data, events, last) in zip(offsets, first[0].writes_for(meta)))
+
+
+def _batches(events: tuple[tuple[float, player.Happening], ...]) -> tuple[list[float], tuple]:
+    """The offset of each write encoded_writes makes of `events`, and their shape: how many
+    happenings each write holds, and where among them the keepalives are (the rest are the
+    same in every answer of one script and request, whatever was drawn)."""
+    offsets: list[float] = []
+    sizes: list[int] = []
+    keepalives = []
+    count = 0
+    for number, (offset, happening) in enumerate(events):
+        if count and (offset != offsets[-1] or count >= player.MAX_BATCH):
+            sizes.append(count)
+            count = 0
+        if not count:
+            offsets.append(offset)
+        count += 1
+        if type(happening) is player.Keepalive:
+            keepalives.append(number)
+    sizes.append(count)
+    return offsets, (tuple(sizes), tuple(keepalives))
 
 
 def encoded_writes(protocol, meta: Meta, parsed: ParsedRequest, events) -> Iterator[TimedWrite]:
@@ -245,6 +291,13 @@ def render(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_sca
     laid_out = tuple(itertools.islice(events, player.KEPT_HAPPENINGS + 1))
     if len(laid_out) > player.KEPT_HAPPENINGS:
         return None
+    return rendered(protocol, parsed, meta, laid_out)
+
+
+def rendered(
+    protocol, parsed: ParsedRequest, meta: Meta, laid_out: tuple[tuple[float, player.Happening], ...]
+) -> Rendering | None:
+    """The kept form of the answer of these happenings; None when it is too large or not fillable."""
     marking = MarkingMeta(meta)
     writes: list[Write] = []
     numbered: dict[Holes, int] = {}  # each distinct Holes with its number
@@ -271,7 +324,7 @@ def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale
     key = (protocol.NAME, parsed.play, parsed.variant, meta.system_fingerprint, time_scale)
     rendering = _kept.get(script, key)
     if rendering is player.KeptPerScript.MISSING:
-        if script.request_text:  # made for this request alone (see quoting): never asked for again
+        if script.request_text or player.drawn_per_answer(script):  # made for this answer alone: never asked again
             return None
         rendering = render(protocol, script, parsed, meta, time_scale)
         _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
@@ -279,3 +332,4 @@ def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale
 
 
 _kept = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)
+_retimed = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)  # with the shape of the answer each was made of

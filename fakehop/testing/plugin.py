@@ -46,6 +46,7 @@ class PluginSettings:
     lenient_conversations: bool = False  # the fixture's own server only: a running server has its own setting
     app_env: bool = False  # every test that uses `fakehop` gets `fakehop_env` too
     report: Path | None = None  # where the run's report goes (--fakehop-report), from where pytest started
+    timing: Any = None  # the fixture's own server only: a scenario.Timing for every scenario without its own
 
 
 SETTINGS = pytest.StashKey[PluginSettings]()
@@ -123,6 +124,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="let through requests that the real APIs' conversation checks refuse (an unanswered tool call, ...)",
     )
     parser.addini(
+        "fakehop_timing",
+        default="",
+        help="how long the model takes, for every scenario without its own timing: a bundled profile "
+        "(fakehop serve --timing's) or a file holding a timing: block, relative to the rootdir",
+    )
+    parser.addini(
         "fakehop_env",
         type="bool",
         default=False,
@@ -183,6 +190,7 @@ def read_settings(config: pytest.Config) -> PluginSettings:
         bool(lenient),
         bool(app_env),
         report_path(config),
+        ini_timing(config),
     )
 
 
@@ -196,6 +204,20 @@ def report_path(config: pytest.Config) -> Path | None:
         return config.invocation_params.dir / checked_path(text)
     except ReportProblem as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def ini_timing(config: pytest.Config) -> Any:
+    """fakehop_timing's profile, or its file's timing: block; None when it is not set."""
+    given = config.getini("fakehop_timing").strip()
+    if not given:
+        return None
+    from ..scenario.timings import PROFILES, TimingNotFound, timing_for
+
+    path = config.rootpath / given  # a file's path is relative to the rootdir, as fakehop_scenarios' are
+    try:
+        return timing_for(str(path) if given not in PROFILES and path.is_file() else given)
+    except TimingNotFound as exc:
+        raise pytest.UsageError(f"fakehop_timing: {exc}") from None
 
 
 def ini_flag(config: pytest.Config, name: str) -> bool:
@@ -273,6 +295,7 @@ def fakehop_server(pytestconfig: pytest.Config):
             time_scale=settings.time_scale or 1.0,
             strict=bool(settings.strict),
             lenient_conversations=settings.lenient_conversations,
+            timing=settings.timing,
         )
     )
     try:
