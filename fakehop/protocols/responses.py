@@ -28,6 +28,8 @@ message}`, `output` with the items so far (an unfinished one as far as it got, s
 
 from __future__ import annotations
 
+import base64
+import json
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
+from ..scenario import model as sc
 from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
 from .common import (
     EXAMPLE_TOOL_CALLS,
@@ -91,7 +94,11 @@ def example_request(turn: int = 1) -> dict:
 
 
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
-INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+INCOMPLETE_REASONS = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+    "model_context_window_exceeded": "max_output_tokens",
+}
 # The `error` event's inner object, in the order the real API writes it.
 ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
 ITEM_ID_PREFIXES = {
@@ -597,6 +604,9 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
     output = []
     for number, block in enumerate(outcome.blocks):
+        if block.whole is not None:
+            output.append(whole_item(meta, block.whole))
+            continue
         item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
         if block.kind in REASONING_KINDS:
             output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
@@ -901,3 +911,130 @@ class StreamEncoder(StreamEncoderBase):
         return closed + self.lifecycle(
             "response.incomplete", "incomplete", self.items, usage=usage, incomplete_details={"reason": incomplete}
         )
+
+    # -------------------------------------------- hosted tools and compaction (see below)
+
+    def hosted_call(self, call: p.HostedCall) -> bytes:
+        """A hosted tool's item: added, `in_progress`, its work (a search's `searching`, code's or
+        an MCP call's deltas), `completed`, done."""
+        tool = call.tool
+        prefix, _, word = HOSTED_ITEMS[tool.name]
+        item_id, index = self.meta.new_id(prefix), len(self.items)
+        container_id = self.meta.new_id("cntr_") if tool.name == "code_execution" else None
+        where = {"item_id": item_id, "output_index": index}
+        frames = [
+            self.event(
+                "response.output_item.added", output_index=index, item=hosted_item(tool, item_id, container_id, False)
+            ),
+            self.event(f"response.{word}.in_progress", **where),
+        ]
+        if word in WORKING_EVENTS:
+            frames.append(self.event(f"response.{word}.{WORKING_EVENTS[word]}", **where))
+        elif word == "code_interpreter_call":
+            code = str(json.loads(tool.input).get("code", ""))
+            delta = self.delta_template("response.code_interpreter_call_code.delta", **where, delta=Template.SLOT)
+            frames += [
+                delta.fill(self.next_number(), code),
+                self.event("response.code_interpreter_call_code.done", **where, code=code),
+                self.event("response.code_interpreter_call.interpreting", **where),
+            ]
+        else:
+            delta = self.delta_template("response.mcp_call_arguments.delta", **where, delta=Template.SLOT)
+            frames += [
+                delta.fill(self.next_number(), tool.input),
+                self.event("response.mcp_call_arguments.done", **where, arguments=tool.input),
+            ]
+        done = hosted_item(tool, item_id, container_id, True)
+        self.items.append(done)
+        frames += [
+            self.event(f"response.{word}.completed", **where),
+            self.event("response.output_item.done", output_index=index, item=done),
+        ]
+        return b"".join(frames)
+
+    def compacted(self, compacted: p.Compacted) -> bytes:
+        """A `compaction` item: added, `response.compaction.compacting`, done."""
+        item_id, index = self.meta.new_id("cmp_"), len(self.items)
+        item = compaction_item(item_id, compacted.text)
+        self.items.append(item)
+        return b"".join(
+            [
+                self.event("response.output_item.added", output_index=index, item=item),
+                self.event("response.compaction.compacting", item_id=item_id, output_index=index),
+                self.event("response.output_item.done", output_index=index, item=item),
+            ]
+        )
+
+
+# ---------------------------------------------------------------- hosted tools and compaction
+
+# Each hosted tool's item: its id prefix, its type, and the word its events are named by
+# (`response.<word>.in_progress`, …); web_fetch is a web search that opens a page.
+HOSTED_ITEMS = {
+    "web_search": ("ws_", "web_search_call", "web_search_call"),
+    "web_fetch": ("ws_", "web_search_call", "web_search_call"),
+    "file_search": ("fs_", "file_search_call", "file_search_call"),
+    "code_execution": ("ci_", "code_interpreter_call", "code_interpreter_call"),
+    "image_generation": ("ig_", "image_generation_call", "image_generation_call"),
+    "mcp": ("mcp_", "mcp_call", "mcp_call"),
+}
+# The event each item's work goes on with between `in_progress` and `completed`: a search
+# searches, an image generates; code and MCP calls stream their code or arguments instead.
+WORKING_EVENTS = {
+    "web_search_call": "searching",
+    "file_search_call": "searching",
+    "image_generation_call": "generating",
+}
+COMPACTION_PREFIX = "gAAAAAB"  # an encrypted_content's opening, as the real one's
+
+
+def hosted_item(tool: sc.ServerTool, item_id: str, container_id: str | None, done: bool) -> dict:
+    """A hosted tool's output item: as it opens (`done` False), or whole with its result; a
+    call without a result (a turn Messages would pause) shows an empty one."""
+    tool_input = json.loads(tool.input)
+    result = json.loads(tool.result) if done and tool.result is not None else None
+    status = "completed" if done else "in_progress"
+    item: dict[str, Any] = {"id": item_id, "type": HOSTED_ITEMS[tool.name][1], "status": status}
+    if tool.name == "web_search":
+        action: dict[str, Any] = {"type": "search", "query": str(tool_input.get("query", ""))}
+        if done:
+            action["sources"] = [{"type": "url", "url": page["url"]} for page in result or []]
+        item["action"] = action
+    elif tool.name == "web_fetch":
+        item["action"] = {"type": "open_page", "url": tool_input.get("url")}
+    elif tool.name == "file_search":
+        queries = tool_input.get("queries") or [tool_input.get("query", "")]
+        hits = [{"attributes": {}, **hit} for hit in result or []] if done else None
+        item.update(queries=queries, results=hits)
+    elif tool.name == "code_execution":
+        logs = (result or {}).get("stdout", "") + (result or {}).get("stderr", "")
+        outputs = ([{"type": "logs", "logs": logs}] if logs else []) if done else None
+        item.update(code=str(tool_input.get("code", "")) if done else "", container_id=container_id, outputs=outputs)
+    elif tool.name == "image_generation":
+        item["result"] = result
+    else:
+        item.update(
+            name=tool.tool,
+            server_label=tool.server,
+            arguments=tool.input if done else "",
+            output=result,
+            error=None,
+            approval_request_id=None,
+        )
+    return item
+
+
+def compaction_item(item_id: str, text: str) -> dict:
+    """A `compaction` item: its summary is opaque to the client, as `encrypted_content`."""
+    encrypted = COMPACTION_PREFIX + base64.b64encode(text.encode()).decode()
+    return {"id": item_id, "type": "compaction", "encrypted_content": encrypted}
+
+
+def whole_item(meta: Meta, whole: p.HostedCall | p.Compacted) -> dict:
+    """A hosted call's or a compaction's item, as the whole response holds it."""
+    if type(whole) is p.Compacted:
+        return compaction_item(meta.new_id("cmp_"), whole.text)
+    tool = cast(p.HostedCall, whole).tool
+    item_id = meta.new_id(HOSTED_ITEMS[tool.name][0])
+    container_id = meta.new_id("cntr_") if tool.name == "code_execution" else None
+    return hosted_item(tool, item_id, container_id, done=True)

@@ -42,6 +42,8 @@ from .capture.facts import (
 )
 
 DEFAULT_MIN_GAP = 0.005
+HOSTED_KINDS = {"server_tool": "server_tool", "compaction": "compaction"}  # blocks written whole, by the Steps method
+STEP_ORDER = ("name", "server", "tool", "input", "result", "id")  # a server_tool step's keys, as written
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
@@ -324,6 +326,9 @@ class Steps:
             self.lines.append(f"  - raw: {self.yaml.string(part.text)}")
         elif part.kind == "tool_call":
             self.tool_call(part)
+        elif part.kind in HOSTED_KINDS:
+            self.wait_until(part.at)
+            self.lines.append(getattr(self, HOSTED_KINDS[part.kind])(part))
         elif part.kind == "redacted_thinking":
             self.wait_until(part.at)
             data = f": {self.yaml.string(part.data)}" if part.data else "  # reasoning that showed no text"
@@ -420,6 +425,20 @@ class Steps:
             self.lines.append(f"      id: {self.yaml.name(block.call_id)}")
         self.lines.append("      arguments: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=True))
         self.interval(run)
+
+    def server_tool(self, block: CapturedBlock) -> str:
+        """A hosted call is one step, in JSON (which YAML reads): its input as far as it came."""
+        hosted = block.hosted or {}
+        try:
+            tool_input = json.loads(block.text() or "{}")
+        except ValueError:
+            tool_input = {}  # cut short
+        given = {**hosted, "input": tool_input if isinstance(tool_input, dict) else {}}
+        step = {key: given[key] for key in STEP_ORDER if given.get(key) is not None}
+        return f"  - server_tool: {self.yaml.scrub(json.dumps(step))}"
+
+    def compaction(self, block: CapturedBlock) -> str:
+        return f"  - compaction: {self.yaml.string(block.text())}"
 
     def ending(self, captured: Captured) -> None:
         if captured.ending == FAILED:
@@ -795,7 +814,14 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
 
 def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
     """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
-    inferred = "tool_calls" if any(block.kind == "tool_call" for block in captured.blocks()) else "stop"
+    blocks = captured.blocks()
+    inferred = (
+        "tool_calls"
+        if any(block.kind == "tool_call" for block in blocks)
+        else "pause_turn"
+        if blocks and blocks[-1].kind == "server_tool" and "result" not in (blocks[-1].hosted or {})
+        else "stop"
+    )
     if captured.finish is None or captured.finish == inferred:
         return []
     if captured.finish == "stop_sequence":  # a reader gives it only with its sequence

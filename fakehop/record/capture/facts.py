@@ -61,7 +61,7 @@ class CapturedBlock:
     its pieces as they streamed. Reasoning that came in several summary parts says where each
     part after the first begins, as the index of its first piece."""
 
-    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call"
+    kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call" | "server_tool" | "compaction"
     at: float | None  # when it opened
     pieces: list[Piece] = field(default_factory=list)
     name: str | None = None
@@ -71,6 +71,7 @@ class CapturedBlock:
     phase: str | None = None  # text: Responses' message phase
     part_starts: list[int] = field(default_factory=list)
     part: Any = None  # the protocol's key of the part the last piece went to
+    hosted: dict | None = None  # a server_tool block's step, but for its input (its pieces): see HostedCall
 
     def text(self) -> str:
         return "".join(piece.text for piece in self.pieces)
