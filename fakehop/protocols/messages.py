@@ -14,7 +14,7 @@ is one `event: error`, after which the stream simply ends.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+import time
 from typing import Any, cast
 
 from ..play import player as p
@@ -651,7 +651,9 @@ def hosted_result_block(meta: Meta, tool: sc.ServerTool, use_id: str) -> dict:
 
 
 def iso_time(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A time in UTC, as Anthropic writes one. Any year will do: a kept rendering's marker
+    stands for the answer's time while it is made (and, as this does not fill in, it is not kept)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def hosted_blocks(meta: Meta, block: p.Block) -> list[dict]:
