@@ -31,14 +31,16 @@ steps:
       result: "Sunny, then rain."
   - text: "Sunny, then rain."
 """
-MESSAGES = [{"role": "user", "content": "Weather?"}]
 
 
 async def final_messages(url: str, headers: dict, beta: bool):
     async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
         helper = client.beta.messages if beta else client.messages
         async with helper.stream(
-            model="claude-sonnet-5", max_tokens=1024, messages=MESSAGES, extra_headers=headers
+            model="claude-sonnet-5",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": "Weather?"}],
+            extra_headers=headers,
         ) as stream:
             return await stream.get_final_message()
 

@@ -4,6 +4,7 @@ reasons, and what Chat Completions and Responses play for them."""
 from __future__ import annotations
 
 import pytest
+from anthropic.types import MessageParam
 
 from . import clients
 from .cli_runs import fakehop_here
@@ -15,6 +16,7 @@ steps:
   - text: "Searching."
   - server_tool: {name: web_search, input: {query: "long question"}}
 """
+MESSAGES: list[MessageParam] = [{"role": "user", "content": "Hi"}]
 FULL = """
 finish: model_context_window_exceeded
 steps:
@@ -24,10 +26,13 @@ steps:
 
 async def messages_stop(url: str, headers: dict, stream: bool):
     async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
-        options = dict(model="claude-sonnet-5", max_tokens=1024, messages=[{"role": "user", "content": "Hi"}])
         if not stream:
-            return await client.messages.create(**options, extra_headers=headers)
-        async with client.messages.stream(**options, extra_headers=headers) as streamed:
+            return await client.messages.create(
+                model="claude-sonnet-5", max_tokens=1024, messages=MESSAGES, extra_headers=headers
+            )
+        async with client.messages.stream(
+            model="claude-sonnet-5", max_tokens=1024, messages=MESSAGES, extra_headers=headers
+        ) as streamed:
             return await streamed.get_final_message()
 
 

@@ -486,7 +486,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def finish(self, finish: p.Finish) -> bytes:
         usage = finish.usage
-        delta = {
+        delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {
                 "stop_reason": STOP_REASONS[finish.reason],

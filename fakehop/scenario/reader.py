@@ -662,11 +662,11 @@ RESULT_FORMS = {
     "image_generation": "the image as a base64 string",
     "mcp": "the tool's text output",
 }
-ENTRY_FIELDS = {
+ENTRY_FIELDS: dict[str, dict] = {
     "web_search": {"url": str, "title": str, "page_age": str},
     "file_search": {"file_id": str, "filename": str, "score": (int, float), "text": str},
 }
-RECORD_FIELDS = {
+RECORD_FIELDS: dict[str, tuple[dict, str]] = {
     "web_fetch": ({"content": str, "title": str, "url": str}, "content"),
     "code_execution": ({"stdout": str, "stderr": str, "return_code": int}, "stdout"),
 }
@@ -675,6 +675,7 @@ RECORD_FIELDS = {
 def _server_tool_result(check: _Checker, spec: LineDict, name: str, tool_input: dict | None) -> str | None:
     """The result as JSON text in one form per tool (see RESULT_FORMS); None, with a problem, when it is not one."""
     value, line = spec["result"], _line_of(spec, "result")
+    result: Any
     if name in ENTRY_FIELDS:
         result = _result_entries(value, ENTRY_FIELDS[name])
     elif name in RECORD_FIELDS:
@@ -727,7 +728,7 @@ def _check_unanswered(check: _Checker, steps: list[Step | None], lines: list[int
     outputs = [index for index, step in enumerate(steps) if type(step) in OUTPUT_STEPS]
     for index in outputs[:-1]:
         step = steps[index]
-        if type(step) is ServerTool and cast(ServerTool, step).result is None:
+        if type(step) is ServerTool and step.result is None:
             check.add(
                 lines[index],
                 "server_tool: a call without a result pauses the turn (finish: pause_turn), so it must be the "
@@ -740,7 +741,7 @@ def _check_pause(check: _Checker, doc: LineDict, steps: tuple[Step, ...], finish
     """`finish: pause_turn` needs the turn to end on a server_tool call without a result."""
     outputs = [step for step in steps if type(step) in OUTPUT_STEPS]
     last = outputs[-1] if outputs else None
-    paused = type(last) is ServerTool and cast(ServerTool, last).result is None
+    paused = type(last) is ServerTool and last.result is None
     if finish == "pause_turn" and not paused and "finish" in doc:
         check.add(
             _line_of(doc, "finish"),
@@ -755,8 +756,8 @@ def _check_protocol_tools(check: _Checker, protocol: str | None, entries: list[E
     has = PROTOCOL_SERVER_TOOLS[protocol]
     for entry in entries:
         for step in entry.script.steps if entry.script is not None else ():
-            if type(step) is ServerTool and cast(ServerTool, step).name not in has:
-                name = cast(ServerTool, step).name
+            if type(step) is ServerTool and step.name not in has:
+                name = step.name
                 check.add(
                     entry.line,
                     f"server_tool {name}: match protocol {protocol} has no such hosted tool"
