@@ -11,7 +11,7 @@ from fakehop.protocols import PROTOCOLS
 from fakehop.scenario.library import Library
 from fakehop.scenario.model import Script
 
-from .cli_runs import fakehop_here_async
+from .cli_runs import fakehop_here, fakehop_here_async
 from .inline_scenarios import add
 
 
@@ -45,3 +45,12 @@ async def imported_script(tmp_path: Path, capture: bytes, suffix: str = ".sse") 
     script = Library.load([out], bundled=False)[written.stem].entries[0].script
     assert script is not None
     return script, written.read_text()
+
+
+def validate_problems(tmp_path: Path, text: str) -> tuple[Path, str]:
+    """`fakehop validate` of a file holding `text`, which must fail: the file, and what it said."""
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    validated = fakehop_here("validate", str(path))
+    assert validated.returncode == 1
+    return path, validated.stdout + validated.stderr

@@ -7,8 +7,7 @@ import pytest
 from anthropic.types import MessageParam
 
 from . import clients
-from .cli_runs import fakehop_here
-from .hosted_scenarios import answer_bytes, imported_script, request, served
+from .hosted_scenarios import answer_bytes, imported_script, request, served, validate_problems
 from .inline_scenarios import data_events, problems_of
 
 PAUSED = """
@@ -57,13 +56,19 @@ async def test_pause_turn_written_out_needs_the_unanswered_call(serve, make_gate
     ]
 
 
-async def test_chat_and_responses_end_a_paused_turn_as_a_finished_one(serve, make_gateway):
-    url, headers = await served(serve, make_gateway, "paused", PAUSED)
+async def openai_answers(url: str, headers: dict):
+    """The whole Chat Completions and Responses answers the SDK makes of the scenario."""
     async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client:
         completion = await client.chat.completions.create(
             model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hi"}], extra_headers=headers
         )
         response = await client.responses.create(model="gpt-5.6-sol", input="Hi", extra_headers=headers)
+    return completion, response
+
+
+async def test_chat_and_responses_end_a_paused_turn_as_a_finished_one(serve, make_gateway):
+    url, headers = await served(serve, make_gateway, "paused", PAUSED)
+    completion, response = await openai_answers(url, headers)
     assert completion.choices[0].finish_reason == "stop"
     assert response.status == "completed"
     assert [item.type for item in response.output] == ["message", "web_search_call"]
@@ -74,11 +79,7 @@ async def test_model_context_window_exceeded_in_each_protocol(serve, make_gatewa
     url, headers = await served(serve, make_gateway, "full", FULL)
     message = await messages_stop(url, headers, stream=True)
     assert message.stop_reason == "model_context_window_exceeded"
-    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client:
-        completion = await client.chat.completions.create(
-            model="gpt-5.6-sol", messages=[{"role": "user", "content": "Hi"}], extra_headers=headers
-        )
-        response = await client.responses.create(model="gpt-5.6-sol", input="Hi", extra_headers=headers)
+    completion, response = await openai_answers(url, headers)
     assert completion.choices[0].finish_reason == "length"
     assert response.status == "incomplete"
     assert response.incomplete_details is not None and response.incomplete_details.reason == "max_output_tokens"
@@ -92,11 +93,8 @@ def test_pause_turn_without_an_unanswered_call_is_a_problem():
 
 
 def test_an_unanswered_call_before_more_output_is_a_problem(tmp_path):
-    path = tmp_path / "early.yaml"
-    path.write_text("steps:\n  - server_tool: {name: web_search}\n  - text: more\n")
-    validated = fakehop_here("validate", str(path))
-    assert validated.returncode == 1
-    assert f"{path}:2: server_tool: a call without a result pauses the turn" in validated.stdout + validated.stderr
+    path, said = validate_problems(tmp_path, "steps:\n  - server_tool: {name: web_search}\n  - text: more\n")
+    assert f"{path}:2: server_tool: a call without a result pauses the turn" in said
 
 
 async def test_a_paused_capture_imports_and_replays_the_pause(serve, make_gateway, tmp_path):

@@ -22,7 +22,7 @@ from fakehop.scenario.reader import load_file
 
 from . import clients
 from .cli_runs import fakehop_here
-from .hosted_scenarios import answer_bytes, imported_script, request, served
+from .hosted_scenarios import answer_bytes, imported_script, request, served, validate_problems
 from .inline_scenarios import data_events, problems_of
 
 HOSTED = """
@@ -273,11 +273,8 @@ def test_a_tool_the_matched_protocol_has_not_is_a_problem(protocol, name, has):
 
 
 def test_validate_names_the_file_and_line_of_a_wrong_server_tool(tmp_path):
-    path = tmp_path / "bad.yaml"
-    path.write_text("steps:\n  - server_tool: {name: web_fetch, result: 7}\n")
-    validated = fakehop_here("validate", str(path))
-    assert validated.returncode == 1
-    assert f"{path}:2: server_tool web_fetch result: expected the page's text" in validated.stdout + validated.stderr
+    path, said = validate_problems(tmp_path, "steps:\n  - server_tool: {name: web_fetch, result: 7}\n")
+    assert f"{path}:2: server_tool web_fetch result: expected the page's text" in said
 
 
 def test_the_schema_knows_the_server_tool_step():
