@@ -102,10 +102,15 @@ async def test_responses_give_a_compaction_item_and_an_mcp_call(serve, make_gate
         async with client.responses.stream(model="gpt-5.6-sol", input="Weather?", extra_headers=headers) as stream:
             events = [event.type async for event in stream]
             final = await stream.get_final_response()
-    compaction, call, _ = final.output
+    compaction, listed, call, _ = final.output
     assert isinstance(compaction, ResponseCompactionItem) and compaction.id.startswith("cmp_")
     assert compaction.encrypted_content.startswith("gAAAAAB")
     assert base64.b64decode(compaction.encrypted_content.removeprefix("gAAAAAB")).decode() == SUMMARY
+    assert (listed.type, listed.server_label, [tool.name for tool in listed.tools]) == (
+        "mcp_list_tools",
+        "weather",
+        ["forecast"],
+    )
     assert (call.type, call.server_label, call.name, json.loads(call.arguments), call.output) == (
         "mcp_call",
         "weather",

@@ -14,7 +14,7 @@ from openai.types.responses import (
     ResponseFileSearchToolCall,
     ResponseFunctionWebSearch,
 )
-from openai.types.responses.response_output_item import ImageGenerationCall, McpCall
+from openai.types.responses.response_output_item import ImageGenerationCall, McpCall, McpListTools
 
 from fakehop.record import proxy as record
 from fakehop.scenario.model import ServerTool
@@ -72,6 +72,7 @@ async def test_responses_stream_gives_each_hosted_tool_its_typed_item(serve, mak
         "message",
         "file_search_call",
         "image_generation_call",
+        "mcp_list_tools",
         "mcp_call",
         "message",
     ]
@@ -89,7 +90,9 @@ async def test_responses_stream_gives_each_hosted_tool_its_typed_item(serve, mak
     assert [(hit.file_id, hit.score, hit.text) for hit in files.results or []] == [("file-1", 0.9, "Cats purr.")]
     image = output[6]
     assert isinstance(image, ImageGenerationCall) and image.result == "iVBORw0KGgo="
-    mcp = output[7]
+    listed, mcp = output[7:9]
+    assert isinstance(listed, McpListTools) and listed.server_label == "wiki"
+    assert [tool.name for tool in listed.tools] == ["ask"]
     assert isinstance(mcp, McpCall)
     assert (mcp.server_label, mcp.name, json.loads(mcp.arguments), mcp.output) == (
         "wiki",
@@ -104,6 +107,7 @@ async def test_responses_stream_gives_each_hosted_tool_its_typed_item(serve, mak
         ["response.code_interpreter_call.in_progress", "response.code_interpreter_call_code.delta"],
         ["response.code_interpreter_call_code.done", "response.code_interpreter_call.interpreting"],
         ["response.mcp_call.in_progress", "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done"],
+        ["response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed", "response.output_item.done"],
         ["response.image_generation_call.in_progress", "response.image_generation_call.generating"],
         ["response.file_search_call.in_progress", "response.file_search_call.searching"],
     ):
@@ -111,7 +115,7 @@ async def test_responses_stream_gives_each_hosted_tool_its_typed_item(serve, mak
 
 
 async def test_responses_whole_answer_holds_the_same_items(serve, make_gateway):
-    url, headers = await served(serve, make_gateway, "hosted", HOSTED)
+    url, headers = await served(serve, make_gateway, "hosted", HOSTED + OPENAI_ONLY.replace("steps:", ""))
     [whole] = await data_events(url, "/v1/responses", request("responses", stream=False), headers)
     [streamed] = [
         event["response"]
@@ -121,6 +125,7 @@ async def test_responses_whole_answer_holds_the_same_items(serve, make_gateway):
     assert [item["type"] for item in whole["output"]] == [item["type"] for item in streamed["output"]]
     assert whole["output"][1]["action"] == streamed["output"][1]["action"]
     assert whole["output"][2]["outputs"] == [{"type": "logs", "logs": "42\n"}]
+    assert whole["output"][7] == {**streamed["output"][7], "id": whole["output"][7]["id"]}  # the MCP server's tools
 
 
 async def test_hosted_item_events_number_on_and_name_their_item(serve, make_gateway):

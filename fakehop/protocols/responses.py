@@ -602,10 +602,10 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     finish = cast(p.Finish, outcome.ending)
     response_id = meta.new_id("resp_")
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
-    output = []
+    output: list[dict] = []
     for number, block in enumerate(outcome.blocks):
         if block.whole is not None:
-            output.append(whole_item(meta, block.whole))
+            output += whole_items(meta, block.whole, output)
             continue
         item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
         if block.kind in REASONING_KINDS:
@@ -918,6 +918,7 @@ class StreamEncoder(StreamEncoderBase):
         """A hosted tool's item: added, `in_progress`, its work (a search's `searching`, code's or
         an MCP call's deltas), `completed`, done."""
         tool = call.tool
+        listed = self.tools_listed(tool) if unlisted_server(tool, self.items) else b""
         prefix, _, word = HOSTED_ITEMS[tool.name]
         item_id, index = self.meta.new_id(prefix), len(self.items)
         container_id = self.meta.new_id("cntr_") if tool.name == "code_execution" else None
@@ -950,7 +951,22 @@ class StreamEncoder(StreamEncoderBase):
             self.event(f"response.{word}.completed", **where),
             self.event("response.output_item.done", output_index=index, item=done),
         ]
-        return b"".join(frames)
+        return listed + b"".join(frames)
+
+    def tools_listed(self, tool: sc.ServerTool) -> bytes:
+        """An `mcp_list_tools` item: the tools of the server an MCP call is the first of this response to call."""
+        item_id, index = self.meta.new_id("mcpl_"), len(self.items)
+        where = {"item_id": item_id, "output_index": index}
+        done = mcp_list_item(item_id, tool, listed=True)
+        self.items.append(done)
+        return b"".join(
+            [
+                self.event("response.output_item.added", output_index=index, item=mcp_list_item(item_id, tool, False)),
+                self.event("response.mcp_list_tools.in_progress", **where),
+                self.event("response.mcp_list_tools.completed", **where),
+                self.event("response.output_item.done", output_index=index, item=done),
+            ]
+        )
 
     def compacted(self, compacted: p.Compacted) -> bytes:
         """A `compaction` item: added, `response.compaction.compacting`, done."""
@@ -1030,11 +1046,26 @@ def compaction_item(item_id: str, text: str) -> dict:
     return {"id": item_id, "type": "compaction", "encrypted_content": encrypted}
 
 
-def whole_item(meta: Meta, whole: p.HostedCall | p.Compacted) -> dict:
-    """A hosted call's or a compaction's item, as the whole response holds it."""
+def whole_items(meta: Meta, whole: p.HostedCall | p.Compacted, output: list[dict]) -> list[dict]:
+    """A hosted call's or a compaction's item, as the whole response holds it, after the
+    `output` before it (and for an MCP call to a server it lists no tools of, its list first)."""
     if type(whole) is p.Compacted:
-        return compaction_item(meta.new_id("cmp_"), whole.text)
+        return [compaction_item(meta.new_id("cmp_"), whole.text)]
     tool = cast(p.HostedCall, whole).tool
+    listed = [mcp_list_item(meta.new_id("mcpl_"), tool, listed=True)] if unlisted_server(tool, output) else []
     item_id = meta.new_id(HOSTED_ITEMS[tool.name][0])
     container_id = meta.new_id("cntr_") if tool.name == "code_execution" else None
-    return hosted_item(tool, item_id, container_id, done=True)
+    return [*listed, hosted_item(tool, item_id, container_id, done=True)]
+
+
+def unlisted_server(tool: sc.ServerTool, items: list[dict]) -> bool:
+    """Whether `tool` is an MCP call to a server no `mcp_list_tools` item of `items` lists."""
+    return tool.name == "mcp" and not any(
+        item["type"] == "mcp_list_tools" and item["server_label"] == tool.server for item in items
+    )
+
+
+def mcp_list_item(item_id: str, tool: sc.ServerTool, listed: bool) -> dict:
+    """The tools of an MCP call's server, as far as the scenario knows them: the one it calls."""
+    tools = [{"name": tool.tool, "input_schema": {"type": "object"}, "annotations": None, "description": None}]
+    return {"id": item_id, "type": "mcp_list_tools", "server_label": tool.server, "tools": tools if listed else []}

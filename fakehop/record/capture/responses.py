@@ -63,6 +63,7 @@ HOSTED_EVENTS = tuple(
         "mcp_call": ("in_progress", "completed", "failed"),
         "mcp_call_arguments": ("delta", "done"),
         "compaction": ("compacting",),
+        "mcp_list_tools": ("in_progress", "completed", "failed"),
     }.items()
     for stage in stages
 )
@@ -132,6 +133,8 @@ class ResponsesReader(OpenAIReader):
             return None
         if item.get("type") in HOSTED_ITEMS:
             return self.piece(index, HOSTED_ITEMS[item["type"]], "", at)
+        if item.get("type") == "mcp_list_tools":
+            return None  # a replay lists the tools of each MCP server it calls
         if kind is None:
             self.captured.left_out[f"{item.get('type') or 'untyped'} output items"] += 1
             return None
