@@ -354,3 +354,50 @@ async def test_fakehop_record_keeps_the_hosted_calls_of_what_it_proxied(serve, m
     assert script is not None
     assert [step.name for step in hosted_steps(script)] == ["web_search", "code_execution", "web_fetch"]
     assert json.loads(hosted_steps(script)[1].result or "null")["stdout"] == "42\n"
+
+
+def messages_capture(*blocks: dict, stop: str = "end_turn") -> bytes:
+    """A Messages stream of whole blocks (each start then stop), as the real API sends result blocks."""
+    events = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": "claude-sonnet-5",
+            },
+        }
+    ]
+    for index, block in enumerate(blocks):
+        events += [
+            {"type": "content_block_start", "index": index, "content_block": block},
+            {"type": "content_block_stop", "index": index},
+        ]
+    events += [
+        {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events).encode()
+
+
+async def test_a_search_that_failed_imports_as_an_empty_result_said_in_the_header(tmp_path):
+    use = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}
+    failed = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+    }
+    script, text = await imported_script(tmp_path, messages_capture(use, failed, {"type": "text", "text": "No luck."}))
+    [call] = hosted_steps(script)
+    assert (call.name, call.result) == ("web_search", "[]")
+    assert "web_search_tool_result blocks of an error (replayed as an empty result)" in text
+
+
+async def test_a_call_whose_result_never_came_imports_answered_when_output_follows(tmp_path):
+    use = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {"code": "1"}}
+    script, text = await imported_script(tmp_path, messages_capture(use, {"type": "text", "text": "Then."}))
+    [call] = hosted_steps(script)
+    assert call.result == "{}"
+    assert "server tool calls without a result block (replayed with an empty one)" in text

@@ -74,6 +74,8 @@ class MessagesReader(Reader):
         if block.get("type") in HOSTED_RESULTS:
             self.hosted_result(block)
             return
+        if kind is not None:
+            self.answer_the_last_call()
         if kind is None or (kind == "server_tool" and not self.hosted_use(block)):
             self.captured.left_out[f"{block.get('type') or 'untyped'} blocks"] += 1
             return
@@ -179,10 +181,18 @@ class MessagesReader(Reader):
             None,
         )
         result = hosted_result(HOSTED_RESULTS[block["type"]], block.get("content"))
-        if call is None or result is None:
-            self.captured.left_out[f"{block['type']} blocks"] += 1
-            return
-        call.hosted["result"] = result  # type: ignore[index]  # found by its hosted id
+        if result is None:
+            self.captured.left_out[f"{block['type']} blocks of an error (replayed as an empty result)"] += 1
+        if call is not None:
+            call.hosted["result"] = EMPTY_RESULTS[call.hosted["name"]] if result is None else result  # type: ignore[index]
+
+    def answer_the_last_call(self) -> None:
+        """A server tool call that more output follows was answered, though its result did not come:
+        only a call the turn pauses on goes without one."""
+        blocks = self.captured.blocks()
+        if paused(blocks):
+            self.captured.left_out["server tool calls without a result block (replayed with an empty one)"] += 1
+            blocks[-1].hosted["result"] = EMPTY_RESULTS[blocks[-1].hosted["name"]]  # type: ignore[index]
 
 
 # Each result block's type, and the server tool it gives the result of.
@@ -192,6 +202,9 @@ HOSTED_RESULTS = {
     "code_execution_tool_result": "code_execution",
     "mcp_tool_result": "mcp",
 }
+
+
+EMPTY_RESULTS: dict[str, Any] = {"web_search": [], "web_fetch": {}, "code_execution": {}, "mcp": ""}
 
 
 def hosted_result(name: str, content: Any) -> Any:
