@@ -358,7 +358,7 @@ async def test_fakehop_record_keeps_the_hosted_calls_of_what_it_proxied(serve, m
 
 def messages_capture(*blocks: dict, stop: str = "end_turn") -> bytes:
     """A Messages stream of whole blocks (each start then stop), as the real API sends result blocks."""
-    events = [
+    events: list[dict] = [
         {
             "type": "message_start",
             "message": {
