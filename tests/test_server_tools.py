@@ -16,6 +16,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_output_item import ImageGenerationCall, McpCall, McpListTools
 
+from fakehop.protocols import PROTOCOLS
 from fakehop.record import proxy as record
 from fakehop.scenario.model import ServerTool
 from fakehop.scenario.reader import load_file
@@ -24,6 +25,7 @@ from . import clients
 from .cli_runs import fakehop_here
 from .hosted_scenarios import answer_bytes, imported_script, request, served, validate_problems
 from .inline_scenarios import data_events, problems_of
+from .sdk_results import SEED
 
 HOSTED = """
 steps:
@@ -401,3 +403,23 @@ async def test_a_call_whose_result_never_came_imports_answered_when_output_follo
     [call] = hosted_steps(script)
     assert call.result == "{}"
     assert "server tool calls without a result block (replayed with an empty one)" in text
+
+
+@pytest.mark.parametrize("protocol", ["messages", "responses"])
+async def test_one_seed_gives_the_same_ids_streamed_or_not(serve, make_gateway, protocol):
+    url, scenario = await served(serve, make_gateway, "hosted", HOSTED + OPENAI_ONLY.replace("steps:", ""))
+    headers = {**scenario, **SEED}
+    path = PROTOCOLS[protocol].PATH
+    [whole] = await data_events(url, path, request(protocol, stream=False), headers)
+    events = await data_events(url, path, request(protocol), headers)
+    if protocol == "messages":
+        streamed = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+        ids = [
+            [block.get("id") or block.get("tool_use_id") for block in blocks] for blocks in (whole["content"], streamed)
+        ]
+        containers = [whole["container"], next(e["delta"]["container"] for e in events if e["type"] == "message_delta")]
+        assert containers[0] == containers[1]
+    else:
+        [completed] = [e["response"] for e in events if e["type"] == "response.completed"]
+        ids = [[item["id"] for item in output] for output in (whole["output"], completed["output"])]
+    assert ids[0] == ids[1]
