@@ -29,6 +29,7 @@ steps:
       tool: forecast
       input: {{city: Paris, days: 2}}
       result: "Sunny, then rain."
+    chunk: 6
   - text: "Sunny, then rain."
 """
 
@@ -80,10 +81,15 @@ async def test_the_wire_starts_the_compaction_empty_and_streams_the_mcp_input(se
     events = await data_events(url, "/v1/messages", request("messages"), headers)
     blocks = [e for e in events if e["type"].startswith("content_block")]
     assert blocks[0]["content_block"] == {"type": "compaction", "content": None}
-    assert blocks[1]["delta"] == {"type": "compaction_delta", "content": SUMMARY}
-    assert blocks[3]["content_block"]["input"] == {}
-    assert json.loads(blocks[4]["delta"]["partial_json"]) == {"city": "Paris", "days": 2}
-    assert [e["index"] for e in blocks] == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3]
+    summary = [e["delta"] for e in blocks if e["index"] == 0 and e["type"] == "content_block_delta"]
+    assert summary == [{"type": "compaction_delta", "content": SUMMARY}]
+    assert [e["content_block"] for e in blocks if e["index"] == 1 and e["type"] == "content_block_start"][0][
+        "input"
+    ] == {}
+    pieces = [e["delta"]["partial_json"] for e in blocks if e["index"] == 1 and e["type"] == "content_block_delta"]
+    assert len(pieces) > 1 and all(len(piece) <= 6 for piece in pieces)
+    assert json.loads("".join(pieces)) == {"city": "Paris", "days": 2}
+    assert [e["type"] for e in blocks if e["index"] == 2] == ["content_block_start", "content_block_stop"]
     [delta] = [e for e in events if e["type"] == "message_delta"]
     assert [entry["type"] for entry in delta["usage"]["iterations"]] == ["compaction", "message"]
 
@@ -121,9 +127,12 @@ async def test_responses_give_a_compaction_item_and_an_mcp_call(serve, make_gate
     assert events[2:5] == ["response.output_item.added", "response.compaction.compacting", "response.output_item.done"]
 
 
-def test_a_compaction_takes_a_string():
+def test_a_compaction_takes_a_string_and_streams_it_whole():
     assert "t.yaml:2: compaction: expected the summary's text as a string, got a mapping" in problems_of(
         "steps:\n  - compaction: {a: 1}\n"
+    )
+    assert "t.yaml:3: unknown key 'chunk' in a compaction step" in problems_of(
+        "steps:\n  - compaction: a b\n    chunk: word\n"
     )
 
 

@@ -8,7 +8,9 @@ import asyncio
 import json
 import time
 
+import jsonschema
 import pytest
+import yaml
 from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
     ResponseFileSearchToolCall,
@@ -284,10 +286,16 @@ def test_validate_names_the_file_and_line_of_a_wrong_server_tool(tmp_path):
     assert f"{path}:2: server_tool web_fetch result: expected the page's text" in said
 
 
-def test_the_schema_knows_the_server_tool_step():
+def test_the_schema_takes_the_hosted_steps_and_finishes():
     schema = json.loads(fakehop_here("schema").stdout)
-    steps = json.dumps(schema)
-    assert '"server_tool"' in steps and '"image_generation"' in steps and '"pause_turn"' in steps
+    for scenario in (
+        HOSTED,
+        OPENAI_ONLY,
+        "finish: pause_turn\nsteps:\n  - server_tool: {name: web_fetch}\n    chunk: 4\n",
+    ):
+        jsonschema.validate(yaml.safe_load(scenario), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(yaml.safe_load("steps:\n  - server_tool: {name: web_serch}\n"), schema)
 
 
 # ---------------------------------------------------------------- record and import
@@ -423,3 +431,25 @@ async def test_one_seed_gives_the_same_ids_streamed_or_not(serve, make_gateway, 
         [completed] = [e["response"] for e in events if e["type"] == "response.completed"]
         ids = [[item["id"] for item in output] for output in (whole["output"], completed["output"])]
     assert ids[0] == ids[1]
+
+
+async def test_chunk_splits_the_input_and_the_code_a_call_streams(serve, make_gateway):
+    text = (
+        "steps:\n  - server_tool: {name: code_execution, input: {code: 'print(6 * 7)'}, result: '42'}\n    chunk: 5\n"
+    )
+    url, headers = await served(serve, make_gateway, "chunked", text)
+    messages = await data_events(url, "/v1/messages", request("messages"), headers)
+    pieces = [e["delta"]["partial_json"] for e in messages if e["type"] == "content_block_delta"]
+    assert pieces == ['{"cod', 'e":"p', "rint(", "6 * 7", ')"}']
+    responses = await data_events(url, "/v1/responses", request("responses"), headers)
+    code = [e["delta"] for e in responses if e["type"] == "response.code_interpreter_call_code.delta"]
+    assert code == ["print", "(6 * ", "7)"]
+    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
+        async with client.messages.stream(
+            model="claude-sonnet-5",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": "Hi"}],
+            extra_headers=headers,
+        ) as stream:
+            message = await stream.get_final_message()
+    assert message.content[0].input == {"code": "print(6 * 7)"}

@@ -507,7 +507,7 @@ class StreamEncoder(StreamEncoderBase):
     # -------------------------------------------- hosted tools and compaction
 
     def hosted_call(self, call: p.HostedCall) -> bytes:
-        """A hosted tool's call block, its input in one `input_json_delta`, then its result block."""
+        """A hosted tool's call block, its input in `input_json_delta`s, then its result block."""
         tool = call.tool
         if tool.name not in HOSTED_TOOLS:
             self.index_shift += 1 if tool.result is None else 2
@@ -516,7 +516,10 @@ class StreamEncoder(StreamEncoderBase):
         use = hosted_use_block(self.meta, tool, {})
         frames = [
             self.pinged_once(indexed_event("content_block_start", index, content_block=use)),
-            indexed_event("content_block_delta", index, delta={"type": "input_json_delta", "partial_json": tool.input}),
+            *(
+                indexed_event("content_block_delta", index, delta={"type": "input_json_delta", "partial_json": piece})
+                for piece in tool.input_deltas
+            ),
             indexed_event("content_block_stop", index),
         ]
         if tool.result is not None:
@@ -528,16 +531,16 @@ class StreamEncoder(StreamEncoderBase):
         return b"".join(frames)
 
     def compacted(self, compacted: p.Compacted) -> bytes:
-        """A `compaction` block that starts with `content: null`, filled by one `compaction_delta`."""
+        """A `compaction` block that starts with `content: null`, filled by one `compaction_delta`
+        (a compaction_delta's content is the whole summary: the beta helper sets it, not adds to it)."""
         index = compacted.index - self.index_shift
+        delta = {"type": "compaction_delta", "content": compacted.text}
         return b"".join(
             [
                 self.pinged_once(
                     indexed_event("content_block_start", index, content_block={"type": "compaction", "content": None})
                 ),
-                indexed_event(
-                    "content_block_delta", index, delta={"type": "compaction_delta", "content": compacted.text}
-                ),
+                indexed_event("content_block_delta", index, delta=delta),
                 indexed_event("content_block_stop", index),
             ]
         )

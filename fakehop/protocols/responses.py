@@ -935,14 +935,14 @@ class StreamEncoder(StreamEncoderBase):
             code = str(json.loads(tool.input).get("code", ""))
             delta = self.delta_template("response.code_interpreter_call_code.delta", **where, delta=Template.SLOT)
             frames += [
-                delta.fill(self.next_number(), code),
+                *(delta.fill(self.next_number(), piece) for piece in tool.code_deltas),
                 self.event("response.code_interpreter_call_code.done", **where, code=code),
                 self.event("response.code_interpreter_call.interpreting", **where),
             ]
         else:
             delta = self.delta_template("response.mcp_call_arguments.delta", **where, delta=Template.SLOT)
             frames += [
-                delta.fill(self.next_number(), tool.input),
+                *(delta.fill(self.next_number(), piece) for piece in tool.input_deltas),
                 self.event("response.mcp_call_arguments.done", **where, arguments=tool.input),
             ]
         done = hosted_item(tool, item_id, container_id, True)

@@ -160,6 +160,8 @@ class ServerTool:
     name: str
     input: str
     result: str | None
+    input_deltas: tuple[str, ...]  # the input as it streams (Messages' input_json_delta, Responses' MCP arguments)
+    code_deltas: tuple[str, ...]  # code_execution: its code as it streams (Responses' code deltas)
     call_id: str | None = None
     server: str | None = None
     tool: str | None = None

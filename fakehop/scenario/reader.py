@@ -251,7 +251,11 @@ ENDING_STEPS: dict[type, str] = {
 }  # and a Stall without resume: see _ending_of
 CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
-STEP_KEYS = {"reasoning": ("signature",), "text": ("phase",)}  # what else a step of these kinds takes
+STEP_KEYS = {
+    "reasoning": ("signature",),
+    "text": ("phase",),
+    "server_tool": ("chunk",),
+}  # what else a step of these kinds takes
 PHASES = ("commentary", "final_answer")
 TOOL_CALL_KEYS = ("name", "arguments", "id")
 ERROR_DETAIL_KEYS = ("type", "code", "param")
@@ -626,7 +630,9 @@ def _server_tool(check: _Checker, raw: LineDict) -> ServerTool | None:
     result = _server_tool_result(check, spec, name, tool_input) if "result" in spec else None
     if tool_input is None or ("result" in spec and result is None):
         return None
-    return ServerTool(name, _json_text(tool_input), result, _string(check, spec, "id"), server, tool)
+    text, chunk = _json_text(tool_input), _chunking(check, raw)
+    code = split_deltas(str(tool_input.get("code", "")), chunk) if name == "code_execution" else ()
+    return ServerTool(name, text, result, split_deltas(text, chunk), code, _string(check, spec, "id"), server, tool)
 
 
 def _json_text(value: Any) -> str:

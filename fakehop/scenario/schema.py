@@ -245,7 +245,7 @@ def _hosted_steps() -> list[dict]:
         "type": "string",
         "description": "The summary a context compaction left: Messages' compaction block, Responses' compaction item.",
     }
-    return [_step_with("server_tool", server_tool), _step_with("compaction", compaction)]
+    return [_step_with("server_tool", server_tool, chunk=_CHUNKING["chunk"]), _step_with("compaction", compaction)]
 
 
 def _http_error() -> dict:
