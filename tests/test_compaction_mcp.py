@@ -19,6 +19,7 @@ from . import clients
 from .hosted_scenarios import answer_bytes, imported_script, request, served
 from .inline_scenarios import data_events, problems_of
 
+FORECAST = "Sunny \u2600\ufe0f, then rain \U0001f327\u2028."  # beyond the BMP, and a line separator YAML escapes
 SUMMARY = "The user asked for the weather in Paris; it was sunny."
 SCENARIO = f"""
 steps:
@@ -28,7 +29,7 @@ steps:
       server: weather
       tool: forecast
       input: {{city: Paris, days: 2}}
-      result: "Sunny, then rain."
+      result: "Sunny ☀️, then rain 🌧\u2028."
     chunk: 6
   - text: "Sunny, then rain."
 """
@@ -59,7 +60,7 @@ async def test_the_beta_helper_keeps_the_compaction_and_the_mcp_call(serve, make
     )
     assert use.id.startswith("mcptoolu_01")
     assert (result.type, result.tool_use_id, result.is_error) == ("mcp_tool_result", use.id, False)
-    assert [part.text for part in result.content] == ["Sunny, then rain."]
+    assert [part.text for part in result.content] == [FORECAST]
     assert text.text == "Sunny, then rain."
     assert [(entry.type, entry.output_tokens) for entry in message.usage.iterations or []] == [
         ("compaction", 14),
@@ -122,7 +123,7 @@ async def test_responses_give_a_compaction_item_and_an_mcp_call(serve, make_gate
         "weather",
         "forecast",
         {"city": "Paris", "days": 2},
-        "Sunny, then rain.",
+        FORECAST,
     )
     assert events[2:5] == ["response.output_item.added", "response.compaction.compacting", "response.output_item.done"]
 
@@ -153,7 +154,7 @@ async def test_a_messages_capture_imports_into_the_same_compaction_and_mcp_steps
         "weather",
         "forecast",
         {"city": "Paris", "days": 2},
-        "Sunny, then rain.",
+        FORECAST,
     )
 
 

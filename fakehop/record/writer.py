@@ -39,6 +39,7 @@ from .capture.facts import (
     Piece,
     RawFrame,
     Request,
+    paused,
 )
 
 DEFAULT_MIN_GAP = 0.005
@@ -165,6 +166,14 @@ class Yaml:
         if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
             return "'" + text.replace("'", "''") + "'"
         return _YAML_UNSAFE.sub(escaped, json.dumps(text, ensure_ascii=False))
+
+    def flow(self, value: object) -> str:
+        """A JSON value in YAML's flow style, on one line, each string quoted as `string` quotes it."""
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{self.string(str(key))}: {self.flow(item)}" for key, item in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(self.flow(item) for item in value) + "]"
+        return self.string(value) if isinstance(value, str) else json.dumps(value)
 
     def name(self, text: str) -> str:
         """A model, tool or error name: plain when it reads as one, else quoted."""
@@ -435,7 +444,7 @@ class Steps:
             tool_input = {}  # cut short
         given = {**hosted, "input": tool_input if isinstance(tool_input, dict) else {}}
         step = {key: given[key] for key in STEP_ORDER if given.get(key) is not None}
-        return f"  - server_tool: {self.yaml.scrub(json.dumps(step))}"
+        return f"  - server_tool: {self.yaml.flow(step)}"
 
     def compaction(self, block: CapturedBlock) -> str:
         return f"  - compaction: {self.yaml.string(block.text())}"
@@ -815,13 +824,10 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
 def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
     """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
     blocks = captured.blocks()
-    inferred = (
-        "tool_calls"
-        if any(block.kind == "tool_call" for block in blocks)
-        else "pause_turn"
-        if blocks and blocks[-1].kind == "server_tool" and "result" not in (blocks[-1].hosted or {})
-        else "stop"
-    )
+    if any(block.kind == "tool_call" for block in blocks):
+        inferred = "tool_calls"
+    else:
+        inferred = "pause_turn" if paused(blocks) else "stop"
     if captured.finish is None or captured.finish == inferred:
         return []
     if captured.finish == "stop_sequence":  # a reader gives it only with its sequence

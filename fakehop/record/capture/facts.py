@@ -148,6 +148,11 @@ class Captured:
         return [part for part in self.parts if isinstance(part, CapturedBlock)]
 
 
+def paused(blocks: list[CapturedBlock]) -> bool:
+    """Whether the answer ends on a server tool call without its result, as a pause_turn stop does."""
+    return bool(blocks) and blocks[-1].kind == "server_tool" and "result" not in (blocks[-1].hosted or {})
+
+
 def clean(text: Any) -> str:
     """Text from JSON, as a str a scenario can hold: a lone UTF-16 surrogate half (which no
     UTF-8 file can) becomes U+FFFD."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...protocols.common import ANTHROPIC_ERROR_TYPES
 from ...protocols.messages import FAIL_TYPES, STOP_REASONS
-from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of, object_in
+from .facts import FINISHED, Reader, clean, detail, kind_for_status, kind_of, object_in, paused
 
 # Tables looked up by whatever JSON value a payload's field holds.
 BLOCK_KINDS: dict[Any, str] = {
@@ -232,8 +232,3 @@ def hosted_result(name: str, content: Any) -> Any:
         if isinstance(content, list):
             return "".join(clean(part.get("text")) for part in content if isinstance(part, dict))
     return None
-
-
-def paused(blocks: list) -> bool:
-    """Whether the answer ends on a server tool call without its result, as a pause_turn stop does."""
-    return bool(blocks) and blocks[-1].kind == "server_tool" and "result" not in (blocks[-1].hosted or {})
