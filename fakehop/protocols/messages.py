@@ -8,7 +8,8 @@ ends with one `signature_delta` (the player shows it only to requests that enabl
 and without its text to `display: omitted`); a redacted_thinking step is a
 `redacted_thinking` block with its `data` and no deltas; tool calls are `tool_use` blocks fed
 by `input_json_delta`s. A refusal's `stop_details` is Anthropic's RefusalStopDetails. A `fail`
-is one `event: error`, after which the stream simply ends.
+is one `event: error`, after which the stream simply ends. Hosted tool calls and compactions
+are blocks of their own (see the section at the end).
 """
 
 from __future__ import annotations

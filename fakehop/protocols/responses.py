@@ -7,7 +7,8 @@ reasoning (and redacted thinking) is a `reasoning` item, with a summary part for
 its text (the player shows the text only to requests that ask for `reasoning.summary`, so
 without it the item has `summary: []`), and `encrypted_content` when the request includes
 `reasoning.encrypted_content`; text is a `message` item with one `output_text` part, a tool
-call a `function_call` item. Every item opens with
+call a `function_call` item, a hosted tool call its own `*_call` item and a compaction a
+`compaction` item (see the section at the end). Every item opens with
 `response.output_item.added` and closes with `response.output_item.done`. The terminal event,
 `response.completed` (or `response.incomplete` for the `length` and `content_filter`
 finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
