@@ -451,7 +451,8 @@ class StreamEncoder(StreamEncoderBase):
         else:
             block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": Template.SLOT}
         self.delta_template = None if delta is None else Template(self.block_event("content_block_delta", delta=delta))
-        return self.pinged_once(self.block_event("content_block_start", content_block=block))
+        frame = self.block_event("content_block_start", content_block=block)
+        return frame if self.pinged else self.pinged_once(frame)
 
     def pinged_once(self, frame: bytes) -> bytes:
         """`frame`, the first block's start, followed by the one ping."""
