@@ -11,6 +11,7 @@ from fakehop.protocols import PROTOCOLS
 from fakehop.scenario.library import Library
 from fakehop.scenario.model import Script
 
+from . import clients
 from .cli_runs import fakehop_here, fakehop_here_async
 from .inline_scenarios import add
 
@@ -54,3 +55,16 @@ def validate_problems(tmp_path: Path, text: str) -> tuple[Path, str]:
     validated = fakehop_here("validate", str(path))
     assert validated.returncode == 1
     return path, validated.stdout + validated.stderr
+
+
+async def streamed_message(url: str, headers: dict, beta: bool = False):
+    """The message `client.messages.stream()` (or with `beta`, `client.beta.messages.stream()`) ends with."""
+    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
+        helper = client.beta.messages if beta else client.messages
+        async with helper.stream(
+            model="claude-sonnet-5",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": "Hi"}],
+            extra_headers=headers,
+        ) as stream:
+            return await stream.get_final_message()

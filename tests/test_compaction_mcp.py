@@ -16,7 +16,7 @@ from openai.types.responses import ResponseCompactionItem
 from fakehop.scenario.model import Compaction, ServerTool
 
 from . import clients
-from .hosted_scenarios import answer_bytes, imported_script, request, served
+from .hosted_scenarios import answer_bytes, imported_script, request, served, streamed_message
 from .inline_scenarios import data_events, problems_of
 
 FORECAST = "Sunny \u2600\ufe0f, then rain \U0001f327\u2028."  # beyond the BMP, and a line separator YAML escapes
@@ -35,21 +35,9 @@ steps:
 """
 
 
-async def final_messages(url: str, headers: dict, beta: bool):
-    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
-        helper = client.beta.messages if beta else client.messages
-        async with helper.stream(
-            model="claude-sonnet-5",
-            max_tokens=1024,
-            messages=[{"role": "user", "content": "Weather?"}],
-            extra_headers=headers,
-        ) as stream:
-            return await stream.get_final_message()
-
-
 async def test_the_beta_helper_keeps_the_compaction_and_the_mcp_call(serve, make_gateway):
     url, headers = await served(serve, make_gateway, "compacted", SCENARIO)
-    message = await final_messages(url, headers, beta=True)
+    message = await streamed_message(url, headers, beta=True)
     compaction, use, result, text = message.content
     assert (compaction.type, compaction.content) == ("compaction", SUMMARY)
     assert (use.type, use.server_name, use.name, use.input) == (
@@ -70,7 +58,7 @@ async def test_the_beta_helper_keeps_the_compaction_and_the_mcp_call(serve, make
 
 async def test_the_stable_helper_ends_with_no_summary_and_an_empty_mcp_input(serve, make_gateway):
     url, headers = await served(serve, make_gateway, "compacted", SCENARIO)
-    message = await final_messages(url, headers, beta=False)
+    message = await streamed_message(url, headers)
     compaction, use, result, _ = message.content
     assert (compaction.type, getattr(compaction, "content", None)) == ("compaction", None)
     assert (use.type, getattr(use, "input", None)) == ("mcp_tool_use", {})

@@ -7,7 +7,7 @@ import pytest
 from anthropic.types import MessageParam
 
 from . import clients
-from .hosted_scenarios import answer_bytes, imported_script, request, served, validate_problems
+from .hosted_scenarios import answer_bytes, imported_script, request, served, streamed_message, validate_problems
 from .inline_scenarios import data_events, problems_of
 
 PAUSED = """
@@ -24,15 +24,12 @@ steps:
 
 
 async def messages_stop(url: str, headers: dict, stream: bool):
+    if stream:
+        return await streamed_message(url, headers)
     async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
-        if not stream:
-            return await client.messages.create(
-                model="claude-sonnet-5", max_tokens=1024, messages=MESSAGES, extra_headers=headers
-            )
-        async with client.messages.stream(
+        return await client.messages.create(
             model="claude-sonnet-5", max_tokens=1024, messages=MESSAGES, extra_headers=headers
-        ) as streamed:
-            return await streamed.get_final_message()
+        )
 
 
 @pytest.mark.parametrize("stream", [True, False])

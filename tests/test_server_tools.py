@@ -25,7 +25,7 @@ from fakehop.scenario.reader import load_file
 
 from . import clients
 from .cli_runs import fakehop_here
-from .hosted_scenarios import answer_bytes, imported_script, request, served, validate_problems
+from .hosted_scenarios import answer_bytes, imported_script, request, served, streamed_message, validate_problems
 from .inline_scenarios import data_events, problems_of
 from .sdk_results import SEED
 
@@ -155,14 +155,7 @@ async def test_hosted_item_events_number_on_and_name_their_item(serve, make_gate
 
 async def test_messages_stream_gives_server_tool_use_and_result_blocks(serve, make_gateway):
     url, headers = await served(serve, make_gateway, "hosted", HOSTED)
-    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
-        async with client.messages.stream(
-            model="claude-sonnet-5",
-            max_tokens=1024,
-            messages=[{"role": "user", "content": "Hi"}],
-            extra_headers=headers,
-        ) as stream:
-            message = await stream.get_final_message()
+    message = await streamed_message(url, headers)
     content = message.content
     assert [block.type for block in content] == [
         "text",
@@ -444,12 +437,5 @@ async def test_chunk_splits_the_input_and_the_code_a_call_streams(serve, make_ga
     responses = await data_events(url, "/v1/responses", request("responses"), headers)
     code = [e["delta"] for e in responses if e["type"] == "response.code_interpreter_call_code.delta"]
     assert code == ["print", "(6 * ", "7)"]
-    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
-        async with client.messages.stream(
-            model="claude-sonnet-5",
-            max_tokens=1024,
-            messages=[{"role": "user", "content": "Hi"}],
-            extra_headers=headers,
-        ) as stream:
-            message = await stream.get_final_message()
+    message = await streamed_message(url, headers)
     assert message.content[0].input == {"code": "print(6 * 7)"}
