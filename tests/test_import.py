@@ -604,7 +604,7 @@ def test_what_a_recording_cannot_play_is_said_in_its_header(tmp_path):
     capture.write_text(
         responses_events(
             {"type": "response.created", "response": response("in_progress", [])},
-            {"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws_1"},
+            {"type": "response.audio.delta", "delta": "UklGRg=="},
             *events[:-3],
             {
                 "type": "error",
@@ -618,7 +618,7 @@ def test_what_a_recording_cannot_play_is_said_in_its_header(tmp_path):
     )
     [answer] = read_file(capture)
     text = scenario_text(answer.captured, answer.request, answer.origin)
-    assert "# Not kept: 1 response.web_search_call.searching events." in text
+    assert "# Not kept: 1 response.audio.delta events." in text
     assert "error event" not in text
     assert text.endswith('  - fail: {kind: server_error, message: "Boom"}\n')
 

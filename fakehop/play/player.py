@@ -15,7 +15,7 @@ import math
 import os
 import random
 from collections.abc import AsyncIterator, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Union, cast
 
 from ..scenario import model as sc
@@ -137,14 +137,43 @@ class TokenUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class HostedCall:
+    """A hosted tool the provider ran (a server_tool step), written whole: `index` counts the
+    blocks as Messages shows them, where an answered call is two (the call, then its result)."""
+
+    index: int
+    tool: sc.ServerTool
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A compaction's summary, written whole as one block."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostedUsage:
+    """What an answer's hosted tools and compactions add to its usage: the searches and fetches
+    it ran, whether it ran code (in a container), and the output tokens of each compaction."""
+
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
+    ran_code: bool = False
+    compaction_tokens: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
-    """The stream ends well. `reason`: stop | length | tool_calls | content_filter | stop_sequence,
-    or refusal (the answer refused, which the scenario does not set)."""
+    """The stream ends well. `reason`: one of the scenario's FINISH_REASONS, or refusal (the
+    answer refused, which the scenario does not set)."""
 
     reason: str
     usage: TokenUsage
     stop_sequence: str | None = None
     stop_details: sc.StopDetails | None = None  # for the reasons that are refusals, what the scenario says of it
+    hosted: HostedUsage | None = None  # None: the answer ran no hosted tool and compacted nothing
 
 
 REFUSAL_REASONS = ("refusal", "content_filter")
@@ -152,7 +181,20 @@ NO_STOP_DETAILS = sc.StopDetails()
 
 
 Happening = Union[
-    Start, BlockStart, Delta, NextPart, BlockEnd, Keepalive, Failure, Disconnect, Hang, RawBytes, Finish, Cite
+    Start,
+    BlockStart,
+    Delta,
+    NextPart,
+    BlockEnd,
+    Keepalive,
+    Failure,
+    Disconnect,
+    Hang,
+    RawBytes,
+    Finish,
+    HostedCall,
+    Compacted,
+    Cite,
 ]
 KEEPALIVE = Keepalive()
 NEXT_PART = NextPart()
@@ -160,6 +202,7 @@ BLOCK_END = BlockEnd()
 CUT_BLOCK_END = BlockEnd(cut=True)
 
 ENDINGS = (Failure, Disconnect, Hang, Finish)
+WHOLE_BLOCKS = {HostedCall: "server_tool", Compacted: "compaction"}  # happenings that are a block each, by kind
 # The usage counts a scenario gives as they are (0 when it gives none).
 USAGE_DETAILS = (
     "cached_tokens",
@@ -305,6 +348,8 @@ class _Layout:
         self.reasoning_chars = 0
         self.tool_calls = 0
         self.refused = False
+        self.hosted: HostedUsage | None = None  # see HostedUsage; None until a hosted step plays
+        self.paused = False  # the turn ends on a hosted call without its result (which must be the last output)
         self.input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
         self.pauses = None if script.timing is None else _Pauses(script.timing)
         self.outputs = 0  # output steps laid out so far, counted when the script has a timing
@@ -422,11 +467,7 @@ class _Layout:
         """The good ending; `cut`: the request's token limit ended the output."""
         yield from self.close_block(cut)
         script = self.script
-        reason = (
-            "length"
-            if cut
-            else script.finish or ("tool_calls" if self.tool_calls else "refusal" if self.refused else "stop")
-        )
+        reason = "length" if cut else script.finish or self.inferred_finish()
         if cut:
             output_tokens = cast(int, self.budget) // CHARS_PER_TOKEN
         elif script.usage.output_tokens is not None:
@@ -435,7 +476,15 @@ class _Layout:
             output_tokens = estimate_tokens(self.output_chars)
         stop_sequence = script.stop_sequence if reason == "stop_sequence" else None
         stop_details = (script.stop_details or NO_STOP_DETAILS) if reason in REFUSAL_REASONS else None
-        yield from self.at(Finish(reason, self.usage(output_tokens), stop_sequence, stop_details))
+        yield from self.at(Finish(reason, self.usage(output_tokens), stop_sequence, stop_details, self.hosted))
+
+    def inferred_finish(self) -> str:
+        """The finish of an answer whose script names none."""
+        if self.tool_calls:
+            return "tool_calls"
+        if self.refused:
+            return "refusal"
+        return "pause_turn" if self.paused else "stop"
 
     def usage(self, output_tokens: int) -> TokenUsage:
         given = self.script.usage
@@ -487,7 +536,34 @@ class _Layout:
             elif kind is sc.Hang:
                 yield from self.at(Hang())
                 return
+            elif kind in HOSTED_STEPS:
+                yield from getattr(self, HOSTED_STEPS[kind])(step)
         yield from self.finish()
+
+    # -------------------------------------------- hosted tools and compaction
+
+    def server_tool(self, step: sc.ServerTool) -> Iterator[tuple[float, Happening]]:
+        yield from self.close_block()
+        yield from self.at(HostedCall(self.blocks, step))
+        self.blocks += 1 if step.result is None else 2
+        self.output_chars += len(step.input)
+        self.paused = step.result is None
+        ran = step.name if step.result is not None else None  # a call the turn pauses on has not run yet
+        hosted = self.hosted or HostedUsage()
+        self.hosted = replace(
+            hosted,
+            web_search_requests=hosted.web_search_requests + (ran == "web_search"),
+            web_fetch_requests=hosted.web_fetch_requests + (ran == "web_fetch"),
+            ran_code=hosted.ran_code or ran == "code_execution",
+        )
+
+    def compaction(self, step: sc.Compaction) -> Iterator[tuple[float, Happening]]:
+        yield from self.close_block()
+        yield from self.at(Compacted(self.blocks, step.text))
+        self.blocks += 1
+        hosted = self.hosted or HostedUsage()
+        tokens = hosted.compaction_tokens + (estimate_tokens(len(step.text)),)
+        self.hosted = replace(hosted, compaction_tokens=tokens)
 
 
 def timeline(
@@ -560,6 +636,7 @@ class KeptPerScript:
         self.size += size
 
 
+HOSTED_STEPS = {sc.ServerTool: "server_tool", sc.Compaction: "compaction"}  # the _Layout method that plays each
 KEPT_HAPPENINGS = 4096
 KEPT_TIMELINES = 64
 _TOO_LONG_TO_KEEP = object()  # kept in place of a timeline longer than KEPT_HAPPENINGS
@@ -636,6 +713,7 @@ class Block:
     parts: list[str] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
     citations: tuple[sc.Citation, ...] = ()  # a text block's, with its offsets
+    whole: HostedCall | Compacted | None = None  # a block that came whole, as it came
 
     def close(self, pieces: list[str]) -> None:
         """The block's last part is `pieces`, and its text is complete."""
@@ -694,3 +772,5 @@ class Outcome:
                 self.ending = happening
             elif kind is Cite:
                 self.blocks[-1].citations += (cast(Cite, happening).citation,)
+            elif kind in WHOLE_BLOCKS:
+                self.blocks.append(Block(WHOLE_BLOCKS[kind], whole=happening))  # type: ignore[arg-type]

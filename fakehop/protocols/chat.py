@@ -91,7 +91,14 @@ ROLE_CHOICES = choices_json(ROLE_DELTA)
 REFUSAL_ROLE_CHOICES = choices_json(REFUSAL_ROLE_DELTA)
 TEXT_CHOICES = {kind: choices_json({key: Template.SLOT}) for kind, key in DELTA_KEYS.items()}
 # A stop sequence, and a refusal, end a chat answer as any stop does.
-FINISH_REASON_NAMES = {**{reason: reason for reason in FINISH_REASONS}, "stop_sequence": "stop", "refusal": "stop"}
+# Messages' finishes Chat has no word for: a paused turn has stopped; a full context window is a length stop.
+HOSTED_FINISHES = {"pause_turn": "stop", "model_context_window_exceeded": "length"}
+FINISH_REASON_NAMES = {
+    **{reason: reason for reason in FINISH_REASONS},
+    "stop_sequence": "stop",
+    "refusal": "stop",
+    **HOSTED_FINISHES,
+}
 FINISH_CHOICES = {reason: choices_json({}, name) for reason, name in FINISH_REASON_NAMES.items()}
 CALL_KINDS = ("tool_call", "custom_tool_call")
 CALL_FIELDS = {"function": ("function", "arguments"), "custom": ("custom", "input")}  # key: (type, field of its text)

@@ -505,6 +505,8 @@ class StreamEncoderBase:
         p.Disconnect: "nothing",
         p.Hang: "nothing",
         p.Cite: "cite",
+        p.HostedCall: "hosted_call",
+        p.Compacted: "compacted",
     }
     handlers: ClassVar[dict[type, Callable[[Any, Any], bytes]]]  # each happening's class to its method of METHODS
 
@@ -522,6 +524,12 @@ class StreamEncoderBase:
         return b""
 
     def block_end(self, end: p.BlockEnd) -> bytes:
+        return b""
+
+    def hosted_call(self, call: p.HostedCall) -> bytes:
+        return b""  # a protocol without hosted tools leaves them out
+
+    def compacted(self, compacted: p.Compacted) -> bytes:
         return b""
 
     def next_part(self, part: p.NextPart) -> bytes:

@@ -9,17 +9,20 @@ and without its text to `display: omitted`); a redacted_thinking step is a
 `redacted_thinking` block with its `data` and no deltas; tool calls are `tool_use` blocks fed
 by `input_json_delta`s (a custom tool's call too, its input `{"input": TEXT}`); a text
 step's citations are `citations_delta`s. A refusal's `stop_details` is Anthropic's RefusalStopDetails. A `fail`
-is one `event: error`, after which the stream simply ends.
+is one `event: error`, after which the stream simply ends. Hosted tool calls and compactions
+are blocks of their own (see the section at the end).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from json.encoder import encode_basestring
 from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
+from ..scenario import model as sc
 from ..scenario.model import Citation
 from .common import (
     ANTHROPIC_REQUEST_ID_HEADER,
@@ -78,6 +81,8 @@ STOP_REASONS = {
     "content_filter": "refusal",
     "stop_sequence": "stop_sequence",
     "refusal": "refusal",
+    "pause_turn": "pause_turn",
+    "model_context_window_exceeded": "model_context_window_exceeded",
 }
 FAIL_TYPES = {
     "rate_limit": "rate_limit_error",
@@ -463,13 +468,18 @@ class StreamEncoder(StreamEncoderBase):
         self.block_signature: str | None = None
         self.delta_template: Template | None = None
         self.pinged = False
+        self.index_shift = 0  # blocks the player counted that Messages leaves out (hosted tools it has not)
 
     def start(self, start: p.Start) -> bytes:
         message = message_object(self.meta, self.message_id, [], None, start_usage(start))
         return event_frame("message_start", {"type": "message_start", "message": message})
 
     def block_start(self, start: p.BlockStart) -> bytes:
-        self.block_kind, self.block_index, self.block_signature = start.kind, start.index, start.signature
+        self.block_kind, self.block_index, self.block_signature = (
+            start.kind,
+            start.index - self.index_shift,
+            start.signature,
+        )
         if start.kind == "reasoning":
             block, delta = (
                 {"type": "thinking", "thinking": "", "signature": ""},
@@ -493,6 +503,10 @@ class StreamEncoder(StreamEncoderBase):
     def started(self, block: dict) -> bytes:
         """The block's content_block_start, and after the first block's the ping."""
         frame = self.block_event("content_block_start", content_block=block)
+        return frame if self.pinged else self.pinged_once(frame)
+
+    def pinged_once(self, frame: bytes) -> bytes:
+        """`frame`, the first block's start, followed by the one ping."""
         if self.pinged:
             return frame
         self.pinged = True
@@ -539,7 +553,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def finish(self, finish: p.Finish) -> bytes:
         usage = finish.usage
-        delta = {
+        delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {
                 "stop_reason": STOP_REASONS[finish.reason],
@@ -553,7 +567,50 @@ class StreamEncoder(StreamEncoderBase):
                 **output_usage(usage),
             },
         }
+        if finish.hosted is not None:
+            with_hosted_usage(self.meta, delta["delta"], delta["usage"], finish)
         return event_frame("message_delta", delta) + MESSAGE_STOP_FRAME
+
+    # -------------------------------------------- hosted tools and compaction
+
+    def hosted_call(self, call: p.HostedCall) -> bytes:
+        """A hosted tool's call block, its input in `input_json_delta`s, then its result block."""
+        tool = call.tool
+        if tool.name not in HOSTED_TOOLS:
+            self.index_shift += 1 if tool.result is None else 2
+            return b""
+        index = call.index - self.index_shift
+        use = hosted_use_block(self.meta, tool, {})
+        frames = [
+            self.pinged_once(indexed_event("content_block_start", index, content_block=use)),
+            *(
+                indexed_event("content_block_delta", index, delta={"type": "input_json_delta", "partial_json": piece})
+                for piece in tool.input_deltas
+            ),
+            indexed_event("content_block_stop", index),
+        ]
+        if tool.result is not None:
+            result = hosted_result_block(self.meta, tool, use["id"])
+            frames += [
+                indexed_event("content_block_start", index + 1, content_block=result),
+                indexed_event("content_block_stop", index + 1),
+            ]
+        return b"".join(frames)
+
+    def compacted(self, compacted: p.Compacted) -> bytes:
+        """A `compaction` block that starts with `content: null`, filled by one `compaction_delta`
+        (a compaction_delta's content is the whole summary: the beta helper sets it, not adds to it)."""
+        index = compacted.index - self.index_shift
+        delta = {"type": "compaction_delta", "content": compacted.text}
+        return b"".join(
+            [
+                self.pinged_once(
+                    indexed_event("content_block_start", index, content_block={"type": "compaction", "content": None})
+                ),
+                indexed_event("content_block_delta", index, delta=delta),
+                indexed_event("content_block_stop", index),
+            ]
+        )
 
 
 # ---------------------------------------------------------------- the whole message
@@ -593,5 +650,141 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """
     finish = cast(p.Finish, outcome.ending)
     msg_id = message_id(meta)
+    if finish.hosted is not None:
+        return hosted_message(meta, msg_id, outcome, finish)
     content = [content_block(meta, block) for block in outcome.blocks]
     return message_object(meta, msg_id, content, finish, final_usage(finish.usage))
+
+
+# ---------------------------------------------------------------- hosted tools and compaction
+
+HOSTED_TOOLS = ("web_search", "web_fetch", "code_execution", "mcp")  # the server tools Messages has
+RESULT_TYPES = {
+    "web_search": "web_search_tool_result",
+    "web_fetch": "web_fetch_tool_result",
+    "code_execution": "code_execution_tool_result",
+}
+ENCRYPTED_RESULT_BYTES = 96
+CONTAINER_LIFETIME = 3600  # seconds from the answer a code execution container lasts, as `expires_at` says
+
+
+def indexed_event(kind: str, index: int, **fields: Any) -> bytes:
+    return event_frame(kind, {"type": kind, "index": index, **fields})
+
+
+def hosted_use_block(meta: Meta, tool: sc.ServerTool, tool_input: dict) -> dict:
+    """The call: an MCP connector's `mcp_tool_use`, or a `server_tool_use`."""
+    if tool.name == "mcp":
+        return {
+            "type": "mcp_tool_use",
+            "id": tool.call_id or meta.new_id("mcptoolu_01", 22),
+            "name": tool.tool,
+            "server_name": tool.server,
+            "input": tool_input,
+        }
+    return {
+        "type": "server_tool_use",
+        "id": tool.call_id or meta.new_id("srvtoolu_01", 22),
+        "name": tool.name,
+        "input": tool_input,
+    }
+
+
+def hosted_result_block(meta: Meta, tool: sc.ServerTool, use_id: str) -> dict:
+    result = json.loads(cast(str, tool.result))
+    if tool.name == "mcp":
+        content: Any = [{"type": "text", "text": result}]
+        return {"type": "mcp_tool_result", "tool_use_id": use_id, "is_error": False, "content": content}
+    if tool.name == "web_search":
+        content = [
+            {
+                "type": "web_search_result",
+                "url": page["url"],
+                "title": page.get("title", page["url"]),
+                "encrypted_content": meta.random_base64(ENCRYPTED_RESULT_BYTES),
+                "page_age": page.get("page_age"),
+            }
+            for page in result
+        ]
+    elif tool.name == "web_fetch":
+        content = {
+            "type": "web_fetch_result",
+            "url": result.get("url", ""),
+            "retrieved_at": iso_time(meta.created),
+            "content": {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": result.get("content", "")},
+                "title": result.get("title"),
+            },
+        }
+    else:
+        content = {
+            "type": "code_execution_result",
+            "stdout": result.get("stdout", ""),
+            "stderr": result.get("stderr", ""),
+            "return_code": result.get("return_code", 0),
+            "content": [],
+        }
+    return {"type": RESULT_TYPES[tool.name], "tool_use_id": use_id, "content": content}
+
+
+def iso_time(seconds: int) -> str:
+    """A time in UTC, as Anthropic writes one. Any year will do: a kept rendering's marker
+    stands for the answer's time while it is made (and, as this does not fill in, it is not kept)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def hosted_blocks(meta: Meta, block: p.Block) -> list[dict]:
+    """The blocks of a hosted call or a compaction, as the whole message holds them."""
+    whole = block.whole
+    if type(whole) is p.Compacted:
+        return [{"type": "compaction", "content": whole.text}]
+    tool = cast(p.HostedCall, whole).tool
+    if tool.name not in HOSTED_TOOLS:
+        return []
+    use = hosted_use_block(meta, tool, cast(dict, tool_input(tool.input)))
+    return [use] if tool.result is None else [use, hosted_result_block(meta, tool, use["id"])]
+
+
+def hosted_message(meta: Meta, msg_id: str, outcome: p.Outcome, finish: p.Finish) -> dict:
+    """The message of an answer with hosted calls or compactions."""
+    content: list[dict] = []
+    for block in outcome.blocks:
+        content += [content_block(meta, block)] if block.whole is None else hosted_blocks(meta, block)
+    message = message_object(meta, msg_id, content, finish, final_usage(finish.usage))
+    container: dict = {}
+    with_hosted_usage(meta, container, message["usage"], finish)
+    message.update(container)
+    return message
+
+
+def with_hosted_usage(meta: Meta, delta: dict, usage: dict, finish: p.Finish) -> None:
+    """What hosted tools add to the end of a message: the usage's `server_tool_use` counts
+    (after a search or a fetch), its `iterations` (after a compaction: each compaction's, then
+    the message's own), and the code execution `container`."""
+    hosted = cast(p.HostedUsage, finish.hosted)
+    if hosted.web_search_requests or hosted.web_fetch_requests:
+        usage["server_tool_use"] = {
+            "web_search_requests": hosted.web_search_requests,
+            "web_fetch_requests": hosted.web_fetch_requests,
+        }
+    if hosted.compaction_tokens:
+        tokens = finish.usage
+        usage["iterations"] = [
+            iteration("compaction", tokens.input_tokens, output) for output in hosted.compaction_tokens
+        ] + [iteration("message", tokens.input_tokens, tokens.output_tokens)]
+    if hosted.ran_code:
+        delta["container"] = {
+            "id": meta.new_id("container_011C", 20),
+            "expires_at": iso_time(meta.created + CONTAINER_LIFETIME),
+        }
+
+
+def iteration(kind: str, input_tokens: int, output_tokens: int) -> dict:
+    return {
+        "type": kind,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }

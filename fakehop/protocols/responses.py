@@ -8,7 +8,8 @@ its text (the player shows the text only to requests that ask for `reasoning.sum
 without it the item has `summary: []`), and `encrypted_content` when the request includes
 `reasoning.encrypted_content`; text is a `message` item with one `output_text` part (its
 citations `url_citation` annotations, each added once its text has streamed), a tool call a
-`function_call` item, a custom tool's call a `custom_tool_call` item. Every item opens with
+`function_call` item, a custom tool's call a `custom_tool_call` item, a hosted tool call its own `*_call` item and a
+compaction a `compaction` item (see the section at the end). Every item opens with
 `response.output_item.added` and closes with `response.output_item.done`. The terminal event,
 `response.completed` (or `response.incomplete` for the `length` and `content_filter`
 finishes), carries every item exactly as its `output_item.done` showed it, and the usage.
@@ -29,6 +30,8 @@ message}`, `output` with the items so far (an unfinished one as far as it got, s
 
 from __future__ import annotations
 
+import base64
+import json
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +40,7 @@ from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
+from ..scenario import model as sc
 from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, Citation
 from .common import (
     EXAMPLE_TOOL_CALLS,
@@ -94,7 +98,11 @@ def example_request(turn: int = 1) -> dict:
 CALL_KINDS = ("tool_call", "custom_tool_call")  # blocks that are calls, with a call id
 CALL_ITEM_TYPES = ("function_call", "custom_tool_call")  # their items
 # Finish reasons that end a response as `incomplete`, with their `incomplete_details.reason`.
-INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+INCOMPLETE_REASONS = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+    "model_context_window_exceeded": "max_output_tokens",
+}
 # The `error` event's inner object, in the order the real API writes it.
 ERROR_EVENT_FIELDS = ("type", "code", "message", "param")
 ITEM_ID_PREFIXES = {
@@ -624,8 +632,11 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     finish = cast(p.Finish, outcome.ending)
     response_id = meta.new_id("resp_")
     incomplete = INCOMPLETE_REASONS.get(finish.reason)
-    output = []
+    output: list[dict] = []
     for number, block in enumerate(outcome.blocks):
+        if block.whole is not None:
+            output += whole_items(meta, block.whole, output)
+            continue
         item_id = meta.new_id(ITEM_ID_PREFIXES[block.kind])
         if block.kind in REASONING_KINDS:
             output.append(reasoning_item(item_id, block.parts, encrypted_content(meta, request)))
@@ -968,3 +979,161 @@ class StreamEncoder(StreamEncoderBase):
         return closed + self.lifecycle(
             "response.incomplete", "incomplete", self.items, usage=usage, incomplete_details={"reason": incomplete}
         )
+
+    # -------------------------------------------- hosted tools and compaction (see below)
+
+    def hosted_call(self, call: p.HostedCall) -> bytes:
+        """A hosted tool's item: added, `in_progress`, its work (a search's `searching`, code's or
+        an MCP call's deltas), `completed`, done."""
+        tool = call.tool
+        listed = self.tools_listed(tool) if unlisted_server(tool, self.items) else b""
+        prefix, _, word = HOSTED_ITEMS[tool.name]
+        item_id, index = self.meta.new_id(prefix), len(self.items)
+        container_id = self.meta.new_id("cntr_") if tool.name == "code_execution" else None
+        where = {"item_id": item_id, "output_index": index}
+        frames = [
+            self.event(
+                "response.output_item.added", output_index=index, item=hosted_item(tool, item_id, container_id, False)
+            ),
+            self.event(f"response.{word}.in_progress", **where),
+        ]
+        if word in WORKING_EVENTS:
+            frames.append(self.event(f"response.{word}.{WORKING_EVENTS[word]}", **where))
+        elif word == "code_interpreter_call":
+            code = str(json.loads(tool.input).get("code", ""))
+            delta = self.delta_template("response.code_interpreter_call_code.delta", **where, delta=Template.SLOT)
+            frames += [
+                *(delta.fill(self.next_number(), piece) for piece in tool.code_deltas),
+                self.event("response.code_interpreter_call_code.done", **where, code=code),
+                self.event("response.code_interpreter_call.interpreting", **where),
+            ]
+        else:
+            delta = self.delta_template("response.mcp_call_arguments.delta", **where, delta=Template.SLOT)
+            frames += [
+                *(delta.fill(self.next_number(), piece) for piece in tool.input_deltas),
+                self.event("response.mcp_call_arguments.done", **where, arguments=tool.input),
+            ]
+        done = hosted_item(tool, item_id, container_id, True)
+        self.items.append(done)
+        frames += [
+            self.event(f"response.{word}.completed", **where),
+            self.event("response.output_item.done", output_index=index, item=done),
+        ]
+        return listed + b"".join(frames)
+
+    def tools_listed(self, tool: sc.ServerTool) -> bytes:
+        """An `mcp_list_tools` item: the tools of the server an MCP call is the first of this response to call."""
+        item_id, index = self.meta.new_id("mcpl_"), len(self.items)
+        where = {"item_id": item_id, "output_index": index}
+        done = mcp_list_item(item_id, tool, listed=True)
+        self.items.append(done)
+        return b"".join(
+            [
+                self.event("response.output_item.added", output_index=index, item=mcp_list_item(item_id, tool, False)),
+                self.event("response.mcp_list_tools.in_progress", **where),
+                self.event("response.mcp_list_tools.completed", **where),
+                self.event("response.output_item.done", output_index=index, item=done),
+            ]
+        )
+
+    def compacted(self, compacted: p.Compacted) -> bytes:
+        """A `compaction` item: added, `response.compaction.compacting`, done."""
+        item_id, index = self.meta.new_id("cmp_"), len(self.items)
+        item = compaction_item(item_id, compacted.text)
+        self.items.append(item)
+        return b"".join(
+            [
+                self.event("response.output_item.added", output_index=index, item=item),
+                self.event("response.compaction.compacting", item_id=item_id, output_index=index),
+                self.event("response.output_item.done", output_index=index, item=item),
+            ]
+        )
+
+
+# ---------------------------------------------------------------- hosted tools and compaction
+
+# Each hosted tool's item: its id prefix, its type, and the word its events are named by
+# (`response.<word>.in_progress`, …); web_fetch is a web search that opens a page.
+HOSTED_ITEMS = {
+    "web_search": ("ws_", "web_search_call", "web_search_call"),
+    "web_fetch": ("ws_", "web_search_call", "web_search_call"),
+    "file_search": ("fs_", "file_search_call", "file_search_call"),
+    "code_execution": ("ci_", "code_interpreter_call", "code_interpreter_call"),
+    "image_generation": ("ig_", "image_generation_call", "image_generation_call"),
+    "mcp": ("mcp_", "mcp_call", "mcp_call"),
+}
+# The event each item's work goes on with between `in_progress` and `completed`: a search
+# searches, an image generates; code and MCP calls stream their code or arguments instead.
+WORKING_EVENTS = {
+    "web_search_call": "searching",
+    "file_search_call": "searching",
+    "image_generation_call": "generating",
+}
+COMPACTION_PREFIX = "gAAAAAB"  # an encrypted_content's opening, as the real one's
+
+
+def hosted_item(tool: sc.ServerTool, item_id: str, container_id: str | None, done: bool) -> dict:
+    """A hosted tool's output item: as it opens (`done` False), or whole with its result; a
+    call without a result (a turn Messages would pause) shows an empty one."""
+    tool_input = json.loads(tool.input)
+    result = json.loads(tool.result) if done and tool.result is not None else None
+    status = "completed" if done else "in_progress"
+    item: dict[str, Any] = {"id": item_id, "type": HOSTED_ITEMS[tool.name][1], "status": status}
+    if tool.name == "web_search":
+        action: dict[str, Any] = {"type": "search", "query": str(tool_input.get("query", ""))}
+        if done:
+            action["sources"] = [{"type": "url", "url": page["url"]} for page in result or []]
+        item["action"] = action
+    elif tool.name == "web_fetch":
+        item["action"] = {"type": "open_page", "url": tool_input.get("url")}
+    elif tool.name == "file_search":
+        queries = tool_input.get("queries") or [tool_input.get("query", "")]
+        hits = [{"attributes": {}, **hit} for hit in result or []] if done else None
+        item.update(queries=queries, results=hits)
+    elif tool.name == "code_execution":
+        logs = (result or {}).get("stdout", "") + (result or {}).get("stderr", "")
+        outputs = ([{"type": "logs", "logs": logs}] if logs else []) if done else None
+        item.update(code=str(tool_input.get("code", "")) if done else "", container_id=container_id, outputs=outputs)
+    elif tool.name == "image_generation":
+        item["result"] = result
+    else:
+        item.update(
+            name=tool.tool,
+            server_label=tool.server,
+            arguments=tool.input if done else "",
+            output=result,
+            error=None,
+            approval_request_id=None,
+        )
+    return item
+
+
+def compaction_item(item_id: str, text: str) -> dict:
+    """A `compaction` item: its summary is opaque to the client, as `encrypted_content`."""
+    encrypted = COMPACTION_PREFIX + base64.b64encode(text.encode()).decode()
+    return {"id": item_id, "type": "compaction", "encrypted_content": encrypted}
+
+
+def whole_items(meta: Meta, whole: p.HostedCall | p.Compacted, output: list[dict]) -> list[dict]:
+    """A hosted call's or a compaction's item, as the whole response holds it, after the
+    `output` before it (and for an MCP call to a server it lists no tools of, its list first)."""
+    if type(whole) is p.Compacted:
+        return [compaction_item(meta.new_id("cmp_"), whole.text)]
+    tool = cast(p.HostedCall, whole).tool
+    listed = [mcp_list_item(meta.new_id("mcpl_"), tool, listed=True)] if unlisted_server(tool, output) else []
+    item_id = meta.new_id(HOSTED_ITEMS[tool.name][0])
+    container_id = meta.new_id("cntr_") if tool.name == "code_execution" else None
+    return [*listed, hosted_item(tool, item_id, container_id, done=True)]
+
+
+def unlisted_server(tool: sc.ServerTool, items: list[dict]) -> bool:
+    """Whether `tool` is an MCP call to a server no `mcp_list_tools` item of `items` lists."""
+    return tool.name == "mcp" and not any(
+        item["type"] == "mcp_list_tools" and item["server_label"] == tool.server for item in items
+    )
+
+
+def mcp_list_item(item_id: str, tool: sc.ServerTool, listed: bool) -> dict:
+    """The tools of an MCP call's server, as far as the scenario knows them: the one it calls."""
+    tools = [{"name": tool.tool, "input_schema": {"type": "object"}, "annotations": None, "description": None}]
+    return {"id": item_id, "type": "mcp_list_tools", "server_label": tool.server, "tools": tools if listed else []}

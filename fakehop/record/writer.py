@@ -40,10 +40,13 @@ from .capture.facts import (
     Piece,
     RawFrame,
     Request,
+    paused,
 )
 
 DEFAULT_MIN_GAP = 0.005
 CALL_STEPS = {"tool_call": "arguments", "custom_tool_call": "input"}  # the steps of calls, and where their text goes
+HOSTED_KINDS = {"server_tool": "server_tool", "compaction": "compaction"}  # blocks written whole, by the Steps method
+STEP_ORDER = ("name", "server", "tool", "input", "result", "id")  # a server_tool step's keys, as written
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 REDACTED = "[redacted]"
 MIN_SECRET = 8  # characters: a shorter value cannot be told from ordinary text
@@ -165,6 +168,14 @@ class Yaml:
         if ('"' in text or "\\" in text) and not _NEEDS_DOUBLE_QUOTES.search(text):
             return "'" + text.replace("'", "''") + "'"
         return _YAML_UNSAFE.sub(escaped, json.dumps(text, ensure_ascii=False))
+
+    def flow(self, value: object) -> str:
+        """A JSON value in YAML's flow style, on one line, each string quoted as `string` quotes it."""
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{self.string(str(key))}: {self.flow(item)}" for key, item in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(self.flow(item) for item in value) + "]"
+        return self.string(value) if isinstance(value, str) else json.dumps(value)
 
     def name(self, text: str) -> str:
         """A model, tool or error name: plain when it reads as one, else quoted."""
@@ -328,6 +339,9 @@ class Steps:
             self.tool_call(part)
         elif part.citations:
             self.cited(part)
+        elif part.kind in HOSTED_KINDS:
+            self.wait_until(part.at)
+            self.lines.append(getattr(self, HOSTED_KINDS[part.kind])(part))
         elif part.kind == "redacted_thinking":
             self.wait_until(part.at)
             data = f": {self.yaml.string(part.data)}" if part.data else "  # reasoning that showed no text"
@@ -456,6 +470,20 @@ class Steps:
                 lines.append(f"        cited_text: {self.yaml.string(citation.cited_text)}")
             lines += [f"        start: {start}", f"        end: {end}"]
         return ["    citations:", *lines] if lines else []
+
+    def server_tool(self, block: CapturedBlock) -> str:
+        """A hosted call is one step, in JSON (which YAML reads): its input as far as it came."""
+        hosted = block.hosted or {}
+        try:
+            tool_input = json.loads(block.text() or "{}")
+        except ValueError:
+            tool_input = {}  # cut short
+        given = {**hosted, "input": tool_input if isinstance(tool_input, dict) else {}}
+        step = {key: given[key] for key in STEP_ORDER if given.get(key) is not None}
+        return f"  - server_tool: {self.yaml.flow(step)}"
+
+    def compaction(self, block: CapturedBlock) -> str:
+        return f"  - compaction: {self.yaml.string(block.text())}"
 
     def ending(self, captured: Captured) -> None:
         if captured.ending == FAILED:
@@ -841,7 +869,11 @@ def setting_lines(captured: Captured, yaml: Yaml) -> list[str]:
 
 def finish_lines(captured: Captured, yaml: Yaml) -> list[str]:
     """The finish, when it is not the one a replay infers; a stop_sequence one with its sequence."""
-    inferred = "tool_calls" if any(block.kind in CALL_STEPS for block in captured.blocks()) else "stop"
+    blocks = captured.blocks()
+    if any(block.kind in CALL_STEPS for block in blocks):
+        inferred = "tool_calls"
+    else:
+        inferred = "pause_turn" if paused(blocks) else "stop"
     if captured.finish is None or captured.finish == inferred:
         return []
     if captured.finish == "stop_sequence":  # a reader gives it only with its sequence

@@ -13,7 +13,9 @@ __all__ = [
     "DEFAULT_STALL_TIMEOUT",
     "FINISH_REASONS",
     "MATCH_PREFIX_CHARS",
+    "SERVER_TOOL_NAMES",
     "Citation",
+    "Compaction",
     "Delay",
     "Disconnect",
     "Entry",
@@ -30,6 +32,7 @@ __all__ = [
     "RedactedThinking",
     "Scenario",
     "Script",
+    "ServerTool",
     "Stall",
     "Step",
     "StopDetails",
@@ -40,7 +43,15 @@ __all__ = [
     "Usage",
 ]
 
-FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequence")
+FINISH_REASONS = (
+    "stop",
+    "length",
+    "tool_calls",
+    "content_filter",
+    "stop_sequence",
+    "pause_turn",
+    "model_context_window_exceeded",
+)
 DEFAULT_KEEPALIVE = 10.0
 DEFAULT_STALL_TIMEOUT = 120.0
 MATCH_PREFIX_CHARS = 100_000  # of a prompt (or any text a `match` key reads): a match looks no further
@@ -154,7 +165,49 @@ class Raw:
     data: str
 
 
-Step = Union[Output, Quote, ToolCall, RedactedThinking, Delay, KeepaliveNow, Stall, Hang, Fail, Disconnect, Raw]
+# ---------------------------------------------------------------- hosted tools and compaction
+
+SERVER_TOOL_NAMES = ("web_search", "web_fetch", "file_search", "code_execution", "image_generation", "mcp")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTool:
+    """A tool the provider runs itself (`server_tool`): its call and, unless `result` is None
+    (a call the turn pauses on), its result. Input and result are JSON text, so that a script
+    stays hashable; `server` and `tool` name an MCP call's server and tool."""
+
+    name: str
+    input: str
+    result: str | None
+    input_deltas: tuple[str, ...]  # the input as it streams (Messages' input_json_delta, Responses' MCP arguments)
+    code_deltas: tuple[str, ...]  # code_execution: its code as it streams (Responses' code deltas)
+    call_id: str | None = None
+    server: str | None = None
+    tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The summary a context compaction left in place of the conversation before it."""
+
+    text: str
+
+
+Step = Union[
+    Output,
+    Quote,
+    ToolCall,
+    RedactedThinking,
+    Delay,
+    KeepaliveNow,
+    Stall,
+    Hang,
+    Fail,
+    Disconnect,
+    Raw,
+    ServerTool,
+    Compaction,
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,9 @@ from .model import (
     DEFAULT_STALL_TIMEOUT,
     FINISH_REASONS,
     MAX_TEXT_CHARS,
+    SERVER_TOOL_NAMES,
     Citation,
+    Compaction,
     Delay,
     Disconnect,
     Entry,
@@ -42,6 +44,7 @@ from .model import (
     RedactedThinking,
     Scenario,
     Script,
+    ServerTool,
     Stall,
     Step,
     StopDetails,
@@ -233,6 +236,8 @@ ACTION_KEYS = (
     "fail",
     "disconnect",
     "raw",
+    "server_tool",
+    "compaction",
 )
 REDACTED_THINKING = RedactedThinking(None)  # its data made up per answer
 BARE_STEPS: dict[str, Step] = {
@@ -249,7 +254,11 @@ ENDING_STEPS: dict[type, str] = {
 }  # and a Stall without resume: see _ending_of
 CHUNKED_ACTIONS = ("text", "reasoning", "refusal", "tool_call", "custom_tool_call")
 STEP_MODIFIERS = ("chunk", "interval")
-STEP_KEYS = {"reasoning": ("signature",), "text": ("phase", "citations")}  # what else a step of these kinds takes
+STEP_KEYS = {
+    "reasoning": ("signature",),
+    "text": ("phase", "citations"),
+    "server_tool": ("chunk",),
+}  # what else a step of these kinds takes
 PHASES = ("commentary", "final_answer")
 TOOL_CALL_KEYS = ("name", "arguments", "id")  # the name, its text's, the id
 CUSTOM_TOOL_CALL_KEYS = ("name", "input", "id")
@@ -668,6 +677,185 @@ def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | Non
     return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))
 
 
+# ---------------------------------------------------------------- hosted tools and compaction
+
+SERVER_TOOL_KEYS = ("name", "input", "result", "id", "server", "tool")
+MCP_KEYS = ("server", "tool")
+# The hosted tools each protocol has; a scenario that only that protocol plays may use no other.
+PROTOCOL_SERVER_TOOLS = {
+    "chat": (),
+    "responses": ("web_search", "web_fetch", "file_search", "code_execution", "image_generation", "mcp"),
+    "messages": ("web_search", "web_fetch", "code_execution", "mcp"),
+}
+OUTPUT_STEPS = (Output, Quote, ToolCall, RedactedThinking, ServerTool, Compaction)
+
+
+def _server_tool(check: _Checker, raw: LineDict) -> ServerTool | None:
+    """`server_tool: {name, input, result, id}` (an MCP call also names its `server` and `tool`);
+    without `result`, a call the turn pauses on."""
+    spec, line = raw["server_tool"], _line_of(raw, "server_tool")
+    if not isinstance(spec, LineDict):
+        check.add(line, f"server_tool: expected a mapping with name, input and result, got {_type_name(spec)}")
+        return None
+    _check_keys(check, spec, SERVER_TOOL_KEYS, "server_tool")
+    name = spec.get("name")
+    if name not in SERVER_TOOL_NAMES:
+        hint = did_you_mean(name, SERVER_TOOL_NAMES) or f"; hosted tools: {', '.join(SERVER_TOOL_NAMES)}"
+        check.add(_line_of(spec, "name", line), f"server_tool: unknown name {name!r}{hint}")
+        return None
+    tool_input = _server_tool_input(check, spec, line)
+    server, tool = _string(check, spec, "server"), _string(check, spec, "tool")
+    if name == "mcp" and not (server and tool):
+        check.add(line, "server_tool mcp: needs the server and the tool it calls, as server: NAME and tool: NAME")
+        return None
+    if name != "mcp" and (server is not None or tool is not None):
+        check.add(line, f"server_tool {name}: server and tool go with name: mcp only")
+        return None
+    result = _server_tool_result(check, spec, name, tool_input) if "result" in spec else None
+    if tool_input is None or ("result" in spec and result is None):
+        return None
+    text, chunk = _json_text(tool_input), _chunking(check, raw)
+    code = split_deltas(str(tool_input.get("code", "")), chunk) if name == "code_execution" else ()
+    return ServerTool(name, text, result, split_deltas(text, chunk), code, _string(check, spec, "id"), server, tool)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _server_tool_input(check: _Checker, spec: LineDict, line: int) -> dict | None:
+    """The call's input: a mapping, or a JSON object as text; {} when left out."""
+    value = spec.get("input", {})
+    line = _line_of(spec, "input", line)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            value = None
+    if not isinstance(value, dict):
+        check.add(line, "server_tool input: expected a mapping, or a JSON object as a string")
+        return None
+    try:
+        check.counted(line, _json_text(value))
+    except RecursionError:
+        check.add(line, "server_tool input: nested too deep to write as JSON")
+        return None
+    return value
+
+
+# What each hosted tool's `result` is, written as its problem says it.
+RESULT_FORMS = {
+    "web_search": "a list of pages, each {url, title, page_age}",
+    "web_fetch": "the page's text, or {content, title, url}",
+    "file_search": "a list of hits, each {file_id, filename, score, text}",
+    "code_execution": "its stdout, or {stdout, stderr, return_code}",
+    "image_generation": "the image as a base64 string",
+    "mcp": "the tool's text output",
+}
+ENTRY_FIELDS: dict[str, dict] = {
+    "web_search": {"url": str, "title": str, "page_age": str},
+    "file_search": {"file_id": str, "filename": str, "score": (int, float), "text": str},
+}
+RECORD_FIELDS: dict[str, tuple[dict, str]] = {
+    "web_fetch": ({"content": str, "title": str, "url": str}, "content"),
+    "code_execution": ({"stdout": str, "stderr": str, "return_code": int}, "stdout"),
+}
+
+
+def _server_tool_result(check: _Checker, spec: LineDict, name: str, tool_input: dict | None) -> str | None:
+    """The result as JSON text in one form per tool (see RESULT_FORMS); None, with a problem, when it is not one."""
+    value, line = spec["result"], _line_of(spec, "result")
+    result: Any
+    if name in ENTRY_FIELDS:
+        result = _result_entries(value, ENTRY_FIELDS[name])
+    elif name in RECORD_FIELDS:
+        fields, text_field = RECORD_FIELDS[name]
+        result = _result_record({text_field: value} if isinstance(value, str) else value, fields)
+    else:
+        result = value if isinstance(value, str) else None
+    if result is None:
+        check.add(line, f"server_tool {name} result: expected {RESULT_FORMS[name]}")
+        return None
+    if name == "web_search" and not all(entry.get("url") for entry in result):
+        check.add(line, "server_tool web_search result: every page needs its url")
+        return None
+    if name == "web_fetch" and "url" not in result and isinstance((tool_input or {}).get("url"), str):
+        result["url"] = cast(dict, tool_input)["url"]
+    return check.counted(line, _json_text(result))
+
+
+def _result_entries(value: Any, fields: dict) -> list | None:
+    if not isinstance(value, list):
+        return None
+    entries = [_result_record(entry, fields) for entry in value]
+    return None if None in entries else entries
+
+
+def _result_record(value: Any, fields: dict) -> dict | None:
+    """A mapping of some of `fields`, each of its type; None when it is not one."""
+    if not isinstance(value, dict) or any(key not in fields for key in value):
+        return None
+    for key, kinds in fields.items():
+        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], kinds)):
+            return None
+    return dict(value)
+
+
+def _compaction(check: _Checker, raw: LineDict) -> Compaction | None:
+    value, line = raw["compaction"], _line_of(raw, "compaction")
+    if not isinstance(value, str):
+        check.add(line, f"compaction: expected the summary's text as a string, got {_type_name(value)}")
+        return None
+    text = check.counted(line, value)
+    return None if text is None else Compaction(text)
+
+
+HOSTED_STEPS = {"server_tool": _server_tool, "compaction": _compaction}
+
+
+def _check_unanswered(check: _Checker, steps: list[Step | None], lines: list[int]) -> None:
+    """A server_tool without a result pauses the turn: no output may follow it."""
+    outputs = [index for index, step in enumerate(steps) if type(step) in OUTPUT_STEPS]
+    for index in outputs[:-1]:
+        step = steps[index]
+        if type(step) is ServerTool and step.result is None:
+            check.add(
+                lines[index],
+                "server_tool: a call without a result pauses the turn (finish: pause_turn), so it must be the "
+                "last output; give it a result, or move the steps after it to the next turn",
+            )
+            return
+
+
+def _check_pause(check: _Checker, doc: LineDict, steps: tuple[Step, ...], finish: str | None) -> None:
+    """`finish: pause_turn` needs the turn to end on a server_tool call without a result."""
+    outputs = [step for step in steps if type(step) in OUTPUT_STEPS]
+    last = outputs[-1] if outputs else None
+    paused = type(last) is ServerTool and last.result is None
+    if finish == "pause_turn" and not paused and "finish" in doc:
+        check.add(
+            _line_of(doc, "finish"),
+            "finish: pause_turn goes with a turn that ends on a server_tool call without a result",
+        )
+
+
+def _check_protocol_tools(check: _Checker, protocol: str | None, entries: list[Entry]) -> None:
+    """A scenario that only one protocol plays may use only the hosted tools that protocol has."""
+    if protocol not in PROTOCOL_SERVER_TOOLS:
+        return
+    has = PROTOCOL_SERVER_TOOLS[protocol]
+    for entry in entries:
+        for step in entry.script.steps if entry.script is not None else ():
+            if type(step) is ServerTool and step.name not in has:
+                name = step.name
+                check.add(
+                    entry.line,
+                    f"server_tool {name}: match protocol {protocol} has no such hosted tool"
+                    f" ({', '.join(has) if has else 'it has none'})",
+                )
+                return
+
+
 def _step(check: _Checker, raw: Any, line: int, chunk_interval: float | None) -> Step | None:
     if isinstance(raw, str):
         if raw in BARE_STEPS:
@@ -701,6 +889,8 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float | None) ->
         return _fail(check, raw)
     if action == "redacted_thinking":
         return _redacted_thinking(check, raw)
+    if action in HOSTED_STEPS:
+        return HOSTED_STEPS[action](check, raw)
     if action == "raw":
         if not isinstance(value, str):
             check.add(_line_of(raw, "raw"), f"raw: expected a string of bytes to write, got {_type_name(value)}")
@@ -731,6 +921,7 @@ def _steps(check: _Checker, doc: LineDict, chunk_interval: float | None) -> tupl
     lines = [_line_of(raw_steps, index, line) for index in range(len(raw_steps))]
     steps = [_step(check, raw, step_line, chunk_interval) for raw, step_line in zip(raw_steps, lines)]
     _check_ending(check, steps, lines)
+    _check_unanswered(check, steps, lines)
     return tuple(step for step in steps if step is not None)
 
 
@@ -1081,6 +1272,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         error = _http_error(check, doc)
         return None if error is None else Script(http_error=error, **common)
     steps = _steps(check, doc, settings.chunk_interval)
+    _check_pause(check, doc, steps, settings.finish)
     if "stop_details" in doc and not _refuses(steps, settings.finish):
         check.add(
             _line_of(doc, "stop_details"),
@@ -1264,6 +1456,7 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
         script = _script(check, doc, settings)
         entries = [] if script is None else [Entry(script=script, line=doc.line)]
     match = _match(check, doc)
+    _check_protocol_tools(check, match.protocol if match is not None else None, entries)
     if check.problems:
         raise ScenarioError(check.problems)
     return Scenario(

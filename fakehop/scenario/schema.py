@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .model import FINISH_REASONS
+from .model import FINISH_REASONS, SERVER_TOOL_NAMES
 from .reader import (
     DURATION_PATTERN,
     FAIL_KINDS,
@@ -262,9 +262,39 @@ def _steps() -> dict:
             _step_with("disconnect", {"type": "null"}),
             _step_with("fail", fail),
             _step_with("raw", {"type": "string", "description": "Bytes written as they are."}),
+            *_hosted_steps(),
         ]
     }
     return {"type": "array", "minItems": 1, "items": step}
+
+
+def _hosted_steps() -> list[dict]:
+    """The server_tool and compaction steps."""
+    server_tool = {
+        "type": "object",
+        "description": "A tool the provider runs itself: its call and result as the protocol writes them "
+        "(Responses: a *_call item; Messages: server_tool_use or mcp_tool_use and its result block; Chat: left out). "
+        "Without result, a call the turn pauses on (finish pause_turn).",
+        "properties": {
+            "name": {"enum": list(SERVER_TOOL_NAMES)},
+            "input": {"anyOf": [{"type": "object"}, {"type": "string"}], "description": "A mapping or a JSON object."},
+            "result": {
+                "description": "web_search: [{url, title, page_age}]; web_fetch: text or {content, title, url}; "
+                "file_search: [{file_id, filename, score, text}]; code_execution: stdout or {stdout, stderr, "
+                "return_code}; image_generation: base64; mcp: text.",
+            },
+            "id": {"type": "string", "description": "Call id; generated when left out."},
+            "server": {"type": "string", "description": "mcp: the MCP server's name."},
+            "tool": {"type": "string", "description": "mcp: the tool called on it."},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    compaction = {
+        "type": "string",
+        "description": "The summary a context compaction left: Messages' compaction block, Responses' compaction item.",
+    }
+    return [_step_with("server_tool", server_tool, chunk=_CHUNKING["chunk"]), _step_with("compaction", compaction)]
 
 
 def _http_error() -> dict:
@@ -303,7 +333,8 @@ def _settings() -> dict:
         },
         "finish": {
             "enum": list(FINISH_REASONS),
-            "description": "Default: tool_calls if the answer calls a tool, else stop.",
+            "description": "Default: tool_calls if the answer calls a tool, pause_turn if it ends on a server_tool "
+            "without a result, else stop.",
         },
         "stop_sequence": {
             "type": "string",

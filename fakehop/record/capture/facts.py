@@ -75,6 +75,7 @@ class CapturedBlock:
     part after the first begins, as the index of its first piece."""
 
     kind: str  # "text" | "refusal" | "reasoning" | "redacted_thinking" | "tool_call" | "custom_tool_call"
+    #   | "server_tool" | "compaction"
     at: float | None  # when it opened
     pieces: list[Piece] = field(default_factory=list)
     name: str | None = None
@@ -85,6 +86,7 @@ class CapturedBlock:
     part_starts: list[int] = field(default_factory=list)
     part: Any = None  # the protocol's key of the part the last piece went to
     citations: list[CapturedCitation] = field(default_factory=list)  # a text block's
+    hosted: dict | None = None  # a server_tool block's step, but for its input (its pieces): see HostedCall
 
     def text(self) -> str:
         return "".join(piece.text for piece in self.pieces)
@@ -159,6 +161,11 @@ class Captured:
 
     def blocks(self) -> list[CapturedBlock]:
         return [part for part in self.parts if isinstance(part, CapturedBlock)]
+
+
+def paused(blocks: list[CapturedBlock]) -> bool:
+    """Whether the answer ends on a server tool call without its result, as a pause_turn stop does."""
+    return bool(blocks) and blocks[-1].kind == "server_tool" and "result" not in (blocks[-1].hosted or {})
 
 
 def clean(text: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...protocols.common import ANTHROPIC_ERROR_TYPES
 from ...protocols.messages import FAIL_TYPES, STOP_REASONS
-from .facts import FINISHED, CapturedBlock, Reader, clean, detail, kind_for_status, kind_of, object_in
+from .facts import FINISHED, CapturedBlock, Reader, clean, detail, kind_for_status, kind_of, object_in, paused
 
 # Tables looked up by whatever JSON value a payload's field holds.
 BLOCK_KINDS: dict[Any, str] = {
@@ -18,10 +18,18 @@ BLOCK_KINDS: dict[Any, str] = {
     "thinking": "reasoning",
     "redacted_thinking": "redacted_thinking",
     "tool_use": "tool_call",
+    "server_tool_use": "server_tool",
+    "mcp_tool_use": "server_tool",
+    "compaction": "compaction",
 }
-DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+DELTA_FIELDS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+    "compaction_delta": "content",
+}
 # What each block holds when it starts (or, in a whole message, all along).
-START_FIELDS = {"text": "text", "thinking": "thinking"}
+START_FIELDS = {"text": "text", "thinking": "thinking", "compaction": "content"}
 ERROR_STATUSES: dict[Any, int] = {error_type: status for status, error_type in ANTHROPIC_ERROR_TYPES.items()}
 # The stop reasons a scenario's finish gives again; a refusal is a refusal block's (see finish).
 FINISHES = {reason: finish for finish, reason in STOP_REASONS.items() if finish != "refusal"}
@@ -63,10 +71,19 @@ class MessagesReader(Reader):
     def block(self, at: float | None, index: Any, block: dict) -> None:
         """A block as it starts, or as a whole message holds it."""
         kind = BLOCK_KINDS.get(block.get("type"))
-        if kind is None:
+        if block.get("type") in HOSTED_RESULTS:
+            self.hosted_result(block)
+            return
+        if kind is not None:
+            self.answer_the_last_call()
+        if kind is None or (kind == "server_tool" and not self.hosted_use(block)):
             self.captured.left_out[f"{block.get('type') or 'untyped'} blocks"] += 1
             return
-        if kind == "tool_call":
+        if kind == "server_tool":
+            given = block.get("input")
+            text = json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""
+            found = self.piece(index, kind, text, at, hosted=self.hosted_use(block))
+        elif kind == "tool_call":
             given = block.get("input")
             text = (
                 json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""
@@ -126,6 +143,9 @@ class MessagesReader(Reader):
         if isinstance(given.get("stop_sequence"), str):
             self.captured.stop_sequence = clean(given["stop_sequence"])
         reason = given.get("stop_reason")
+        if reason == "pause_turn" and not paused(self.captured.blocks()):
+            self.captured.left_out["pause_turn stops after anything but a server tool call (replayed as end_turn)"] += 1
+            return
         if reason != "refusal":
             self.finish(reason)
             return
@@ -158,3 +178,82 @@ class MessagesReader(Reader):
         self.stop(body)
         self.message_usage(body.get("usage"))
         self.end(FINISHED, at)
+
+    # -------------------------------------------- hosted tools and compaction
+
+    def hosted_use(self, block: dict) -> dict | None:
+        """A server_tool step's name (an MCP call's server and tool too) and id, from its call
+        block; None for a server tool fakehop has no step for."""
+        call_id = clean(block.get("id")) or None
+        if block.get("type") == "mcp_tool_use":
+            return {
+                "name": "mcp",
+                "server": clean(block.get("server_name")),
+                "tool": clean(block.get("name")),
+                "id": call_id,
+            }
+        name = block.get("name")
+        return {"name": name, "id": call_id} if name in HOSTED_RESULTS.values() else None
+
+    def hosted_result(self, block: dict) -> None:
+        """A result block: the result of the call it names, in the step's form."""
+        call = next(
+            (
+                found
+                for found in self.captured.blocks()
+                if found.hosted is not None and found.hosted.get("id") == block.get("tool_use_id")
+            ),
+            None,
+        )
+        result = hosted_result(HOSTED_RESULTS[block["type"]], block.get("content"))
+        if result is None:
+            self.captured.left_out[f"{block['type']} blocks of an error (replayed as an empty result)"] += 1
+        if call is not None:
+            call.hosted["result"] = EMPTY_RESULTS[call.hosted["name"]] if result is None else result  # type: ignore[index]
+
+    def answer_the_last_call(self) -> None:
+        """A server tool call that more output follows was answered, though its result did not come:
+        only a call the turn pauses on goes without one."""
+        blocks = self.captured.blocks()
+        if paused(blocks):
+            self.captured.left_out["server tool calls without a result block (replayed with an empty one)"] += 1
+            blocks[-1].hosted["result"] = EMPTY_RESULTS[blocks[-1].hosted["name"]]  # type: ignore[index]
+
+
+# Each result block's type, and the server tool it gives the result of.
+HOSTED_RESULTS = {
+    "web_search_tool_result": "web_search",
+    "web_fetch_tool_result": "web_fetch",
+    "code_execution_tool_result": "code_execution",
+    "mcp_tool_result": "mcp",
+}
+
+
+EMPTY_RESULTS: dict[str, Any] = {"web_search": [], "web_fetch": {}, "code_execution": {}, "mcp": ""}
+
+
+def hosted_result(name: str, content: Any) -> Any:
+    """A result block's content as a server_tool step's `result` gives it; None for one it cannot (an error)."""
+    if name == "web_search" and isinstance(content, list):
+        pages = [page for page in content if isinstance(page, dict) and isinstance(page.get("url"), str)]
+        return [
+            {key: clean(page[key]) for key in ("url", "title", "page_age") if isinstance(page.get(key), str)}
+            for page in pages
+        ]
+    if name == "web_fetch" and isinstance(content, dict) and content.get("type") == "web_fetch_result":
+        document = object_in(content, "content")
+        fetched = {
+            "content": object_in(document, "source").get("data"),
+            "title": document.get("title"),
+            "url": content.get("url"),
+        }
+        return {key: clean(value) for key, value in fetched.items() if isinstance(value, str)}
+    if name == "code_execution" and isinstance(content, dict) and content.get("type") == "code_execution_result":
+        ran = {key: clean(content.get(key)) for key in ("stdout", "stderr")}
+        return {**ran, "return_code": content["return_code"]} if isinstance(content.get("return_code"), int) else ran
+    if name == "mcp":
+        if isinstance(content, str):
+            return clean(content)
+        if isinstance(content, list):
+            return "".join(clean(part.get("text")) for part in content if isinstance(part, dict))
+    return None

@@ -11,11 +11,14 @@ with no summary, an item of its own wherever it stands.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
-from ...protocols.responses import INCOMPLETE_REASONS
+from ...protocols.responses import COMPACTION_PREFIX, INCOMPLETE_REASONS
 from ...scenario.reader import PHASES
-from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, object_in
+from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, json_object, object_in
 
 # Tables looked up by whatever JSON value a payload's field holds.
 ITEM_KINDS: dict[Any, str] = {
@@ -42,6 +45,33 @@ USAGE_DETAILS = {
 }
 
 
+# Items of hosted calls and compactions, as block kinds.
+HOSTED_ITEMS = {
+    "web_search_call": "server_tool",
+    "file_search_call": "server_tool",
+    "code_interpreter_call": "server_tool",
+    "image_generation_call": "server_tool",
+    "mcp_call": "server_tool",
+    "compaction": "compaction",
+}
+# Their events between the item's `added` and `done`, which the done item says again whole.
+HOSTED_EVENTS = tuple(
+    f"response.{word}.{stage}"
+    for word, stages in {
+        "web_search_call": ("in_progress", "searching", "completed", "failed"),
+        "file_search_call": ("in_progress", "searching", "completed", "failed"),
+        "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+        "code_interpreter_call_code": ("delta", "done"),
+        "image_generation_call": ("in_progress", "generating", "completed", "partial_image"),
+        "mcp_call": ("in_progress", "completed", "failed"),
+        "mcp_call_arguments": ("delta", "done"),
+        "compaction": ("compacting",),
+        "mcp_list_tools": ("in_progress", "completed", "failed"),
+    }.items()
+    for stage in stages
+)
+
+
 def summary_texts(item: dict) -> list[str]:
     """A reasoning item's summary parts (or its raw reasoning text's parts)."""
     parts = item.get("summary") or item.get("content") or []
@@ -50,7 +80,11 @@ def summary_texts(item: dict) -> list[str]:
 
 class ResponsesReader(OpenAIReader):
     NAME = "responses"
-    FINISHES = {**OpenAIReader.FINISHES, **{reason: finish for finish, reason in INCOMPLETE_REASONS.items()}}
+    # Each incomplete reason reads as the first finish that gives it (max_output_tokens as length).
+    FINISHES = {
+        **OpenAIReader.FINISHES,
+        **dict(reversed([(reason, finish) for finish, reason in INCOMPLETE_REASONS.items()])),
+    }
     EVENTS = {
         "response.created": "lifecycle",
         "response.in_progress": "lifecycle",
@@ -76,6 +110,7 @@ class ResponsesReader(OpenAIReader):
             "response.function_call_arguments.done",
             "response.custom_tool_call_input.done",
             "response.refusal.done",
+            *HOSTED_EVENTS,
         }
     )
 
@@ -101,6 +136,10 @@ class ResponsesReader(OpenAIReader):
         if item.get("type") == "message":
             self.message_phase(index, item)
             return None
+        if item.get("type") in HOSTED_ITEMS:
+            return self.piece(index, HOSTED_ITEMS[item["type"]], "", at)
+        if item.get("type") == "mcp_list_tools":
+            return None  # a replay lists the tools of each MCP server it calls
         if kind is None:
             self.captured.left_out[f"{item.get('type') or 'untyped'} output items"] += 1
             return None
@@ -174,7 +213,9 @@ class ResponsesReader(OpenAIReader):
         block = self.open.get(index) or self.item_added(at, event)
         if block is None:
             return
-        if block.kind == "reasoning":
+        if item.get("type") in HOSTED_ITEMS:
+            self.hosted_done(index, block, item, at)
+        elif block.kind == "reasoning":
             self.reasoning_done(at, index, block, item)
         elif not block.pieces:
             self.piece(index, block.kind, clean(item.get(CALL_TEXT[block.kind])), at)
@@ -229,3 +270,71 @@ class ResponsesReader(OpenAIReader):
 
     def whole(self, body: dict, at: float | None) -> None:
         self.response(at, body)
+
+    # -------------------------------------------- hosted tools and compaction
+
+    def hosted_done(self, index: Any, block: CapturedBlock, item: dict, at: float | None) -> None:
+        """A hosted call's or a compaction's item, whole: its step, from what `output_item.done` shows."""
+        if block.pieces or block.hosted is not None:
+            return
+        if item["type"] == "compaction":
+            self.piece(index, "compaction", self.compaction_text(item), at)
+            return
+        step = hosted_step(item)
+        if step is None:
+            self.captured.left_out[f"{item['type']} output items"] += 1
+            self.captured.parts = [part for part in self.captured.parts if part is not block]
+            del self.open[index]
+            return
+        tool_input = step.pop("input")
+        block.hosted = step
+        self.piece(index, "server_tool", json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")), at)
+
+    def compaction_text(self, item: dict) -> str:
+        """The summary a compaction item holds, as fakehop writes it; one it cannot read replays as empty."""
+        encrypted = clean(item.get("encrypted_content"))
+        try:
+            return base64.b64decode(encrypted.removeprefix(COMPACTION_PREFIX), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            self.captured.left_out["encrypted compaction content (replayed as an empty summary)"] += 1
+            return ""
+
+
+def hosted_step(item: dict) -> dict | None:
+    """The server_tool step a hosted call's done item gives again (its `input` too); None for one
+    it cannot (a web search that finds in a page)."""
+    kind = item["type"]
+    if kind == "web_search_call":
+        action = object_in(item, "action")
+        if action.get("type") == "open_page":
+            return {
+                "name": "web_fetch",
+                "input": {"url": clean(action.get("url"))},
+                "result": {"url": clean(action.get("url"))},
+            }
+        if action.get("type") != "search":
+            return None
+        sources = [source for source in action.get("sources") or [] if isinstance(source, dict)]
+        pages = [{"url": clean(source.get("url"))} for source in sources if isinstance(source.get("url"), str)]
+        return {"name": "web_search", "input": {"query": clean(action.get("query"))}, "result": pages}
+    if kind == "file_search_call":
+        hits = [
+            {key: hit[key] for key in ("file_id", "filename", "score", "text") if hit.get(key) is not None}
+            for hit in item.get("results") or []
+            if isinstance(hit, dict)
+        ]
+        queries = [clean(query) for query in item.get("queries") or [] if isinstance(query, str)]
+        return {"name": "file_search", "input": {"queries": queries}, "result": hits}
+    if kind == "code_interpreter_call":
+        logs = "".join(clean(output.get("logs")) for output in item.get("outputs") or [] if isinstance(output, dict))
+        return {"name": "code_execution", "input": {"code": clean(item.get("code"))}, "result": {"stdout": logs}}
+    if kind == "image_generation_call":
+        return {"name": "image_generation", "input": {}, "result": clean(item.get("result"))}
+    arguments = json_object(clean(item.get("arguments"))) or {}
+    return {
+        "name": "mcp",
+        "server": clean(item.get("server_label")),
+        "tool": clean(item.get("name")),
+        "input": arguments,
+        "result": clean(item.get("output")),
+    }
