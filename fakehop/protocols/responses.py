@@ -109,6 +109,7 @@ SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values th
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
 ECHOED: dict[str, tuple[Any, tuple[type, ...], str]] = {
+    "background": (False, (bool,), "a boolean"),
     "frequency_penalty": (0.0, (int, float), "a number"),
     "instructions": (None, (str,), "a string"),
     "parallel_tool_calls": (True, (bool,), "a boolean"),
@@ -207,8 +208,14 @@ def answer_options(body: dict, echo: dict) -> dict:
             "Invalid type for 'stream_options.include_obfuscation': expected a boolean.",
             param="stream_options.include_obfuscation",
         )
+    if echo["background"] and not echo["store"]:
+        raise BadRequest(
+            "Background mode requires 'store' to be true: a background response is read back by its id.",
+            param="background",
+        )
     return {
         "echo": echo,
+        "background": echo["background"],
         "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include,
         "top_logprobs": top_logprobs,
         "obfuscation": obfuscation,
@@ -499,7 +506,6 @@ def response_object(
         "object": "response",
         "created_at": meta.created,
         "status": status,
-        "background": False,
         "completed_at": meta.created if status == "completed" else None,  # the answer's own time: one hole less to fill
         "moderation": None,
         "error": None,
@@ -768,6 +774,9 @@ class StreamEncoder(StreamEncoderBase):
         return self.event(event_type, response=response)
 
     def start(self, start: p.Start) -> bytes:
+        if self.request.options["echo"]["background"]:  # queued first, as a background answer is
+            queued = self.lifecycle("response.created", "queued", []) + self.lifecycle("response.queued", "queued", [])
+            return queued + self.lifecycle("response.in_progress", "in_progress", [])
         return self.lifecycle("response.created", "in_progress", []) + self.lifecycle(
             "response.in_progress", "in_progress", []
         )

@@ -1,0 +1,221 @@
+"""Background answers (Responses' `background: true`): each is played in the server at its
+scenario's timing, whether or not a client reads it; its events are kept, so that a client
+can read the stream again from the start or from after an event (`GET /v1/responses/{id}
+?stream=true&starting_after=N`), poll the response object as it goes, or cancel it.
+
+At most MAX_RUNS background answers are held, finished ones holding about KEPT_BYTES of
+events in all: when either is passed the oldest finished ones go first; a new background
+request while MAX_RUNS are still under way is refused with a 429. At server shutdown every
+one still playing is stopped and its readers' streams end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+
+from aiohttp import web
+
+from ..play import player
+from ..protocols.common import BadRequest, dumps
+from ..state import journal as jr
+from .prerender import TimedWrite
+
+__all__ = ["KEPT_BYTES", "MAX_RUNS", "Run", "Runs", "follow"]
+
+MAX_RUNS = 1000
+KEPT_BYTES = 64 * 1024 * 1024
+LIFECYCLE = frozenset(
+    [
+        b"response.created",
+        b"response.queued",
+        b"response.in_progress",
+        b"response.completed",
+        b"response.failed",
+        b"response.incomplete",
+    ]
+)
+UNDER_WAY = ("queued", "in_progress")
+# How a run ended, beside its response object's status: the scenario closed the connection, or the server stopped.
+DROPPED, STOPPED = "dropped", "stopped"
+
+Keep = Callable[[bytes, bool], None]  # stores a finished answer: its last write (False) or its whole body (True)
+
+
+class Run:
+    """One background answer: its events as they come, and the response object as the latest lifecycle event showed it."""
+
+    def __init__(self, keep: Keep | None):
+        self.keep = keep
+        # (the event's sequence number, or for a comment the next event's, the frame's bytes)
+        self.frames: list[tuple[int, bytes]] = []
+        self.events = 0
+        self.size = 0
+        self.created: dict = {}  # the response object of `response.created`: what a request not streamed gets
+        self.latest: dict = {}
+        self.ending: str | None = None  # the run's own end (DROPPED, STOPPED), once the scenario gives no more
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    @property
+    def id(self) -> str:
+        return self.created["id"]
+
+    @property
+    def status(self) -> str:
+        return self.latest["status"]
+
+    @property
+    def over(self) -> bool:
+        """Whether nothing more comes: it finished, was cancelled, dropped or stopped."""
+        return self.ending is not None or self.status not in UNDER_WAY
+
+    def add(self, data: bytes) -> None:
+        for frame in data.split(b"\n\n")[:-1]:
+            number = self.events
+            if not frame.startswith(b":"):
+                self.events += 1
+                self.lifecycle_event(frame)
+            self.frames.append((number, frame + b"\n\n"))
+            self.size += len(frame) + 2
+        self.wake()
+
+    def lifecycle_event(self, frame: bytes) -> None:
+        name, _, data = frame.partition(b"\ndata: ")
+        if name[len(b"event: ") :] in LIFECYCLE:
+            self.latest = json.loads(data)["response"]
+            if not self.created:
+                self.created = self.latest
+
+    def wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def take(self, write: TimedWrite) -> bool:
+        """Add a write's events; whether more writes follow."""
+        _, data, _, last = write
+        self.add(data)
+        kind = type(last)
+        if kind is player.Finish or kind is player.Failure:
+            if self.keep is not None:
+                self.keep(data, False)
+            return False
+        if kind is player.Disconnect:
+            self.end(DROPPED)
+            return False
+        return kind is not player.Hang
+
+    def end(self, ending: str) -> None:
+        self.ending = ending
+        self.wake()
+
+    async def play(self, writes: Iterator[TimedWrite], started: float) -> None:
+        loop = asyncio.get_running_loop()
+        for write in writes:
+            delay = started + write[0] - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not self.take(write):
+                return
+
+    def cancel(self) -> None:
+        """Stop playing it: its status is `cancelled` from here on."""
+        if self.task is not None:
+            self.task.cancel()
+        self.latest = {**self.latest, "status": "cancelled"}
+        if self.keep is not None:
+            self.keep(dumps(self.latest).encode(), True)
+        self.wake()
+
+
+class Runs:
+    """The background answers held, oldest first, by response id."""
+
+    def __init__(self, max_runs: int = MAX_RUNS, max_bytes: int = KEPT_BYTES):
+        self.max_runs = max_runs
+        self.max_bytes = max_bytes
+        self.runs: OrderedDict[str, Run] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def start(self, writes: Iterator[TimedWrite], keep: Keep | None) -> Run:
+        """A run of `writes`, its first write (the lifecycle events that open it) taken at once, the rest played in a task."""
+        self.make_room()
+        run = Run(keep)
+        started = asyncio.get_running_loop().time()
+        if run.take(next(writes)):
+            run.task = asyncio.create_task(run.play(writes, started))
+        earlier = self.runs.pop(run.id, None)  # a seeded answer's id comes again: the newest wins
+        if earlier is not None and not earlier.over:
+            earlier.cancel()
+        self.runs[run.id] = run
+        return run
+
+    def make_room(self) -> None:
+        """Drop the oldest finished runs beyond the bounds; a 429 when MAX_RUNS are under way."""
+        size = sum(run.size for run in self.runs.values())
+        for response_id, run in list(self.runs.items()):
+            if len(self.runs) < self.max_runs and size <= self.max_bytes:
+                return
+            if run.over:
+                del self.runs[response_id]
+                size -= run.size
+        if len(self.runs) >= self.max_runs:
+            raise BadRequest(
+                f"Too many background responses under way: this fakehop server plays at most {self.max_runs} at once.",
+                status=429,
+                code="rate_limit_exceeded",
+            )
+
+    def find(self, response_id: str) -> Run | None:
+        return self.runs.get(response_id)
+
+    def drop(self, response_id: str) -> None:
+        run = self.runs.pop(response_id, None)
+        if run is not None and not run.over:
+            run.cancel()
+
+    async def stop(self) -> None:
+        """Stop every run still playing and end its readers' streams (at server shutdown)."""
+        tasks = [run.task for run in self.runs.values() if run.task is not None and not run.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for run in self.runs.values():
+            if not run.over:
+                run.end(STOPPED)
+
+
+async def follow(
+    run: Run, after: int, request: web.Request, response: web.StreamResponse, record: jr.Record
+) -> web.StreamResponse:
+    """Write `run`'s events after sequence number `after` to `response` (prepared), then each
+    as it comes, until the run is over; `record` is closed as the stream ends."""
+    loop = asyncio.get_running_loop()
+    read = 0
+    while True:
+        changed = run.changed
+        frames = run.frames[read:]
+        read += len(frames)
+        data = b"".join([frame for number, frame in frames if number > after])
+        if data:
+            record.sending(loop.time(), data)
+            await response.write(data)
+            record.sent(jr.sse_events(data))
+        if run.over:
+            break
+        await changed.wait()
+    if run.ending == DROPPED:
+        record.close(jr.DISCONNECTED)
+        if request.transport is not None:
+            request.transport.close()
+        return response
+    await response.write_eof()
+    if run.status == "failed":
+        record.close(jr.FAILED, error=(run.latest.get("error") or {}).get("message"))
+    else:
+        record.close(jr.COMPLETED)
+    return response
