@@ -60,6 +60,8 @@ from .common import (
     openai_fail_error,
     openai_failure_response,
     require_type,
+    required_call,
+    served_tier,
     token_logprob,
     tool_names,
     typed_fields,
@@ -109,7 +111,6 @@ SUMMARY_ASKED = ("auto", "concise", "detailed")  # `reasoning.summary` values th
 
 # Request fields the response object echoes: (value when the request has none, JSON kinds, what).
 ECHOED: dict[str, tuple[Any, tuple[type, ...], str]] = {
-    "background": (False, (bool,), "a boolean"),
     "frequency_penalty": (0.0, (int, float), "a number"),
     "instructions": (None, (str,), "a string"),
     "parallel_tool_calls": (True, (bool,), "a boolean"),
@@ -132,7 +133,9 @@ ECHOED: dict[str, tuple[Any, tuple[type, ...], str]] = {
 }
 DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
 # The request fields the stream's bytes depend on, beside the model and the token limit.
-VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include", "stream_options"}
+# Fields the response object shows as asked for only when the request has them (see requested_fields).
+REQUESTED_FIELDS = ("background", "conversation", "moderation", "service_tier")
+VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include", "stream_options", *REQUESTED_FIELDS}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
     "id", "object", "created_at", "status", "background", "completed_at", "error", "frequency_penalty",
@@ -141,6 +144,14 @@ RESPONSE_FIELDS = (
     "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "temperature",
     "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "usage", "user", "metadata",
 )  # fmt: skip
+# The same with the `conversation` of a request that names one.
+CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:])
+# A moderation result that flags nothing: each category of the moderation models, its score, the input it was read in.
+MODERATION_CATEGORIES = (
+    "harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent", "self-harm",
+    "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence", "violence/graphic",
+)  # fmt: skip
+UNFLAGGED_SCORE = 1e-06
 
 
 # ---------------------------------------------------------------- the request
@@ -208,17 +219,58 @@ def answer_options(body: dict, echo: dict) -> dict:
             "Invalid type for 'stream_options.include_obfuscation': expected a boolean.",
             param="stream_options.include_obfuscation",
         )
-    if echo["background"] and not echo["store"]:
+    requested_fields(body, echo)
+    if echo.get("background") and not echo["store"]:
         raise BadRequest(
             "Background mode requires 'store' to be true: a background response is read back by its id.",
             param="background",
         )
+    required = required_call(echo["tool_choice"])
     return {
+        **({} if required is None else {"required_tool": required}),
         "echo": echo,
-        "background": echo["background"],
+        "background": echo.get("background", False),
         "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include,
         "top_logprobs": top_logprobs,
         "obfuscation": obfuscation,
+    }
+
+
+def requested_fields(body: dict, echo: dict) -> None:
+    """Set in `echo` the REQUESTED_FIELDS the request sends, as the response object shows them."""
+    if require_type(body, "background", (bool,), "a boolean"):
+        echo["background"] = True
+    conversation = require_type(body, "conversation", (str, dict), "a string or an object")
+    if conversation is not None:
+        echo["conversation"] = {"id": conversation_id(conversation)}
+    tier = require_type(body, "service_tier", (str,), "a string")
+    if tier is not None:
+        echo["service_tier"] = served_tier(tier)
+    moderation = require_type(body, "moderation", (dict,), "an object")
+    if moderation is not None:
+        result = moderation_result(require_type(moderation, "model", (str,), "a string", required=True))
+        echo["moderation"] = {"input": result, "output": result}
+
+
+def conversation_id(conversation: str | dict) -> str:
+    """The id of the conversation a request names: the string, or the object's `id`."""
+    if isinstance(conversation, str):
+        return conversation
+    given = conversation.get("id")
+    if type(given) is not str:
+        raise BadRequest("Invalid type for 'conversation.id': expected a string.", param="conversation.id")
+    return given
+
+
+def moderation_result(model: str) -> dict:
+    """A `moderation_result` that flags nothing, as the moderation model `model` gives it."""
+    return {
+        "type": "moderation_result",
+        "model": model,
+        "flagged": False,
+        "categories": dict.fromkeys(MODERATION_CATEGORIES, False),
+        "category_scores": dict.fromkeys(MODERATION_CATEGORIES, UNFLAGGED_SCORE),
+        "category_applied_input_types": {category: ["text"] for category in MODERATION_CATEGORIES},
     }
 
 
@@ -501,22 +553,24 @@ def response_object(
 ) -> dict:
     """The `response` object; `fields` sets `usage`, `error` or `incomplete_details`."""
     values = {
+        # unless the request asked for them (see requested_fields)
+        "background": False,
+        "moderation": None,
+        "service_tier": "default",
         **request.options["echo"],
         "id": response_id,
         "object": "response",
         "created_at": meta.created,
         "status": status,
         "completed_at": meta.created if status == "completed" else None,  # the answer's own time: one hole less to fill
-        "moderation": None,
         "error": None,
         "incomplete_details": None,
         "model": meta.model,
         "output": output,
-        "service_tier": "default",
         "usage": None,
         **fields,
     }
-    return {key: values[key] for key in RESPONSE_FIELDS}
+    return {key: values[key] for key in (CONVERSATION_FIELDS if "conversation" in values else RESPONSE_FIELDS)}
 
 
 def output_text_part(text: str, logprobs: list | None = None) -> dict:
@@ -774,7 +828,7 @@ class StreamEncoder(StreamEncoderBase):
         return self.event(event_type, response=response)
 
     def start(self, start: p.Start) -> bytes:
-        if self.request.options["echo"]["background"]:  # queued first, as a background answer is
+        if self.request.options["echo"].get("background"):  # queued first, as a background answer is
             queued = self.lifecycle("response.created", "queued", []) + self.lifecycle("response.queued", "queued", [])
             return queued + self.lifecycle("response.in_progress", "in_progress", [])
         return self.lifecycle("response.created", "in_progress", []) + self.lifecycle(

@@ -14,7 +14,7 @@ from multidict import istr
 
 from ..play import player
 from ..protocols import BY_PATH, PROTOCOLS
-from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_tool_choice
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import HttpError, Script
@@ -297,6 +297,8 @@ class Answer:
         if fault is not None:
             self.record.faults = (fault.kind,)
             return self.http_error(fault.error)
+        if parsed.variant and "required_tool" in parsed.options:  # most requests: no dict lookup
+            self.check_tool_choice(parsed.options["required_tool"], script, label, session.strict)
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
@@ -310,6 +312,16 @@ class Answer:
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
+
+    def check_tool_choice(self, required: str, script: Script, label: str, strict: bool) -> None:
+        """A scenario the real API cannot give to a request whose tool_choice requires a call: a
+        400 naming the mismatch in strict mode, else a note in the journal record."""
+        unmet = unmet_tool_choice(required, script, label)
+        if unmet is None:
+            return
+        if strict:
+            raise BadRequest(f"{unmet} (this fakehop session is strict)", param="tool_choice")
+        self.record.notes = (*self.record.notes, unmet)
 
     async def in_background(
         self, script: Script, parsed: ParsedRequest, meta: Meta, session: Session
