@@ -253,3 +253,21 @@ async def test_server_shutdown_stops_every_background_answer_and_ends_its_reader
     assert b"response.completed" not in rest
     run = gateway.background_runs.find(response_id)
     assert run is not None and run.task is not None and run.task.done()
+
+
+async def test_a_reset_session_cancels_and_forgets_its_background_answers(openai_client, base_url, gateway):
+    session = {"X-Fakehop-Session": "bg-reset"}
+    response = await openai_client.responses.create(
+        model=MODEL, input="hi", background=True, extra_headers={**session, **scenario("hang")}
+    )
+    other = await openai_client.responses.create(
+        model=MODEL, input="hi", background=True, extra_headers=scenario("hang")
+    )
+    run = gateway.background_runs.find(response.id)
+    async with aiohttp.ClientSession() as client:
+        async with client.post(base_url + "/_fakehop/reset", headers=session) as answer:
+            assert answer.status == 200
+    with pytest.raises(openai.NotFoundError):
+        await openai_client.responses.retrieve(response.id, extra_headers=session)
+    assert run is not None and run.status == "cancelled"
+    assert (await openai_client.responses.retrieve(other.id)).status == "in_progress"  # another session's goes on

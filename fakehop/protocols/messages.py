@@ -417,7 +417,9 @@ def output_usage(usage: p.TokenUsage) -> dict:
 
 
 SERVING = {"service_tier": "standard", "inference_geo": "global"}
-NO_EDITS: dict[str, list] = {"applied_edits": []}  # context management's report: fakehop's answers never clear the context
+NO_EDITS: dict[str, list] = {
+    "applied_edits": []
+}  # context management's report: fakehop's answers never clear the context
 
 
 def stop_details(finish: p.Finish) -> dict | None:

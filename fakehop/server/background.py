@@ -23,7 +23,7 @@ from ..protocols.common import BadRequest, dumps
 from ..state import journal as jr
 from .prerender import TimedWrite
 
-__all__ = ["KEPT_BYTES", "MAX_RUNS", "Run", "Runs", "follow"]
+__all__ = ["KEPT_BYTES", "MAX_RUNS", "UNDER_WAY", "Run", "Runs", "follow"]
 
 MAX_RUNS = 1000
 KEPT_BYTES = 64 * 1024 * 1024
@@ -47,8 +47,9 @@ Keep = Callable[[bytes, bool], None]  # stores a finished answer: its last write
 class Run:
     """One background answer: its events as they come, and the response object as the latest lifecycle event showed it."""
 
-    def __init__(self, keep: Keep | None):
+    def __init__(self, keep: Keep | None, session: str | None):
         self.keep = keep
+        self.session = session  # the session of its request (None: the global one)
         # (the event's sequence number, or for a comment the next event's, the frame's bytes)
         self.frames: list[tuple[int, bytes]] = []
         self.events = 0
@@ -73,17 +74,19 @@ class Run:
         return self.ending is not None or self.status not in UNDER_WAY
 
     def add(self, data: bytes) -> None:
-        for frame in data.split(b"\n\n")[:-1]:
+        """A write's frames, each with its number; bytes after the last frame's end (a scenario's `raw`) as one more."""
+        *frames, rest = data.split(b"\n\n")
+        for frame in [frame + b"\n\n" for frame in frames] + ([rest] if rest else []):
             number = self.events
             if not frame.startswith(b":"):
                 self.events += 1
                 self.lifecycle_event(frame)
-            self.frames.append((number, frame + b"\n\n"))
-            self.size += len(frame) + 2
+            self.frames.append((number, frame))
+            self.size += len(frame)
         self.wake()
 
     def lifecycle_event(self, frame: bytes) -> None:
-        name, _, data = frame.partition(b"\ndata: ")
+        name, _, data = frame.rstrip(b"\n").partition(b"\ndata: ")
         if name[len(b"event: ") :] in LIFECYCLE:
             self.latest = json.loads(data)["response"]
             if not self.created:
@@ -141,16 +144,14 @@ class Runs:
     def __len__(self) -> int:
         return len(self.runs)
 
-    def start(self, writes: Iterator[TimedWrite], keep: Keep | None) -> Run:
+    def start(self, writes: Iterator[TimedWrite], keep: Keep | None, session: str | None) -> Run:
         """A run of `writes`, its first write (the lifecycle events that open it) taken at once, the rest played in a task."""
         self.make_room()
-        run = Run(keep)
+        run = Run(keep, session)
         started = asyncio.get_running_loop().time()
         if run.take(next(writes)):
             run.task = asyncio.create_task(run.play(writes, started))
-        earlier = self.runs.pop(run.id, None)  # a seeded answer's id comes again: the newest wins
-        if earlier is not None and not earlier.over:
-            earlier.cancel()
+        self.drop(run.id)  # a seeded answer's id comes again: the newest wins
         self.runs[run.id] = run
         return run
 
@@ -174,9 +175,20 @@ class Runs:
         return self.runs.get(response_id)
 
     def drop(self, response_id: str) -> None:
+        """Forget a run, cancelled if under way (and then not stored: it is dropped with its answer)."""
         run = self.runs.pop(response_id, None)
-        if run is not None and not run.over:
+        if run is not None and run.status in UNDER_WAY:
+            run.keep = None
             run.cancel()
+
+    def drop_session(self, session: str | None) -> None:
+        """Drop the runs of `session`'s requests, cancelling those under way: it was reset or dropped."""
+        for response_id in [response_id for response_id, run in self.runs.items() if run.session == session]:
+            self.drop(response_id)
+
+    def clear(self) -> None:
+        for response_id in list(self.runs):
+            self.drop(response_id)
 
     async def stop(self) -> None:
         """Stop every run still playing and end its readers' streams (at server shutdown)."""

@@ -335,7 +335,7 @@ class Answer:
             else None
         )
         writes = prerender.stream_writes(self.protocol, script, parsed, meta, session.time_scale)
-        run = self.gateway.background_runs.start(writes, keep)
+        run = self.gateway.background_runs.start(writes, keep, session_name)
         if not parsed.stream:
             self.record.close(jr.COMPLETED, 200)
             return web.json_response(run.created, dumps=dumps)
@@ -541,7 +541,7 @@ def cancelled(run: background.Run | None) -> dict:
     """The response object of a background answer, cancelled unless it had finished (BadRequest then)."""
     if run is None:
         raise BadRequest("Only responses created with background=true can be cancelled.")
-    if not run.over:
+    if run.status in background.UNDER_WAY:
         run.cancel()
     elif run.status != "cancelled":
         raise BadRequest(f"Cannot cancel a response with status '{run.status}': only a queued or in_progress one.")
