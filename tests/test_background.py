@@ -271,3 +271,34 @@ async def test_a_reset_session_cancels_and_forgets_its_background_answers(openai
         await openai_client.responses.retrieve(response.id, extra_headers=session)
     assert run is not None and run.status == "cancelled"
     assert (await openai_client.responses.retrieve(other.id)).status == "in_progress"  # another session's goes on
+
+
+async def test_a_run_finding_no_room_keeps_no_more_events_but_plays_on(make_gateway, serve):
+    gateway = make_gateway(background_runs=Runs(max_bytes=8000))  # slow-typing's events hold about 15 kB
+    base_url = await serve(gateway)
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="k", max_retries=0) as client:
+        response = await client.responses.create(
+            model=MODEL, input="hi", background=True, extra_headers=scenario("slow-typing")
+        )
+        done = await completed(client, response.id)
+        stream = await client.responses.retrieve(response.id, stream=True)
+        kinds = [event.type async for event in stream]
+    assert (done.status, done.output_text) == ("completed", FOX)
+    assert kinds[0] == "response.created" and "response.completed" not in kinds
+    assert gateway.background_runs.size <= 8000
+
+
+async def test_finished_runs_are_forgotten_to_make_room_for_the_events_of_new_ones(make_gateway, serve):
+    gateway = make_gateway(background_runs=Runs(max_bytes=10_000))  # hello's events hold about 7 kB
+    base_url = await serve(gateway)
+    async with clients.openai_async(base_url=base_url + "/v1", api_key="k", max_retries=0) as client:
+        first = await client.responses.create(model=MODEL, input="hi", background=True)
+        await completed(client, first.id)
+        second = await client.responses.create(model=MODEL, input="hi", background=True)
+        await completed(client, second.id)
+        stream = await client.responses.retrieve(second.id, stream=True)
+        kinds = [event.type async for event in stream]
+        assert (await client.responses.retrieve(first.id)).status == "completed"  # still stored
+    assert kinds[-1] == "response.completed"
+    assert gateway.background_runs.find(first.id) is None
+    assert gateway.background_runs.size == gateway.background_runs.find(second.id).size

@@ -3,10 +3,11 @@ scenario's timing, whether or not a client reads it; its events are kept, so tha
 can read the stream again from the start or from after an event (`GET /v1/responses/{id}
 ?stream=true&starting_after=N`), poll the response object as it goes, or cancel it.
 
-At most MAX_RUNS background answers are held, finished ones holding about KEPT_BYTES of
-events in all: when either is passed the oldest finished ones go first; a new background
-request while MAX_RUNS are still under way is refused with a 429. At server shutdown every
-one still playing is stopped and its readers' streams end.
+At most MAX_RUNS background answers are held, holding at most KEPT_BYTES of events in all:
+when either would be passed the oldest finished ones go first. A new background request while
+MAX_RUNS are still under way is refused with a 429; a run under way that finds no room left
+keeps no more of its events (its readers' streams end where they stop) but plays on, its
+status kept. At server shutdown every one still playing is stopped and its readers' streams end.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ Keep = Callable[[bytes, bool], None]  # stores a finished answer: its last write
 class Run:
     """One background answer: its events as they come, and the response object as the latest lifecycle event showed it."""
 
-    def __init__(self, keep: Keep | None, session: str | None):
+    def __init__(self, keep: Keep | None, session: str | None, room: Callable[[int], bool]):
         self.keep = keep
         self.session = session  # the session of its request (None: the global one)
+        self.room = room  # whether that many more bytes of events may be kept (see Runs.room_for)
         # (the event's sequence number, or for a comment the next event's, the frame's bytes)
         self.frames: list[tuple[int, bytes]] = []
         self.events = 0
         self.size = 0
+        self.cut = False  # no room was left: no more of its events are kept
         self.created: dict = {}  # the response object of `response.created`: what a request not streamed gets
         self.latest: dict = {}
         self.ending: str | None = None  # the run's own end (DROPPED, STOPPED), once the scenario gives no more
@@ -81,8 +84,11 @@ class Run:
             if not frame.startswith(b":"):
                 self.events += 1
                 self.lifecycle_event(frame)
-            self.frames.append((number, frame))
-            self.size += len(frame)
+            if not self.cut and self.room(len(frame)):
+                self.frames.append((number, frame))
+                self.size += len(frame)
+            else:
+                self.cut = True
         self.wake()
 
     def lifecycle_event(self, frame: bytes) -> None:
@@ -140,6 +146,7 @@ class Runs:
         self.max_runs = max_runs
         self.max_bytes = max_bytes
         self.runs: OrderedDict[str, Run] = OrderedDict()
+        self.size = 0  # the bytes of events the runs hold
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -147,7 +154,7 @@ class Runs:
     def start(self, writes: Iterator[TimedWrite], keep: Keep | None, session: str | None) -> Run:
         """A run of `writes`, its first write (the lifecycle events that open it) taken at once, the rest played in a task."""
         self.make_room()
-        run = Run(keep, session)
+        run = Run(keep, session, self.room_for)
         started = asyncio.get_running_loop().time()
         if run.take(next(writes)):
             run.task = asyncio.create_task(run.play(writes, started))
@@ -156,14 +163,8 @@ class Runs:
         return run
 
     def make_room(self) -> None:
-        """Drop the oldest finished runs beyond the bounds; a 429 when MAX_RUNS are under way."""
-        size = sum(run.size for run in self.runs.values())
-        for response_id, run in list(self.runs.items()):
-            if len(self.runs) < self.max_runs and size <= self.max_bytes:
-                return
-            if run.over:
-                del self.runs[response_id]
-                size -= run.size
+        """Room for one more run: the oldest finished ones go; a 429 when MAX_RUNS are under way."""
+        self.forget_finished(lambda: len(self.runs) < self.max_runs)
         if len(self.runs) >= self.max_runs:
             raise BadRequest(
                 f"Too many background responses under way: this fakehop server plays at most {self.max_runs} at once.",
@@ -171,12 +172,34 @@ class Runs:
                 code="rate_limit_exceeded",
             )
 
+    def room_for(self, size: int) -> bool:
+        """Whether `size` more bytes of events may be kept (counted if so): the oldest finished runs go to make room."""
+        self.forget_finished(lambda: self.size + size <= self.max_bytes)
+        if self.size + size > self.max_bytes:
+            return False
+        self.size += size
+        return True
+
+    def forget_finished(self, enough: Callable[[], bool]) -> None:
+        """Forget the oldest finished runs until `enough` holds, or none is left."""
+        for response_id, run in list(self.runs.items()):
+            if enough():
+                return
+            if run.over:
+                self.forget(response_id)
+
+    def forget(self, response_id: str) -> Run | None:
+        run = self.runs.pop(response_id, None)
+        if run is not None:
+            self.size -= run.size
+        return run
+
     def find(self, response_id: str) -> Run | None:
         return self.runs.get(response_id)
 
     def drop(self, response_id: str) -> None:
         """Forget a run, cancelled if under way (and then not stored: it is dropped with its answer)."""
-        run = self.runs.pop(response_id, None)
+        run = self.forget(response_id)
         if run is not None and run.status in UNDER_WAY:
             run.keep = None
             run.cancel()
