@@ -10,7 +10,7 @@ import anthropic
 import openai
 import pytest
 
-from .inline_scenarios import add, data_events
+from .inline_scenarios import add, data_events, problems_of
 
 OPENAI_MODEL = "gpt-5.6-sol"
 CLAUDE = "claude-sonnet-5"
@@ -153,6 +153,33 @@ async def test_moderation_gives_a_result_that_flags_nothing(openai_client):
         assert (result.type, result.model, result.flagged) == ("moderation_result", "omni-moderation-latest", False)
         assert not any(result.categories.values()) and set(result.category_scores) == set(result.categories)
         assert result.category_applied_input_types["violence"] == ["text"]
+
+
+FLAGS_VIOLENCE = "moderation: {output: [violence]}\nsteps: [{text: Hi}]"
+
+
+async def test_the_scenario_says_what_moderation_flags(openai_client, gateway, base_url):
+    headers = add(gateway, "flags-violence", FLAGS_VIOLENCE)
+    asked = {"model": "omni-moderation-latest"}
+    response = await openai_client.responses.create(
+        model=OPENAI_MODEL, input="Hi", moderation=asked, extra_headers=headers
+    )
+    moderation = response.moderation
+    assert moderation is not None and moderation.input.flagged is False
+    output = moderation.output
+    assert output.flagged is True and output.categories["violence"] is True and not output.categories["hate"]
+    assert output.category_scores["violence"] > 0.5 > output.category_scores["hate"]
+    body = {"model": OPENAI_MODEL, "input": "Hi", "stream": True, "moderation": asked}
+    events = await data_events(base_url, "/v1/responses", body, headers)
+    shown = [event["response"]["moderation"]["output"]["flagged"] for event in events if "response" in event]
+    assert shown == [True, True, True]
+    plain = await openai_client.responses.create(model=OPENAI_MODEL, input="Hi", extra_headers=headers)
+    assert plain.moderation is None  # the request did not ask for moderation
+
+
+def test_a_moderation_category_that_does_not_exist_is_a_scenario_problem():
+    problems = problems_of("moderation: {input: [hat]}\nsteps: [{text: Hi}]")
+    assert "moderation input: 'hat' is not a moderation category; did you mean 'hate'?" in problems
 
 
 async def test_moderation_without_its_model_is_a_400_naming_it(openai_client):

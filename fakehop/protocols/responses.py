@@ -36,7 +36,7 @@ from typing import Any, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
-from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS
+from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, MODERATION_CATEGORIES
 from .common import (
     EXAMPLE_TOOL_CALLS,
     OPENAI_REQUEST_ID_HEADER,
@@ -146,12 +146,8 @@ RESPONSE_FIELDS = (
 )  # fmt: skip
 # The same with the `conversation` of a request that names one.
 CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:])
-# A moderation result that flags nothing: each category of the moderation models, its score, the input it was read in.
-MODERATION_CATEGORIES = (
-    "harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent", "self-harm",
-    "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence", "violence/graphic",
-)  # fmt: skip
-UNFLAGGED_SCORE = 1e-06
+UNFLAGGED_SCORE = 1e-06  # a moderation result's score for a category it does not flag
+FLAGGED_SCORE = 0.92  # and for one it flags
 
 
 # ---------------------------------------------------------------- the request
@@ -262,15 +258,29 @@ def conversation_id(conversation: str | dict) -> str:
     return given
 
 
-def moderation_result(model: str) -> dict:
-    """A `moderation_result` that flags nothing, as the moderation model `model` gives it."""
+def moderation_result(model: str, flagged: tuple[str, ...] = ()) -> dict:
+    """A `moderation_result` as the moderation model `model` gives it, flagging the categories `flagged`."""
     return {
         "type": "moderation_result",
         "model": model,
-        "flagged": False,
-        "categories": dict.fromkeys(MODERATION_CATEGORIES, False),
-        "category_scores": dict.fromkeys(MODERATION_CATEGORIES, UNFLAGGED_SCORE),
+        "flagged": bool(flagged),
+        "categories": {category: category in flagged for category in MODERATION_CATEGORIES},
+        "category_scores": {
+            category: FLAGGED_SCORE if category in flagged else UNFLAGGED_SCORE for category in MODERATION_CATEGORIES
+        },
         "category_applied_input_types": {category: ["text"] for category in MODERATION_CATEGORIES},
+    }
+
+
+def scenario_moderation(request: ParsedRequest, start: p.Start | None) -> dict:
+    """The response object's fields for the moderation the scenario flags, when the request asks
+    for moderation (`{"moderation": …}`); none otherwise."""
+    flags = None if start is None else start.moderation
+    if flags is None or not request.variant or "moderation" not in request.options["echo"]:
+        return {}
+    model = request.options["echo"]["moderation"]["input"]["model"]
+    return {
+        "moderation": {"input": moderation_result(model, flags.input), "output": moderation_result(model, flags.output)}
     }
 
 
@@ -676,8 +686,11 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
                 logprobs,
             )
         )
+    moderation = scenario_moderation(request, outcome.start)
     if incomplete is None:
-        return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
+        return response_object(
+            response_id, meta, request, "completed", output, usage=usage_object(finish.usage), **moderation
+        )
     return response_object(
         response_id,
         meta,
@@ -686,6 +699,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         output,
         usage=usage_object(finish.usage),
         incomplete_details={"reason": incomplete},
+        **moderation,
     )
 
 
@@ -799,6 +813,7 @@ class StreamEncoder(StreamEncoderBase):
         self.open: OpenItem | None = None
         self.closing = False  # the open item's block ended; its done events wait for what follows
         self.obfuscation = Obfuscation(0) if request.options["obfuscation"] else None  # deltas pad to 16 characters
+        self.moderation: dict = {}  # the fields of the moderation the scenario flags (see scenario_moderation)
 
     def encode(self, happening: p.Happening) -> bytes:
         handler = self.handlers[type(happening)]
@@ -824,10 +839,13 @@ class StreamEncoder(StreamEncoderBase):
         )
 
     def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
-        response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
+        response = response_object(
+            self.response_id, self.meta, self.request, status, output, **self.moderation, **fields
+        )
         return self.event(event_type, response=response)
 
     def start(self, start: p.Start) -> bytes:
+        self.moderation = scenario_moderation(self.request, start)
         if self.request.options["echo"].get("background"):  # queued first, as a background answer is
             queued = self.lifecycle("response.created", "queued", []) + self.lifecycle("response.queued", "queued", [])
             return queued + self.lifecycle("response.in_progress", "in_progress", [])

@@ -21,6 +21,7 @@ __all__ = [
     "HttpError",
     "KeepaliveNow",
     "Match",
+    "Moderation",
     "Output",
     "Quote",
     "QuoteRef",
@@ -42,6 +43,11 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "stop_sequen
 DEFAULT_KEEPALIVE = 10.0
 DEFAULT_STALL_TIMEOUT = 120.0
 MATCH_PREFIX_CHARS = 100_000  # of a prompt (or any text a `match` key reads): a match looks no further
+# The categories of OpenAI's moderation models, as a moderation result names them.
+MODERATION_CATEGORIES = (
+    "harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent", "self-harm",
+    "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence", "violence/graphic",
+)  # fmt: skip
 MAX_TEXT_CHARS = 2_000_000  # all the text, reasoning and tool-call arguments of one scenario, faker text included
 
 
@@ -173,6 +179,14 @@ class StopDetails:
 
 
 @dataclass(frozen=True, slots=True)
+class Moderation:
+    """The moderation categories Responses' moderation results flag, for a request that asks for moderation."""
+
+    input: tuple[str, ...] = ()
+    output: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """The limits a successful answer's rate-limit headers tell, per `window` seconds (see ratelimit)."""
 
@@ -199,6 +213,7 @@ class Script:
     force_reasoning: bool = False  # show reasoning even to requests that did not ask for it
     rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
     stop_details: StopDetails | None = None  # a refusal's category and explanation (Messages)
+    moderation: Moderation | None = None  # what moderation results flag (Responses); None: nothing
 
 
 @dataclass(frozen=True, slots=True)

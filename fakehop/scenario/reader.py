@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_STALL_TIMEOUT,
     FINISH_REASONS,
     MAX_TEXT_CHARS,
+    MODERATION_CATEGORIES,
     Delay,
     Disconnect,
     Entry,
@@ -33,6 +34,7 @@ from .model import (
     HttpError,
     KeepaliveNow,
     Match,
+    Moderation,
     Output,
     Quote,
     QuoteRef,
@@ -685,6 +687,7 @@ SETTING_KEYS = (
     "force_reasoning",
     "rate_limit",
     "stop_details",
+    "moderation",
 )
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
@@ -809,6 +812,7 @@ class _Settings:
     force_reasoning: bool = False
     rate_limit: RateLimit | None = None
     stop_details: StopDetails | None = None
+    moderation: Moderation | None = None
 
 
 RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -826,6 +830,30 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
         if given["window"] is None:
             check.add(_line_of(spec, "window"), "rate_limit window: must be longer than 0s")
     return RateLimit(**{key: value for key, value in given.items() if value is not None})
+
+
+def _moderation(check: _Checker, doc: LineDict, inherited: Moderation | None) -> Moderation | None:
+    """`moderation:`, the categories Responses' moderation results flag for the `input` and the `output`."""
+    spec = _mapping_setting(check, doc, "moderation", "{output: [violence]}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, ("input", "output"), "moderation")
+    return Moderation(*(_categories(check, spec, key) for key in ("input", "output")))
+
+
+def _categories(check: _Checker, spec: LineDict, key: str) -> tuple[str, ...]:
+    given = spec.get(key, [])
+    if not isinstance(given, list):
+        check.add(_line_of(spec, key), f"moderation {key}: expected a list of categories, got {_type_name(given)}")
+        return ()
+    for category in given:
+        if category not in MODERATION_CATEGORIES:
+            check.add(
+                _line_of(spec, key),
+                f"moderation {key}: {category!r} is not a moderation category"
+                + (did_you_mean(category, MODERATION_CATEGORIES) or f"; one of {', '.join(MODERATION_CATEGORIES)}"),
+            )
+    return tuple(category for category in given if category in MODERATION_CATEGORIES)
 
 
 # The categories of a refusal, as Anthropic's RefusalStopDetails names them.
@@ -887,6 +915,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         force_reasoning=_boolean(check, doc, "force_reasoning", inherited.force_reasoning),
         rate_limit=_rate_limit(check, doc, inherited.rate_limit),
         stop_details=_stop_details(check, doc, inherited.stop_details),
+        moderation=_moderation(check, doc, inherited.moderation),
     )
 
 
@@ -908,6 +937,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         force_reasoning=settings.force_reasoning,
         rate_limit=settings.rate_limit,
         stop_details=settings.stop_details,
+        moderation=settings.moderation,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)
