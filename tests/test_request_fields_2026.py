@@ -185,7 +185,7 @@ def test_a_moderation_category_that_does_not_exist_is_a_scenario_problem():
 async def test_moderation_without_its_model_is_a_400_naming_it(openai_client):
     with pytest.raises(openai.BadRequestError) as raised:
         await openai_client.responses.create(model=OPENAI_MODEL, input="Hi", moderation={})
-    assert raised.value.param == "model"
+    assert raised.value.param == "moderation.model" and "'moderation.model'" in raised.value.message
 
 
 @pytest.mark.parametrize(("asked", "served"), [("flex", "flex"), ("priority", "priority"), ("auto", "default")])

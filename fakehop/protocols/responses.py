@@ -244,7 +244,11 @@ def requested_fields(body: dict, echo: dict) -> None:
         echo["service_tier"] = served_tier(tier)
     moderation = require_type(body, "moderation", (dict,), "an object")
     if moderation is not None:
-        result = moderation_result(require_type(moderation, "model", (str,), "a string", required=True))
+        try:
+            model = require_type(moderation, "model", (str,), "a string", required=True)
+        except BadRequest as exc:
+            raise named_under("moderation", exc) from None
+        result = moderation_result(model)
         echo["moderation"] = {"input": result, "output": result}
 
 
