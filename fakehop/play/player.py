@@ -37,6 +37,7 @@ class Start:
     input_tokens: int
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    moderation: sc.Moderation | None = None  # what moderation results flag, for a request that asks for moderation
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,7 +499,9 @@ class _Layout:
 
     def steps(self) -> Iterator[tuple[float, Happening]]:
         given = self.script.usage
-        yield from self.at(Start(self.input_tokens, given.cached_tokens or 0, given.cache_write_tokens or 0))
+        yield from self.at(
+            Start(self.input_tokens, given.cached_tokens or 0, given.cache_write_tokens or 0, self.script.moderation)
+        )
         for step in self.script.steps:
             kind = type(step)  # mypy does not narrow `step` on it: the casts below say what it is
             if kind is sc.ToolCall and not self.request.tool_calls:
@@ -730,6 +733,7 @@ class Outcome:
 
     blocks: list[Block] = field(default_factory=list)
     ending: Happening | None = None
+    start: Start | None = None
     _pieces: list[str] = field(default_factory=list, repr=False, compare=False)  # the open block's deltas so far
 
     @classmethod
@@ -774,3 +778,7 @@ class Outcome:
                 self.blocks[-1].citations += (cast(Cite, happening).citation,)
             elif kind in WHOLE_BLOCKS:
                 self.blocks.append(Block(WHOLE_BLOCKS[kind], whole=happening))  # type: ignore[arg-type]
+            elif kind is Start:
+                if TYPE_CHECKING:
+                    assert isinstance(happening, Start)
+                self.start = happening

@@ -42,6 +42,8 @@ from .common import (
     openai_fail_error,
     openai_failure_response,
     require_type,
+    required_call,
+    served_tier,
     token_logprob,
     tool_names,
     typed_fields,
@@ -280,13 +282,14 @@ def call_name(call: dict) -> str | None:
     return named.get("name") if type(named) is dict and type(named.get("name")) is str else None
 
 
-# The fields of the few requests that ask for more than one choice, logprobs, or no tool calls,
+# The fields of the few requests that ask for more than one choice, logprobs, a tool_choice or a service tier,
 # as typed_fields takes them (read apart from FIELDS: a field there costs every request).
 OPTION_FIELDS = (
     ("n", (int,), "an integer", False),
     ("logprobs", (bool,), "a boolean", False),
     ("top_logprobs", (int,), "an integer", False),
     ("tool_choice", (str, dict), "a string or an object", False),
+    ("service_tier", (str,), "a string", False),
 )
 ANSWER_FIELDS = frozenset(key for key, *_ in OPTION_FIELDS)
 
@@ -297,10 +300,15 @@ def with_answer_fields(
     """The parsed request of one that sends `n`, `logprobs` or `tool_choice`: its options say
     how many choices and top_logprobs (None: no logprobs), and `tool_choice: "none"` leaves the
     scenario's tool calls out."""
-    n, logprobs, top_logprobs, tool_choice = typed_fields(body, OPTION_FIELDS)
+    n, logprobs, top_logprobs, tool_choice, tier = typed_fields(body, OPTION_FIELDS)
     choices = 1 if n is None else in_range("n", n, MAX_CHOICES)
     top = in_range("top_logprobs", top_logprobs or 0, MAX_TOP_LOGPROBS, low=0) if logprobs else None
     options = {**streamed, "choices": choices, "top_logprobs": top}
+    required = required_call(tool_choice)
+    if required is not None:
+        options["required_tool"] = required
+    if tier is not None:
+        options["service_tier"] = served_tier(tier)
     play = play._replace(tool_calls=tool_choice != "none")
     return ParsedRequest(model, stream, prompt, play, options, repr(sorted(options.items())), conversation)
 
@@ -373,6 +381,7 @@ class StreamEncoder(StreamEncoderBase):
         self.include_usage = request.options["include_usage"]
         self.choices = range(request.options["choices"])
         self.top_logprobs = request.options["top_logprobs"]
+        self.service_tier = request.options.get("service_tier", "default")
         self.obfuscation = Obfuscation(OBFUSCATION_OFFSET) if request.options["obfuscation"] else None
         self.chunk_id = meta.new_id("chatcmpl-", ID_LENGTH)
         self.role_sent = False
@@ -398,7 +407,7 @@ class StreamEncoder(StreamEncoderBase):
             "object": "chat.completion.chunk",
             "created": self.meta.created,
             "model": self.meta.model,
-            "service_tier": "default",
+            "service_tier": self.service_tier,
             "system_fingerprint": self.meta.system_fingerprint,
             "choices": choices,
         }
@@ -514,7 +523,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         "model": meta.model,
         "choices": choices,
         "usage": usage_object(finish.usage, options["choices"]),
-        "service_tier": "default",
+        "service_tier": options.get("service_tier", "default"),
         "system_fingerprint": meta.system_fingerprint,
     }
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..play import player as p
 from ..play.player import PlayRequest
+from ..scenario.model import Script, ToolCall
 
 KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -272,6 +273,67 @@ def content_text(content: Any) -> str:
             part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     return ""
+
+
+# OpenAI's `service_tier` values, each with the tier an answer says served it: `auto` is the
+# project's tier ("default" unless set otherwise), and `fast` is shown as `priority`.
+SERVED_TIERS = {
+    "auto": "default",
+    "default": "default",
+    "flex": "flex",
+    "scale": "scale",
+    "priority": "priority",
+    "fast": "priority",
+    "ultrafast": "ultrafast",
+}
+
+
+def served_tier(tier: str) -> str:
+    """The `service_tier` an OpenAI answer shows for the request's; BadRequest for an unknown one."""
+    served = SERVED_TIERS.get(tier)
+    if served is None:
+        raise BadRequest(
+            f"Invalid value for 'service_tier': expected one of {', '.join(map(repr, SERVED_TIERS))}, got {tier!r}.",
+            param="service_tier",
+        )
+    return served
+
+
+def required_call(tool_choice: Any) -> str | None:
+    """What a request's `tool_choice` requires of the answer: "" a call to any tool (`required`,
+    Messages' `any`, `allowed_tools` in mode `required`), a tool's name a call to that one
+    (Chat's and Responses' `function`, Messages' `tool`); None nothing."""
+    if tool_choice == "required":
+        return ""
+    if type(tool_choice) is not dict:
+        return None
+    kind = tool_choice.get("type")
+    allowed = tool_choice.get("allowed_tools")
+    mode = allowed.get("mode") if type(allowed) is dict else tool_choice.get("mode")
+    if kind == "any" or (kind == "allowed_tools" and mode == "required"):
+        return ""
+    if kind not in ("function", "tool", "custom"):
+        return None
+    inner = tool_choice.get(kind)
+    name = (inner if type(inner) is dict else tool_choice).get("name")
+    return name if type(name) is str else ""
+
+
+def unmet_tool_choice(required: str, script: Script, label: str) -> str | None:
+    """Why scenario `label`'s answer `script` is one the real API cannot give to a request whose
+    tool_choice requires a call (`required`, see required_call); None when it can."""
+    if script.http_error is not None:
+        return None
+    calls = [step.name for step in script.steps if type(step) is ToolCall]
+    wanted = f"a call to '{required}'" if required else "a tool call"
+    if not calls:
+        return f"tool_choice requires {wanted}, but scenario '{label}' answers without one: the real API cannot give this answer"
+    if required and calls[0] != required:
+        return (
+            f"tool_choice requires {wanted}, but scenario '{label}' calls '{calls[0]}': "
+            "the real API cannot give this answer"
+        )
+    return None
 
 
 def tool_names(tools: list | None) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from .common import (
     content_text,
     event_frame,
     example_call_id,
+    required_call,
     tool_names,
     typed_fields,
 )
@@ -167,9 +168,42 @@ def parse(body: dict) -> ParsedRequest:
     play = PlayRequest(
         estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), tool_calls
     )
-    if history is None and max_tokens is not None and not (system or tools):
+    asks = tool_choice is not None or "context_management" in body or "cache_control" in body
+    if history is None and max_tokens is not None and not (system or tools or asks):
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
-    return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation_of(history, tools, system, max_tokens))
+    conversation = conversation_of(history, tools, system, max_tokens)
+    options = asked_options(body, tool_choice, messages if history is not None else ())
+    if options:  # its own variant: the kept renderings of requests that ask for none of them are not its
+        return ParsedRequest(model, bool(stream), prompt, play, options, repr(sorted(options.items())), conversation)
+    return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation)
+
+
+def asked_options(body: dict, tool_choice: dict | None, messages: list | tuple) -> dict:
+    """The options of a request that asks for what changes its answer beside the play: a tool
+    call (`required_tool`, see required_call), context management's report
+    (`context_management`), 1-hour cache writes (`cache_1h`: a `cache_control` with `ttl: "1h"`
+    at the top, on a system block, a tool or a block of `messages`)."""
+    options: dict[str, Any] = {}
+    required = None if tool_choice is None else required_call(tool_choice)
+    if required is not None:
+        options["required_tool"] = required
+    if body.get("context_management") is not None:
+        options["context_management"] = True
+    system, tools = body.get("system"), body.get("tools")
+    blocks = [
+        body,
+        *(system if type(system) is list else ()),
+        *(tools or ()),
+        *(block for message in messages if type(message["content"]) is list for block in message["content"]),
+    ]
+    if any(one_hour(block) for block in blocks):
+        options["cache_1h"] = True
+    return options
+
+
+def one_hour(block: Any) -> bool:
+    cache_control = block.get("cache_control") if type(block) is dict else None
+    return type(cache_control) is dict and cache_control.get("ttl") == "1h"
 
 
 def message_facts(messages: list[dict]) -> tuple[int, str, MessagesHistory | None]:
@@ -354,30 +388,35 @@ def tool_use_block(meta: Meta, call_id: str | None, name: str | None, tool_input
     }
 
 
-def start_usage(start: p.Start) -> dict:
+def start_usage(start: p.Start, one_hour: bool = False) -> dict:
     """The usage of `message_start`: the input's, and the one output token counted so far."""
     return {
-        **input_usage(start.input_tokens, start.cached_tokens, start.cache_write_tokens),
+        **input_usage(start.input_tokens, start.cached_tokens, start.cache_write_tokens, one_hour),
         "output_tokens": 1,
         **SERVING,
     }
 
 
-def final_usage(usage: p.TokenUsage) -> dict:
+def final_usage(usage: p.TokenUsage, one_hour: bool = False) -> dict:
     """The usage of the whole message."""
     return {
-        **input_usage(usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens),
+        **input_usage(usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens, one_hour),
         **output_usage(usage),
         **SERVING,
     }
 
 
-def input_usage(input_tokens: int, cached_tokens: int, cache_write_tokens: int) -> dict:
+def input_usage(input_tokens: int, cached_tokens: int, cache_write_tokens: int, one_hour: bool = False) -> dict:
+    """The input's usage; its cache writes counted as 1-hour ones when `one_hour` (see asked_options), else 5-minute ones."""
+    if one_hour:
+        creation = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": cache_write_tokens}
+    else:
+        creation = {"ephemeral_5m_input_tokens": cache_write_tokens, "ephemeral_1h_input_tokens": 0}
     return {
         "input_tokens": input_tokens,
         "cache_creation_input_tokens": cache_write_tokens,
         "cache_read_input_tokens": cached_tokens,
-        "cache_creation": {"ephemeral_5m_input_tokens": cache_write_tokens, "ephemeral_1h_input_tokens": 0},
+        "cache_creation": creation,
     }
 
 
@@ -386,6 +425,9 @@ def output_usage(usage: p.TokenUsage) -> dict:
 
 
 SERVING = {"service_tier": "standard", "inference_geo": "global"}
+NO_EDITS: dict[str, list] = {
+    "applied_edits": []
+}  # context management's report: fakehop's answers never clear the context
 
 
 def stop_details(finish: p.Finish) -> dict | None:
@@ -462,6 +504,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def __init__(self, meta: Meta, request: ParsedRequest):
         self.meta = meta
+        self.options = request.options
         self.message_id = message_id(meta)
         self.block_kind: str | None = None
         self.block_index = 0
@@ -471,7 +514,7 @@ class StreamEncoder(StreamEncoderBase):
         self.index_shift = 0  # blocks the player counted that Messages leaves out (hosted tools it has not)
 
     def start(self, start: p.Start) -> bytes:
-        message = message_object(self.meta, self.message_id, [], None, start_usage(start))
+        message = message_object(self.meta, self.message_id, [], None, start_usage(start, "cache_1h" in self.options))
         return event_frame("message_start", {"type": "message_start", "message": message})
 
     def block_start(self, start: p.BlockStart) -> bytes:
@@ -569,6 +612,8 @@ class StreamEncoder(StreamEncoderBase):
         }
         if finish.hosted is not None:
             with_hosted_usage(self.meta, delta["delta"], delta["usage"], finish)
+        if "context_management" in self.options:
+            delta["context_management"] = NO_EDITS
         return event_frame("message_delta", delta) + MESSAGE_STOP_FRAME
 
     # -------------------------------------------- hosted tools and compaction
@@ -650,10 +695,15 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
     """
     finish = cast(p.Finish, outcome.ending)
     msg_id = message_id(meta)
+    options = request.options
     if finish.hosted is not None:
-        return hosted_message(meta, msg_id, outcome, finish)
-    content = [content_block(meta, block) for block in outcome.blocks]
-    return message_object(meta, msg_id, content, finish, final_usage(finish.usage))
+        message = hosted_message(meta, msg_id, outcome, finish, "cache_1h" in options)
+    else:
+        content = [content_block(meta, block) for block in outcome.blocks]
+        message = message_object(meta, msg_id, content, finish, final_usage(finish.usage, "cache_1h" in options))
+    if "context_management" in options:
+        message["context_management"] = NO_EDITS
+    return message
 
 
 # ---------------------------------------------------------------- hosted tools and compaction
@@ -746,12 +796,12 @@ def hosted_blocks(meta: Meta, block: p.Block) -> list[dict]:
     return [use] if tool.result is None else [use, hosted_result_block(meta, tool, use["id"])]
 
 
-def hosted_message(meta: Meta, msg_id: str, outcome: p.Outcome, finish: p.Finish) -> dict:
+def hosted_message(meta: Meta, msg_id: str, outcome: p.Outcome, finish: p.Finish, one_hour: bool) -> dict:
     """The message of an answer with hosted calls or compactions."""
     content: list[dict] = []
     for block in outcome.blocks:
         content += [content_block(meta, block)] if block.whole is None else hosted_blocks(meta, block)
-    message = message_object(meta, msg_id, content, finish, final_usage(finish.usage))
+    message = message_object(meta, msg_id, content, finish, final_usage(finish.usage, one_hour))
     container: dict = {}
     with_hosted_usage(meta, container, message["usage"], finish)
     message.update(container)

@@ -41,7 +41,7 @@ from typing import Any, cast
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
 from ..scenario import model as sc
-from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, Citation
+from ..scenario.model import MATCH_PREFIX_CHARS, MAX_TEXT_CHARS, MODERATION_CATEGORIES, Citation
 from .common import (
     EXAMPLE_TOOL_CALLS,
     OPENAI_REQUEST_ID_HEADER,
@@ -65,6 +65,8 @@ from .common import (
     openai_fail_error,
     openai_failure_response,
     require_type,
+    required_call,
+    served_tier,
     token_logprob,
     tool_names,
     typed_fields,
@@ -143,7 +145,9 @@ ECHOED: dict[str, tuple[Any, tuple[type, ...], str]] = {
 }
 DEFAULT_ECHO = {key: default for key, (default, _, _) in ECHOED.items()}
 # The request fields the stream's bytes depend on, beside the model and the token limit.
-VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include", "stream_options"}
+# Fields the response object shows as asked for only when the request has them (see requested_fields).
+REQUESTED_FIELDS = ("background", "conversation", "moderation", "service_tier")
+VARIANT_FIELDS = frozenset(ECHOED) | {"max_tool_calls", "include", "stream_options", *REQUESTED_FIELDS}
 # The response object's keys, in the order the real API writes them.
 RESPONSE_FIELDS = (
     "id", "object", "created_at", "status", "background", "completed_at", "error", "frequency_penalty",
@@ -152,6 +156,10 @@ RESPONSE_FIELDS = (
     "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "temperature",
     "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "usage", "user", "metadata",
 )  # fmt: skip
+# The same with the `conversation` of a request that names one.
+CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:])
+UNFLAGGED_SCORE = 1e-06  # a moderation result's score for a category it does not flag
+FLAGGED_SCORE = 0.92  # and for one it flags
 
 
 # ---------------------------------------------------------------- the request
@@ -219,11 +227,76 @@ def answer_options(body: dict, echo: dict) -> dict:
             "Invalid type for 'stream_options.include_obfuscation': expected a boolean.",
             param="stream_options.include_obfuscation",
         )
+    requested_fields(body, echo)
+    if echo.get("background") and not echo["store"]:
+        raise BadRequest(
+            "Background mode requires 'store' to be true: a background response is read back by its id.",
+            param="background",
+        )
+    required = required_call(echo["tool_choice"])
     return {
+        **({} if required is None else {"required_tool": required}),
         "echo": echo,
+        "background": echo.get("background", False),
         "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include,
         "top_logprobs": top_logprobs,
         "obfuscation": obfuscation,
+    }
+
+
+def requested_fields(body: dict, echo: dict) -> None:
+    """Set in `echo` the REQUESTED_FIELDS the request sends, as the response object shows them."""
+    if require_type(body, "background", (bool,), "a boolean"):
+        echo["background"] = True
+    conversation = require_type(body, "conversation", (str, dict), "a string or an object")
+    if conversation is not None:
+        echo["conversation"] = {"id": conversation_id(conversation)}
+    tier = require_type(body, "service_tier", (str,), "a string")
+    if tier is not None:
+        echo["service_tier"] = served_tier(tier)
+    moderation = require_type(body, "moderation", (dict,), "an object")
+    if moderation is not None:
+        try:
+            model = require_type(moderation, "model", (str,), "a string", required=True)
+        except BadRequest as exc:
+            raise named_under("moderation", exc) from None
+        result = moderation_result(model)
+        echo["moderation"] = {"input": result, "output": result}
+
+
+def conversation_id(conversation: str | dict) -> str:
+    """The id of the conversation a request names: the string, or the object's `id`."""
+    if isinstance(conversation, str):
+        return conversation
+    given = conversation.get("id")
+    if type(given) is not str:
+        raise BadRequest("Invalid type for 'conversation.id': expected a string.", param="conversation.id")
+    return given
+
+
+def moderation_result(model: str, flagged: tuple[str, ...] = ()) -> dict:
+    """A `moderation_result` as the moderation model `model` gives it, flagging the categories `flagged`."""
+    return {
+        "type": "moderation_result",
+        "model": model,
+        "flagged": bool(flagged),
+        "categories": {category: category in flagged for category in MODERATION_CATEGORIES},
+        "category_scores": {
+            category: FLAGGED_SCORE if category in flagged else UNFLAGGED_SCORE for category in MODERATION_CATEGORIES
+        },
+        "category_applied_input_types": {category: ["text"] for category in MODERATION_CATEGORIES},
+    }
+
+
+def scenario_moderation(request: ParsedRequest, start: p.Start | None) -> dict:
+    """The response object's fields for the moderation the scenario flags, when the request asks
+    for moderation (`{"moderation": …}`); none otherwise."""
+    flags = None if start is None else start.moderation
+    if flags is None or not request.variant or "moderation" not in request.options["echo"]:
+        return {}
+    model = request.options["echo"]["moderation"]["input"]["model"]
+    return {
+        "moderation": {"input": moderation_result(model, flags.input), "output": moderation_result(model, flags.output)}
     }
 
 
@@ -506,23 +579,24 @@ def response_object(
 ) -> dict:
     """The `response` object; `fields` sets `usage`, `error` or `incomplete_details`."""
     values = {
+        # unless the request asked for them (see requested_fields)
+        "background": False,
+        "moderation": None,
+        "service_tier": "default",
         **request.options["echo"],
         "id": response_id,
         "object": "response",
         "created_at": meta.created,
         "status": status,
-        "background": False,
         "completed_at": meta.created if status == "completed" else None,  # the answer's own time: one hole less to fill
-        "moderation": None,
         "error": None,
         "incomplete_details": None,
         "model": meta.model,
         "output": output,
-        "service_tier": "default",
         "usage": None,
         **fields,
     }
-    return {key: values[key] for key in RESPONSE_FIELDS}
+    return {key: values[key] for key in (CONVERSATION_FIELDS if "conversation" in values else RESPONSE_FIELDS)}
 
 
 def output_text_part(text: str, logprobs: list | None = None, annotations: list | None = None) -> dict:
@@ -657,8 +731,11 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
                 [url_citation(citation) for citation in block.citations],
             )
         )
+    moderation = scenario_moderation(request, outcome.start)
     if incomplete is None:
-        return response_object(response_id, meta, request, "completed", output, usage=usage_object(finish.usage))
+        return response_object(
+            response_id, meta, request, "completed", output, usage=usage_object(finish.usage), **moderation
+        )
     return response_object(
         response_id,
         meta,
@@ -667,6 +744,7 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         output,
         usage=usage_object(finish.usage),
         incomplete_details={"reason": incomplete},
+        **moderation,
     )
 
 
@@ -793,6 +871,7 @@ class StreamEncoder(StreamEncoderBase):
         self.open: OpenItem | None = None
         self.closing = False  # the open item's block ended; its done events wait for what follows
         self.obfuscation = Obfuscation(0) if request.options["obfuscation"] else None  # deltas pad to 16 characters
+        self.moderation: dict = {}  # the fields of the moderation the scenario flags (see scenario_moderation)
 
     def encode(self, happening: p.Happening) -> bytes:
         handler = self.handlers[type(happening)]
@@ -818,10 +897,16 @@ class StreamEncoder(StreamEncoderBase):
         )
 
     def lifecycle(self, event_type: str, status: str, output: list, **fields: Any) -> bytes:
-        response = response_object(self.response_id, self.meta, self.request, status, output, **fields)
+        response = response_object(
+            self.response_id, self.meta, self.request, status, output, **self.moderation, **fields
+        )
         return self.event(event_type, response=response)
 
     def start(self, start: p.Start) -> bytes:
+        self.moderation = scenario_moderation(self.request, start)
+        if self.request.options["echo"].get("background"):  # queued first, as a background answer is
+            queued = self.lifecycle("response.created", "queued", []) + self.lifecycle("response.queued", "queued", [])
+            return queued + self.lifecycle("response.in_progress", "in_progress", [])
         return self.lifecycle("response.created", "in_progress", []) + self.lifecycle(
             "response.in_progress", "in_progress", []
         )

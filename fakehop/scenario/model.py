@@ -24,6 +24,7 @@ __all__ = [
     "HttpError",
     "KeepaliveNow",
     "Match",
+    "Moderation",
     "Output",
     "Quote",
     "QuoteRef",
@@ -55,6 +56,11 @@ FINISH_REASONS = (
 DEFAULT_KEEPALIVE = 10.0
 DEFAULT_STALL_TIMEOUT = 120.0
 MATCH_PREFIX_CHARS = 100_000  # of a prompt (or any text a `match` key reads): a match looks no further
+# The categories of OpenAI's moderation models, as a moderation result names them.
+MODERATION_CATEGORIES = (
+    "harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent", "self-harm",
+    "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence", "violence/graphic",
+)  # fmt: skip
 MAX_TEXT_CHARS = 2_000_000  # one scenario's text, reasoning, tool-call arguments and custom input, faker text included
 
 
@@ -245,6 +251,14 @@ class StopDetails:
 
 
 @dataclass(frozen=True, slots=True)
+class Moderation:
+    """The moderation categories Responses' moderation results flag, for a request that asks for moderation."""
+
+    input: tuple[str, ...] = ()
+    output: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """The limits a successful answer's rate-limit headers tell, per `window` seconds (see ratelimit)."""
 
@@ -287,6 +301,7 @@ class Script:
     rate_limit: RateLimit | None = None  # None: successful answers carry no rate-limit headers
     stop_details: StopDetails | None = None  # a refusal's category and explanation (Messages)
     timing: Timing | None = None  # None: only the scenario's own pauses
+    moderation: Moderation | None = None  # what moderation results flag (Responses); None: nothing
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_STALL_TIMEOUT,
     FINISH_REASONS,
     MAX_TEXT_CHARS,
+    MODERATION_CATEGORIES,
     SERVER_TOOL_NAMES,
     Citation,
     Compaction,
@@ -36,6 +37,7 @@ from .model import (
     HttpError,
     KeepaliveNow,
     Match,
+    Moderation,
     Output,
     Quote,
     QuoteRef,
@@ -961,6 +963,7 @@ SETTING_KEYS = (
     "rate_limit",
     "stop_details",
     "timing",
+    "moderation",
 )
 BODY_KEYS = ("steps", "http_error")
 ENTRY_LISTS = ("sequence", "conversation")
@@ -1086,6 +1089,7 @@ class _Settings:
     rate_limit: RateLimit | None = None
     stop_details: StopDetails | None = None
     timing: Timing | None = None
+    moderation: Moderation | None = None
 
 
 RATE_LIMIT_COUNTS = ("requests", "tokens", "input_tokens", "output_tokens")
@@ -1183,6 +1187,30 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _moderation(check: _Checker, doc: LineDict, inherited: Moderation | None) -> Moderation | None:
+    """`moderation:`, the categories Responses' moderation results flag for the `input` and the `output`."""
+    spec = _mapping_setting(check, doc, "moderation", "{output: [violence]}")
+    if spec is None:
+        return inherited
+    _check_keys(check, spec, ("input", "output"), "moderation")
+    return Moderation(*(_categories(check, spec, key) for key in ("input", "output")))
+
+
+def _categories(check: _Checker, spec: LineDict, key: str) -> tuple[str, ...]:
+    given = spec.get(key, [])
+    if not isinstance(given, list):
+        check.add(_line_of(spec, key), f"moderation {key}: expected a list of categories, got {_type_name(given)}")
+        return ()
+    for category in given:
+        if category not in MODERATION_CATEGORIES:
+            check.add(
+                _line_of(spec, key),
+                f"moderation {key}: {category!r} is not a moderation category"
+                + (did_you_mean(category, MODERATION_CATEGORIES) or f"; one of {', '.join(MODERATION_CATEGORIES)}"),
+            )
+    return tuple(category for category in given if category in MODERATION_CATEGORIES)
+
+
 # The categories of a refusal, as Anthropic's RefusalStopDetails names them.
 REFUSAL_CATEGORIES = ("cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms")
 
@@ -1245,6 +1273,7 @@ def _settings(check: _Checker, doc: LineDict, inherited: _Settings) -> _Settings
         rate_limit=_rate_limit(check, doc, inherited.rate_limit),
         stop_details=_stop_details(check, doc, inherited.stop_details),
         timing=_timing(check, doc, inherited.timing),
+        moderation=_moderation(check, doc, inherited.moderation),
     )
 
 
@@ -1267,6 +1296,7 @@ def _script(check: _Checker, doc: LineDict, settings: _Settings) -> Script | Non
         rate_limit=settings.rate_limit,
         stop_details=settings.stop_details,
         timing=settings.timing,
+        moderation=settings.moderation,
     )
     if has[0] == "http_error":
         error = _http_error(check, doc)

@@ -7,7 +7,7 @@ editors can complete and check them while you type.
 
 from __future__ import annotations
 
-from .model import FINISH_REASONS, SERVER_TOOL_NAMES
+from .model import FINISH_REASONS, MODERATION_CATEGORIES, SERVER_TOOL_NAMES
 from .reader import (
     DURATION_PATTERN,
     FAIL_KINDS,
@@ -364,6 +364,14 @@ def _settings() -> dict:
             "properties": {
                 "category": {"enum": [*REFUSAL_CATEGORIES, None]},
                 "explanation": {"type": ["string", "null"]},
+            },
+            "additionalProperties": False,
+        },
+        "moderation": {
+            "type": "object",
+            "description": "The categories Responses' moderation results flag, for a request that asks for moderation.",
+            "properties": {
+                key: {"type": "array", "items": {"enum": list(MODERATION_CATEGORIES)}} for key in ("input", "output")
             },
             "additionalProperties": False,
         },

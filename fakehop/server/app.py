@@ -30,12 +30,18 @@ def create_app(
     app.router.add_get(MODELS_PATH, list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
+    app.router.add_post("/v1/responses/{response_id}/cancel", stored_response)
+    app.on_shutdown.append(stop_background)
     app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
     console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
     app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app
+
+
+async def stop_background(app: web.Application) -> None:
+    await app[GATEWAY_KEY].background_runs.stop()
 
 
 async def start(

@@ -15,7 +15,7 @@ from multidict import istr
 from ..play import breaks, player
 from ..play.breaks import Break, Latency
 from ..protocols import BY_PATH, PROTOCOLS
-from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
+from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_tool_choice
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
 from ..scenario.model import HttpError, RateLimit, Script, Timing
@@ -37,7 +37,7 @@ from ..state.sessions import (
     session_named_by,
 )
 from ..state.stored import Stored, StoredResponses
-from . import prerender
+from . import background, prerender
 from .intake import (
     LARGE_BODY_BYTES,
     MAX_HEADER_BYTES,
@@ -86,6 +86,7 @@ class Gateway:
     session_idle: float = DEFAULT_SESSION_IDLE
     lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
     responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
+    background_runs: background.Runs = field(default_factory=background.Runs)  # background answers, played or under way
     # When this gateway was made (time.time()): a client that lost the server tells by it
     # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
     started_at: float = field(default_factory=time.time, init=False)
@@ -310,6 +311,8 @@ class Answer:
         self.record.scenario = label
         if gateway.timing is not None:
             script = gateway.timed(script)
+        if parsed.variant and "required_tool" in parsed.options:  # most requests: no dict lookup
+            self.check_tool_choice(parsed.options["required_tool"], script, label, session.strict)
         asked = headers.get(FAULT_KEY)
         if asked is not None or session.faults:  # a request with neither pays for this test alone
             laid = laid_faults(asked, session.faults, protocol.NAME, label)
@@ -322,6 +325,9 @@ class Answer:
         if script.rate_limit is not None and (used_up := self.quota_refusal(session, script)) is not None:
             return self.http_error(used_up)
         meta = self.played_meta(session, parsed, script, seed)
+        if parsed.variant and parsed.options.get("background"):  # most requests: no dict lookup
+            writes = prerender.stream_writes(protocol, script, parsed, meta, session.time_scale)
+            return await self.in_background(writes, parsed, session)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
@@ -345,6 +351,10 @@ class Answer:
             return self.http_error(used_up)
         meta = self.played_meta(session, parsed, script, seed)
         events = breaks.broken(player.timeline(script, parsed.play, scale), script, scale, ending, latencies)
+        if parsed.variant and parsed.options.get("background"):
+            return await self.in_background(
+                prerender.encoded_writes(self.protocol, meta, parsed, events), parsed, session
+            )
         if parsed.stream:
             return await self.stream(prerender.encoded_writes(self.protocol, meta, parsed, events))
         if isinstance(ending, Break) and ending.kind == "malformed":
@@ -362,6 +372,37 @@ class Answer:
         if script.rate_limit is not None:
             self.success_headers = session.rate_limits.headers(self.protocol.NAME, script, parsed.play)
         return Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
+
+    def check_tool_choice(self, required: str, script: Script, label: str, strict: bool) -> None:
+        """A scenario the real API cannot give to a request whose tool_choice requires a call: a
+        400 naming the mismatch in strict mode, else a note in the journal record."""
+        unmet = unmet_tool_choice(required, script, label)
+        if unmet is None:
+            return
+        if strict:
+            raise BadRequest(f"{unmet} (this fakehop session is strict)", param="tool_choice")
+        self.record.notes = (*self.record.notes, unmet)
+
+    async def in_background(
+        self, writes: Iterator[prerender.TimedWrite], parsed: ParsedRequest, session: Session
+    ) -> web.StreamResponse:
+        """A background answer: played in the server whatever the client does; a request not
+        streamed gets the queued response object at once, a streamed one reads the events as they come."""
+        responses, session_name = self.gateway.responses, session.name
+        keep = (
+            (lambda data, whole: responses.keep(parsed, data, whole, session_name))
+            if parsed.conversation.keep
+            else None
+        )
+        run = self.gateway.background_runs.start(writes, keep, session_name)
+        if not parsed.stream:
+            self.record.close(jr.COMPLETED, 200)
+            return web.json_response(run.created, dumps=dumps)
+        response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+        stamp_answer(response, self.request_id, self.protocol, self.success_headers)
+        await response.prepare(self.request)
+        self.record.status = 200
+        return await background.follow(run, -1, self.request, response, self.record)
 
     def http_error(self, error: HttpError) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, error, self.request_id)
@@ -506,44 +547,102 @@ def protocol_handler(protocol, hosts: HostCheck):
     return handle
 
 
-async def stored_response(request: web.Request) -> web.Response:
-    """`GET` or `DELETE /v1/responses/{id}`: a stored Responses answer (see stored), in the journal like any request."""
+async def stored_response(request: web.Request) -> web.StreamResponse:
+    """`GET` or `DELETE /v1/responses/{id}`, and `POST /v1/responses/{id}/cancel`: a stored
+    Responses answer (see stored) or a background one (see background), in the journal like any
+    request; `GET ...?stream=true` reads a background answer's events again."""
     gateway, request_id = request.app[GATEWAY_KEY], request_id_for(request)
-    protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
+    protocol = PROTOCOLS["responses"]
     record = opened_record(gateway.journal, request, request_id, protocol.NAME)
     try:
-        session_name, stored = stored_asked_for(request, gateway, record, response_id)
+        response = await stored_answer(request, gateway, record, request_id)
     except BadRequest as refused:
-        closed_record(gateway.journal, record, jr.REJECTED, refused.status, refused.message)
+        record.close(jr.REJECTED, refused.status, refused.message)
         response = error_response(
             protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
         )
-    else:
-        if request.method == "DELETE":
-            gateway.responses.delete(response_id, session_name)
-        closed_record(gateway.journal, record, jr.COMPLETED, 200)
-        if request.method == "DELETE":
-            response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
-        else:
-            response = web.json_response(body=stored.body())
-    stamp_answer(response, request_id, protocol)
+    except asyncio.CancelledError:
+        record.close(jr.CLIENT_DISCONNECTED)
+        raise
+    except ConnectionError:  # the client left a replay before aiohttp cancelled this handler: see Answer.run
+        record.close(jr.CLIENT_DISCONNECTED)
+        return web.Response()
+    finally:
+        gateway.journal.closed(record)
+    if not response.prepared:
+        stamp_answer(response, request_id, protocol)
     return response
 
 
-def stored_asked_for(
-    request: web.Request, gateway: Gateway, record: jr.Record, response_id: str
-) -> tuple[str | None, Stored]:
-    """The session name and the stored answer a request for one asks for; BadRequest when it is refused."""
+async def stored_answer(
+    request: web.Request, gateway: Gateway, record: jr.Record, request_id: str
+) -> web.StreamResponse:
+    """The answer to a request for a stored or background answer (see stored_response); BadRequest when it is refused."""
+    response_id = request.match_info["response_id"]
     session = session_in_record(gateway, request.headers, record)
     refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
     if refused is not None:
         raise refused
     if type(session) is BadSessionName:
         raise BadRequest(str(session), param=SESSION_HEADER)
-    stored = gateway.responses.find(response_id, session.name)
-    if stored is None:
+    run = gateway.background_runs.find(response_id)
+    stored = gateway.responses.find(response_id, session.name) if run is None else None
+    if run is None and stored is None:
         raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
-    return session.name, stored
+    if request.method == "DELETE":
+        gateway.responses.delete(response_id, session.name)
+        gateway.background_runs.drop(response_id)
+        record.close(jr.COMPLETED, 200)
+        return web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
+    if request.method == "POST":
+        record.close(jr.COMPLETED, 200)
+        return web.json_response(cancelled(run), dumps=dumps)
+    if stream_asked(request.query):
+        return await replay(request, run, record, request_id)
+    record.close(jr.COMPLETED, 200)
+    if run is not None:
+        return web.json_response(run.latest, dumps=dumps)
+    return web.json_response(body=cast(Stored, stored).body())
+
+
+def cancelled(run: background.Run | None) -> dict:
+    """The response object of a background answer, cancelled unless it had finished (BadRequest then)."""
+    if run is None:
+        raise BadRequest("Only responses created with background=true can be cancelled.")
+    if run.status in background.UNDER_WAY:
+        run.cancel()
+    elif run.status != "cancelled":
+        raise BadRequest(f"Cannot cancel a response with status '{run.status}': only a queued or in_progress one.")
+    return run.latest
+
+
+def stream_asked(query: Mapping[str, str]) -> bool:
+    value = query.get("stream", "false")
+    if value not in ("true", "false"):
+        raise BadRequest(f"Invalid value for 'stream': expected true or false, got {value!r}.", param="stream")
+    return value == "true"
+
+
+async def replay(
+    request: web.Request, run: background.Run | None, record: jr.Record, request_id: str
+) -> web.StreamResponse:
+    """`GET /v1/responses/{id}?stream=true`: a background answer's events after `starting_after`, then each as it comes."""
+    if run is None:
+        raise BadRequest("Only responses created with background=true can be streamed again.", param="stream")
+    given = request.query.get("starting_after", "-1")
+    try:
+        after = int(given)
+    except ValueError:
+        raise BadRequest(
+            f"Invalid 'starting_after': expected an integer, got {given!r}.", param="starting_after"
+        ) from None
+    protocol = PROTOCOLS["responses"]
+    record.stream = True
+    response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+    stamp_answer(response, request_id, protocol)
+    await response.prepare(request)
+    record.status = 200
+    return await background.follow(run, after, request, response, record)
 
 
 def protocol_for_request(request: web.Request):

@@ -163,6 +163,7 @@ class Record:
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     faults: tuple[str, ...] = ()  # the kinds of the faults laid over its answer
+    notes: tuple[str, ...] = ()  # what fakehop noticed of it: a scenario the real API could not give it
     _started: float = field(default_factory=time.monotonic, repr=False)
     # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
     held_bytes: int = field(default=0, repr=False)
@@ -208,6 +209,7 @@ class Record:
         data["duration"] = None if self.duration is None else round(self.duration, 6)
         data["write_began"] = self.since_arrival(self.write_began)
         data["faults"] = list(self.faults)
+        data["notes"] = list(self.notes)
         if frames:
             data["frames"] = [[self.since_arrival(at), frame.decode("utf-8", "replace")] for at, frame in self.frames]
         return data
@@ -234,6 +236,7 @@ class Record:
         known = set(JSON_FIELDS) | {"frames"}
         record = cls(**{key: value for key, value in data.items() if key in known})
         record.faults = tuple(record.faults)
+        record.notes = tuple(record.notes)
         return record
 
     @property

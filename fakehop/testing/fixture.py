@@ -71,6 +71,7 @@ class RecordedRequest:
     duration: float | None  # seconds from arrival to the end
     turn: int | None  # its turn in its conversation: 1 + the assistant turns it sent; None for one no protocol read
     faults: list[str]  # the kinds of the faults laid over its answer
+    notes: list[str]  # what fakehop noticed of it: a scenario the real API could not give it
 
     @classmethod
     def from_record(cls, record: jr.Record) -> RecordedRequest:
