@@ -44,6 +44,9 @@ steps:
   - stall: continue
   - raw: ": a comment of our own\n\n"
   - text: " and a little more."
+    citations: [{url: "https://example.com/soak", start: 1, end: 4}]
+  - server_tool: {name: web_search, input: {query: soak}, result: [{url: "https://example.com/soak"}]}
+  - compaction: "Earlier: a soak."
   - fail: interrupted
 """
 
