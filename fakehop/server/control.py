@@ -32,6 +32,7 @@ from ..scenario.reader import (
 )
 from ..scenario.yamlsource import with_lines
 from ..state.faults import FaultProblem, added, parse_fault
+from ..state.redisstate import StateDown, record_shown
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from .intake import (
     FAKEHOP_HEADERS,
@@ -235,6 +236,8 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
         return await handler(request)
     except ControlError as exc:
         return json_error(exc.status, exc.message, **exc.details)
+    except StateDown as exc:
+        return json_error(503, str(exc), state=exc.url)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -362,8 +365,17 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
 
 async def health(request: web.Request) -> web.Response:
     session, gateway = session_of(request), gateway_of(request)
+    shared: dict[str, Any] = {}
+    if gateway.state is not None:
+        shared["state"] = gateway.state.url
+        try:
+            session.apply(await gateway.state.settings(session.name))
+        except StateDown as down:
+            body = {"status": "unavailable", "error": str(down), "state": down.url, "started_at": gateway.started_at}
+            return web.json_response(body, status=503)
     return web.json_response(
         {
+            **shared,
             "status": "ok",
             "version": __version__,
             "scenarios": len(session.library.names()),
@@ -489,9 +501,16 @@ def parse_scenario_body(text: str, content_type: str, default_name: str | None) 
 QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
 
 
-def queue_json(session: Session) -> dict:
+async def queue_json(request: web.Request, session: Session) -> dict:
     """The queue, oldest first: names, and a queued sequence's entries as `name[N]`."""
-    return {"queue": [str(queued) for queued in session.queue]}
+    state = gateway_of(request).state
+    queue = session.queue if state is None else await state.queue(session.name)
+    return {"queue": [str(queued) for queued in queue]}
+
+
+async def queue_length(request: web.Request, session: Session) -> int:
+    state = gateway_of(request).state
+    return len(session.queue) if state is None else await state.queue_length(session.name)
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
@@ -501,12 +520,16 @@ async def queue_scenario(request: web.Request) -> web.Response:
     times = times_of(body)
     name = await scenario_named_by(request, session, body, QUEUE_SOURCE)
     requests = len(session.library.queued(name)) * times
-    if len(session.queue) + requests > MAX_QUEUE:
+    length = await queue_length(request, session)
+    if length + requests > MAX_QUEUE:
         raise ControlError(
-            f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
+            f"the queue holds at most {MAX_QUEUE:,} entries and has {length:,}; "
             f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)"
         )
     gateway = gateway_of(request)
+    if gateway.state is not None:
+        length = await gateway.state.enqueue(session.name, session.library.queued(name) * times)
+        return web.json_response({"queued": name, "times": times, "requests": requests, "length": length})
     queued = sum(len(kept.queue) for kept in gateway.every_session())
     if queued + requests > gateway.max_queued:
         raise ControlError(
@@ -518,20 +541,31 @@ async def queue_scenario(request: web.Request) -> web.Response:
 
 
 async def show_queue(request: web.Request) -> web.Response:
-    return web.json_response(queue_json(session_of(request)))
+    return web.json_response(await queue_json(request, session_of(request)))
 
 
 async def clear_queue(request: web.Request) -> web.Response:
-    session = session_of(request)
-    removed = len(session.queue)
-    session.queue.clear()
-    return web.json_response({"removed": removed, **queue_json(session)})
+    session, state = session_of(request), gateway_of(request).state
+    if state is None:
+        removed = len(session.queue)
+        session.queue.clear()
+    else:
+        removed = await state.clear_queue(session.name)
+    return web.json_response({"removed": removed, **await queue_json(request, session)})
+
+
+async def shared_setting(request: web.Request, session: Session, name: str) -> None:
+    """With --state, the session's setting `name`, as just set, written where every server reads it."""
+    state = gateway_of(request).state
+    if state is not None:
+        await state.set_setting(session.name, name, getattr(session, name))
 
 
 async def set_default(request: web.Request) -> web.Response:
     session = session_of(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
     session.default = await scenario_named_by(request, session, body, DEFAULT_SOURCE)
+    await shared_setting(request, session, "default")
     return web.json_response({"default": session.default})
 
 
@@ -543,6 +577,7 @@ async def set_strict(request: web.Request) -> web.Response:
     if not isinstance(strict, bool):
         raise ControlError(f"strict: expected true or false, got {json.dumps(strict)}")
     session.strict = strict
+    await shared_setting(request, session, "strict")
     return web.json_response({"strict": strict})
 
 
@@ -553,6 +588,7 @@ async def set_time_scale(request: web.Request) -> web.Response:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (scale > 0 and math.isfinite(scale)):
         raise ControlError(f"time_scale: expected a number more than 0, got {json.dumps(scale)}")
     session.time_scale = float(scale)
+    await shared_setting(request, session, "time_scale")
     return web.json_response({"time_scale": session.time_scale})
 
 
@@ -610,6 +646,17 @@ async def list_requests(request: web.Request) -> web.Response:
     session = session_of(request, "since", "limit")
     since = whole_number(request.query.get("since", "0"), "since", 0)
     limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else PAGE_RECORDS
+    state = gateway_of(request).state
+    if state is not None:
+        shared, more = await state.page(session.name, since, limit, PAGE_BYTES)
+        secrets = session.journal.secrets
+        return web.json_response(
+            {
+                "requests": [record_shown(data, secrets) for data in shared],
+                "next_since": shared[-1]["seq"] if shared else since,
+                "more": more,
+            }
+        )
     page, more = session.page(since, limit, PAGE_BYTES)
     next_since = page[-1].seq if page else since
     snapshots = [record.snapshot() for record in page]
@@ -628,15 +675,23 @@ async def one_request(request: web.Request) -> web.Response:
     """One record of the session's view of the journal, with the frames its stream wrote."""
     session = session_of(request)
     seq = whole_number(request.match_info["seq"], "seq", 1)
-    journal = session.journal
-    record = session.record(seq)
+    journal, state = session.journal, gateway_of(request).state
+    if state is not None:
+        data = await state.record(session.name, seq)
+        if data is not None:
+            return web.json_response({"request": record_shown(data, journal.secrets, frames=True)})
+    record = None if state is not None else session.record(seq)
     if record is None:
         raise ControlError(f"no request #{seq} in the journal; it keeps the last {journal.capacity:,}", status=404)
     return web.json_response({"request": record.as_json(journal.secrets, frames=True)})
 
 
 async def clear_requests(request: web.Request) -> web.Response:
-    return web.json_response({"removed": session_of(request).clear_requests()})
+    session, state = session_of(request), gateway_of(request).state
+    removed = session.clear_requests()
+    if state is not None:
+        removed = await state.clear_journal(session.name)
+    return web.json_response({"removed": removed})
 
 
 async def verdict(request: web.Request) -> web.Response:
@@ -658,7 +713,9 @@ async def verdict(request: web.Request) -> web.Response:
 async def reset(request: web.Request) -> web.Response:
     """The global session back to how the server started, the server's stored responses
     gone; a named one dropped, to start afresh when next used."""
-    session = session_of(request)
+    session, state = session_of(request), gateway_of(request).state
+    if state is not None:
+        await state.reset(session.name)
     if session.name is None:
         session.reset()
         gateway_of(request).responses.clear()
@@ -700,7 +757,10 @@ async def drop_session(request: web.Request) -> web.Response:
         checked_name(name)
     except BadSessionName as exc:
         raise ControlError(str(exc)) from None
-    if not gateway_of(request).sessions.drop(name):
+    state = gateway_of(request).state
+    if state is not None:
+        await state.reset(name)
+    if not gateway_of(request).sessions.drop(name) and state is None:
         raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
     gateway_of(request).responses.drop_session(name)
     return web.json_response({"dropped": name})

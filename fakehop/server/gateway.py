@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import hdrs, web
 from multidict import istr
@@ -16,16 +16,18 @@ from ..play import player
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps
 from ..scenario.hints import base_url_hint
-from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
+from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
 from ..scenario.model import HttpError
 from ..state import journal as jr
 from ..state.faults import FAULT_HEADER, FaultProblem, header_faults, take
+from ..state.redisstate import StateDown
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
     MAX_ADDED_IN_ALL,
     MAX_QUEUED_IN_ALL,
     SCENARIO_HEADER,
+    SCENARIO_HEADER_KEY,
     SESSION_HEADER,
     BadSessionName,
     Session,
@@ -55,6 +57,9 @@ from .intake import (
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
 from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
+
+if TYPE_CHECKING:
+    from ..state.redisstate import RedisState
 
 log = logging.getLogger("fakehop")
 
@@ -91,6 +96,7 @@ class Gateway:
     bodies: HeldBodies = field(default_factory=HeldBodies)  # the request bodies its answers under way hold
     max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
     max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
+    state: RedisState | None = None  # --state: sessions, queues and the journal shared on Redis
 
     def __post_init__(self) -> None:
         start = SessionStart(self.library, self.default, self.time_scale, self.strict)
@@ -205,6 +211,7 @@ def session_in_record(gateway: Gateway, headers: Mapping[str, str], record: jr.R
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
+    shared = False  # whether its state is on Redis (see SharedAnswer)
     kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
     kept_in: str | None = None  # the session it is stored in
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
@@ -287,7 +294,11 @@ class Answer:
         if conversation.problem is not None or conversation.continues is not None:
             parsed = gateway.settled(parsed, session.name)
         self.record.turn = parsed.conversation.turn
-        label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
+        if self.shared:
+            choice = await self.shared_choice(session, parsed)
+        else:
+            choice = session.select(protocol.NAME, parsed, headers)
+        label, script = session.script_for(choice, parsed)
         self.record.scenario = label
         asked = headers.get(FAULT_KEY)
         fault = None if asked is None else requested_fault(asked, protocol.NAME, label)
@@ -307,6 +318,9 @@ class Answer:
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
+
+    async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
+        raise NotImplementedError  # pragma: no cover - SharedAnswer's
 
     def http_error(self, error: HttpError) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, error, self.request_id)
@@ -403,6 +417,58 @@ class Answer:
             transport.close()
 
 
+class SharedAnswer(Answer):
+    """An answer whose state is on Redis (`--state`): its seq from the one numbering, its
+    session's settings read and its queue entry taken (LPOP) where the scenario is chosen, its
+    record filed in the shared journal once it ends. With Redis out of reach it is a 503 in
+    its protocol's error shape, answered from nothing half read."""
+
+    shared = True
+
+    async def run(self) -> web.StreamResponse:
+        state = cast("RedisState", self.gateway.state)
+        try:
+            self.record.seq = await state.next_seq()
+        except StateDown as down:
+            closed_record(self.gateway.journal, self.record, jr.HTTP_ERROR, 503, str(down))
+            return self.unavailable(down)
+        try:
+            return await super().run()
+        finally:
+            try:
+                await state.file(self.record)
+            except StateDown as down:
+                log.warning("request #%s is not in the shared journal: %s", self.record.seq, down)
+
+    async def answer(self) -> web.StreamResponse:
+        try:
+            return await super().answer()
+        except StateDown as down:
+            self.record.close(jr.HTTP_ERROR, 503, str(down))
+            return self.unavailable(down)
+
+    def unavailable(self, down: StateDown) -> web.Response:
+        return error_response(self.protocol, 503, str(down), self.request_id, code="state_unavailable")
+
+    async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
+        """The scenario, as Session.select chooses it, with the session's settings and queue read from Redis."""
+        state, headers = cast("RedisState", self.gateway.state), self.request.headers
+        entry = None
+        if headers.get(SCENARIO_HEADER_KEY) is not None:
+            session.apply(await state.settings(session.name))
+        else:
+            settings, entry = await state.settings_and_entry(session.name)
+            session.apply(settings)
+        if entry is None:
+            choice = session.select(self.protocol.NAME, parsed, headers)
+        else:  # queued through another server, maybe one that has scenarios this one has not
+            session.check_name(entry if type(entry) is str else entry.name)
+            choice = entry
+        if type(choice) is str and session.library[choice].is_sequence:  # its next entry, by the one counter
+            return Pinned(choice, await state.count(session.name, choice))
+        return choice
+
+
 # ---------------------------------------------------------------- the application
 
 
@@ -430,10 +496,13 @@ def closed_record(journal: jr.Journal, record: jr.Record, end: str, status: int,
     journal.closed(record)
 
 
-def protocol_handler(protocol, hosts: HostCheck):
+def protocol_handler(protocol, hosts: HostCheck, shared: bool = False):
+    """The handler of `protocol`'s route; `shared`: its state on Redis (see SharedAnswer)."""
+    answering = SharedAnswer if shared else Answer
+
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request)
-        answer = Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
+        answer = answering(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
         response = await answer.run()
         if not response.prepared:  # a stream stamps its own before its headers go out
             stamp_answer(response, request_id, protocol, answer.success_headers)
@@ -574,7 +643,7 @@ def models_response(models: list[str], anthropic: bool) -> web.Response:
 
 
 async def start_app(
-    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0
+    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0, reuse_port: bool = False
 ) -> tuple[web.AppRunner, str]:
     """Serve `app` as fakehop serves: handlers cancelled when their client goes, long header
     lines taken, parser errors logged as warnings. Returns the runner and the base URL."""
@@ -588,7 +657,7 @@ async def start_app(
         max_field_size=MAX_HEADER_BYTES,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port or None)
     await site.start()
     server = cast(asyncio.Server, site._server)
     if not server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import final
+from typing import cast, final
 
 from multidict import istr
 
@@ -139,6 +139,13 @@ class Session:
         self.time_scale = self.start.time_scale
         self.strict = self.start.strict
         self.journal_from = self.journal.next_seq
+
+    def apply(self, settings: Mapping[str, object]) -> None:
+        """The settings kept for it elsewhere (shared state): default, time scale and strict flag, the server's where unset."""
+        start = self.start
+        self.default = cast(str, settings.get("default", start.default))
+        self.time_scale = cast(float, settings.get("time_scale", start.time_scale))
+        self.strict = cast(bool, settings.get("strict", start.strict))
 
     def check_name(self, name: str) -> None:
         if name not in self.library.scenarios:

@@ -1,0 +1,264 @@
+"""State shared on Redis (`fakehop serve --state redis://HOST:PORT/DB`): what requests and
+control calls change, kept where every worker and every server given the same URL reads it,
+so that they act as one server.
+
+Each piece is kept with Redis' own atomic operations, with no lock of fakehop's: a session's
+settings in a hash (a field not set is the server's own setting), its queue in a list (LPOP
+hands each entry to exactly one request), its sequences' counters in a hash (HINCRBY), the
+journal's seq from INCR, and the journal's
+records in sorted sets scored by seq (the global session's view holds every session's, a
+named session's its own), each record as the JSON the control API gives. The `redis`
+library is imported here alone, and only by a server given `--state`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..scenario.library import Pinned
+from . import journal as jr
+
+__all__ = ["RedisState", "StateDown", "record_shown", "shown_url"]
+
+KEY_PREFIX = "fakehop:"
+GLOBAL = "~"  # the global session's name in keys: no session name can be it
+CONNECT_TIMEOUT = 1.0  # seconds: an unreachable Redis is told at once, not after the client's own timeout
+REPLY_TIMEOUT = 5.0
+# Connections one process opens to Redis at most; a request finds them all busy waits its turn
+# (at most REPLY_TIMEOUT), as each call takes one round trip.
+MAX_CONNECTIONS = 64
+ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
+
+
+class StateDown(Exception):
+    """Redis could not be reached (or did not answer): nothing is answered from state not read."""
+
+    def __init__(self, url: str, reason: object):
+        self.url = url
+        super().__init__(
+            f"fakehop's shared state at {url} cannot be reached ({reason}); "
+            "the request was not answered, and service resumes once Redis answers again"
+        )
+
+
+def shown_url(url: str) -> str:
+    """The state URL as fakehop shows it: a password in it left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:****@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def entry_text(entry: str | Pinned) -> str:
+    """A queue entry as the list holds it: a name, or a sequence's entry as JSON `[name, number]`."""
+    return json.dumps(list(entry)) if isinstance(entry, Pinned) else entry
+
+
+def entry_of(text: str) -> str | Pinned:
+    if text.startswith("["):
+        name, number = json.loads(text)
+        return Pinned(name, number)
+    return text
+
+
+def settings_of(fields: Mapping[str, str]) -> dict[str, Any]:
+    """A session's settings as its hash holds them (the ones set), as Python values."""
+    settings: dict[str, Any] = {}
+    if "default" in fields:
+        settings["default"] = fields["default"]
+    if "time_scale" in fields:
+        settings["time_scale"] = float(fields["time_scale"])
+    if "strict" in fields:
+        settings["strict"] = fields["strict"] == "1"
+    return settings
+
+
+def setting_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class RedisState:
+    """The state of every server on `url`, as seen from this one. Every call raises StateDown
+    when Redis cannot be reached; the client connects again by itself on the next call."""
+
+    def __init__(self, url: str, capacity: int = jr.DEFAULT_CAPACITY, session_idle: float = math.inf):
+        import redis.asyncio as aioredis
+
+        self.url = shown_url(url)
+        self.capacity = capacity  # journal records kept, as --journal-size
+        self.session_idle = session_idle  # a named session's keys go after this long unused
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=REPLY_TIMEOUT,
+            decode_responses=True,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=REPLY_TIMEOUT,
+        )
+        self.client = aioredis.Redis.from_pool(pool)  # closed with the client
+        self.errors: tuple[type[BaseException], ...] = (aioredis.ConnectionError, aioredis.TimeoutError, OSError)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    def down(self, exc: BaseException) -> StateDown:
+        return StateDown(self.url, exc)
+
+    # ------------------------------------------------------------ keys
+
+    @staticmethod
+    def settings_key(session: str | None) -> str:
+        return f"{KEY_PREFIX}session:{session or GLOBAL}"
+
+    @staticmethod
+    def queue_key(session: str | None) -> str:
+        return f"{KEY_PREFIX}queue:{session or GLOBAL}"
+
+    @staticmethod
+    def journal_key(session: str | None) -> str:
+        """The global session's view holds every record; a named session's, its own."""
+        return f"{KEY_PREFIX}journal:{session or GLOBAL}"
+
+    @staticmethod
+    def counters_key(session: str | None) -> str:
+        """The requests each sequence has answered, by name (HINCRBY)."""
+        return f"{KEY_PREFIX}counters:{session or GLOBAL}"
+
+    SEQ_KEY = KEY_PREFIX + "seq"
+
+    def session_keys(self, session: str | None) -> list[str]:
+        return [
+            self.settings_key(session),
+            self.queue_key(session),
+            self.journal_key(session),
+            self.counters_key(session),
+        ]
+
+    # ------------------------------------------------------------ calls
+
+    async def ping(self) -> None:
+        try:
+            await self.client.ping()
+        except self.errors as exc:
+            raise self.down(exc) from None
+
+    async def run(self, *commands: tuple) -> list:
+        """`commands` in one round trip, as one transaction (MULTI/EXEC): all of them or none."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                for name, *args in commands:
+                    getattr(pipe, name)(*args)
+                return await pipe.execute()
+        except self.errors as exc:
+            raise self.down(exc) from None
+
+    def touched(self, session: str | None) -> list[tuple]:
+        """A named session's keys kept for `session_idle` more seconds from now."""
+        if session is None or math.isinf(self.session_idle):
+            return []
+        return [("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)]
+
+    async def settings(self, session: str | None) -> dict[str, Any]:
+        fields, *_ = await self.run(("hgetall", self.settings_key(session)), *self.touched(session))
+        return settings_of(fields)
+
+    async def settings_and_entry(self, session: str | None) -> tuple[dict[str, Any], str | Pinned | None]:
+        """The session's settings and the first queue entry, taken off the queue (LPOP: by this request alone)."""
+        fields, entry, *_ = await self.run(
+            ("hgetall", self.settings_key(session)), ("lpop", self.queue_key(session)), *self.touched(session)
+        )
+        return settings_of(fields), None if entry is None else entry_of(entry)
+
+    async def set_setting(self, session: str | None, name: str, value: Any) -> None:
+        await self.run(("hset", self.settings_key(session), name, setting_text(value)), *self.touched(session))
+
+    async def enqueue(self, session: str | None, entries: list[str | Pinned]) -> int:
+        """Queue `entries` at the end; the queue's length after."""
+        length, *_ = await self.run(
+            ("rpush", self.queue_key(session), *map(entry_text, entries)), *self.touched(session)
+        )
+        return length
+
+    async def queue(self, session: str | None) -> list[str | Pinned]:
+        (texts,) = await self.run(("lrange", self.queue_key(session), 0, -1))
+        return [entry_of(text) for text in texts]
+
+    async def queue_length(self, session: str | None) -> int:
+        (length,) = await self.run(("llen", self.queue_key(session)))
+        return length
+
+    async def clear_queue(self, session: str | None) -> int:
+        """Empty the queue; how many entries it held."""
+        length, _ = await self.run(("llen", self.queue_key(session)), ("delete", self.queue_key(session)))
+        return length
+
+    async def reset(self, session: str | None) -> None:
+        """The session back to the server's settings, its queue and its view of the journal empty.
+        The global session's view is the whole journal: emptied, its records go for every view."""
+        await self.run(("delete", *self.session_keys(session)))
+
+    async def count(self, session: str | None, sequence: str) -> int:
+        """One more request for `sequence`: its number, counted once for every server (HINCRBY)."""
+        (number,) = await self.run(("hincrby", self.counters_key(session), sequence, 1))
+        return number
+
+    async def next_seq(self) -> int:
+        """The journal's next seq, one numbering for every server (INCR)."""
+        (seq,) = await self.run(("incr", self.SEQ_KEY))
+        return seq
+
+    async def file(self, record: jr.Record) -> None:
+        """Write `record` (as it is now) into the journal: in the global view and its session's,
+        replacing what an earlier write of it held; the oldest go past the journal's capacity."""
+        text = json.dumps({**record.as_json(secrets=True, frames=True), "answered_by": ANSWERED_BY})
+        commands: list[tuple] = []
+        for key in {self.journal_key(None), self.journal_key(record.session)}:
+            commands += [
+                ("zremrangebyscore", key, record.seq, record.seq),
+                ("zadd", key, {text: record.seq}),
+                ("zremrangebyrank", key, 0, -self.capacity - 1),
+            ]
+        await self.run(*commands)
+
+    async def page(self, session: str | None, since: int, limit: float, max_bytes: float) -> tuple[list[dict], bool]:
+        """At most `limit` records of the session's view after `since`, holding at most
+        `max_bytes` of JSON together (but at least one), and whether more follow."""
+        count = -1 if math.isinf(limit) else int(limit) + 1
+        (texts,) = await self.run(("zrangebyscore", self.journal_key(session), f"({since}", "+inf", 0, count))
+        page: list[dict] = []
+        size = 0
+        for text in texts:
+            if len(page) >= limit or (page and size + len(text) > max_bytes):
+                return page, True
+            page.append(json.loads(text))
+            size += len(text)
+        return page, False
+
+    async def record(self, session: str | None, seq: int) -> dict | None:
+        (texts,) = await self.run(("zrangebyscore", self.journal_key(session), seq, seq))
+        return json.loads(texts[0]) if texts else None
+
+    async def clear_journal(self, session: str | None) -> int:
+        """Empty the session's view; how many records it held."""
+        held, _ = await self.run(("zcard", self.journal_key(session)), ("delete", self.journal_key(session)))
+        return held
+
+
+def record_shown(data: dict, secrets: bool, frames: bool = False) -> dict:
+    """A record read back from Redis (kept with its secrets and frames) as the control API shows it."""
+    shown = dict(data)
+    if not secrets:
+        shown["headers"] = dict(jr.shown_headers(data["headers"], False))
+    if not frames:
+        shown.pop("frames", None)
+    return shown

@@ -1,0 +1,183 @@
+"""`fakehop serve --state redis://...`: two servers on one real redis-server act as one server:
+queue entries each taken once, settings set through one read by the other, one journal with
+one seq numbering, reset through either; with Redis gone, 503s that name it, and service
+again once it is back, with no restart."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections import Counter
+
+import aiohttp
+import pytest
+
+from fakehop.protocols import PROTOCOLS
+from fakehop.testing.remote import ControlClient, ControlFailed
+
+from .redis_server import fakehop_servers, redis_server  # noqa: F401 - the fixture, by its name
+
+CONCURRENT = 100
+
+
+async def post(client: aiohttp.ClientSession, url: str, protocol: str = "chat", **headers: str) -> tuple[int, dict]:
+    """One unstreamed request to `url`; its status and JSON body."""
+    body = dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, stream=False)
+    async with client.post(url + PROTOCOLS[protocol].PATH, json=body, headers=headers) as response:
+        return response.status, await response.json()
+
+
+async def requests_to(urls: list[str], count: int, **headers: str) -> list[tuple[int, dict]]:
+    """`count` requests at once, spread over `urls` in turn."""
+    async with aiohttp.ClientSession() as client:
+        return await asyncio.gather(*(post(client, urls[n % len(urls)], **headers) for n in range(count)))
+
+
+def whole_journal(url: str, limit: int = 100, session: str | None = None) -> list[dict]:
+    """Every record of a session's view, read a page of `limit` at a time."""
+    control = ControlClient(url, session=session)
+    records: list[dict] = []
+    since, more = 0, True
+    while more:
+        page = control.call("GET", "/requests", query={"since": since, "limit": limit})
+        records += page["requests"]
+        since, more = page["next_since"], page["more"]
+    return records
+
+
+@pytest.fixture
+def servers(redis_server, tmp_path):
+    with fakehop_servers(tmp_path, 2, "--state", redis_server.url) as urls:
+        yield urls
+
+
+async def test_queue_entries_are_each_taken_once_by_two_servers_under_100_concurrent_requests(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/queue", {"scenario": "rate-limited", "times": CONCURRENT // 2})
+    assert len(ControlClient(second).call("GET", "/queue")["queue"]) == CONCURRENT // 2
+
+    answers = await requests_to(servers, CONCURRENT)
+
+    assert Counter(status for status, _ in answers) == {429: CONCURRENT // 2, 200: CONCURRENT // 2}
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    records = whole_journal(second)
+    assert sorted(record["seq"] for record in records) == list(range(1, CONCURRENT + 1))
+    assert Counter(record["scenario"] for record in records) == {"rate-limited": 50, "hello": 50}
+
+
+async def test_a_queued_sequence_plays_its_entries_in_order_across_servers(servers):
+    first, second = servers
+    ControlClient(second).call("POST", "/queue", {"scenario": "flaky-then-ok"})
+    assert ControlClient(first).call("GET", "/queue")["queue"] == [
+        "flaky-then-ok[1]",
+        "flaky-then-ok[2]",
+        "flaky-then-ok[3]",
+    ]
+    async with aiohttp.ClientSession() as client:
+        statuses = [(await post(client, url))[0] for url in (first, second, first)]
+    assert statuses == [429, 500, 200]
+
+
+async def test_a_sequence_counts_its_requests_once_whichever_server_gets_them(servers):
+    first, second = servers
+    ControlClient(first).call("PUT", "/default", {"scenario": "flaky-then-ok"})
+    async with aiohttp.ClientSession() as client:
+        statuses = [(await post(client, url))[0] for url in (second, first, second, first)]
+    assert statuses == [429, 500, 200, 200]
+    labels = [record["scenario"] for record in whole_journal(first)]
+    assert labels == ["flaky-then-ok[1]", "flaky-then-ok[2]", *["flaky-then-ok[3]->hello"] * 2]
+
+
+async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):
+    first, second = servers
+    ControlClient(first).call("PUT", "/default", {"scenario": "rate-limited"})
+    ControlClient(first).call("PUT", "/time_scale", {"time_scale": 0.5})
+    health = ControlClient(second).call("GET", "/health")
+    assert (health["default"], health["time_scale"], health["strict"]) == ("rate-limited", 0.5, False)
+    assert (await requests_to([second], 1))[0][0] == 429
+
+    ControlClient(second).call("PUT", "/strict", {"strict": True})
+    ControlClient(second).call("PUT", "/default", {"scenario": "hello"})
+    [(status, body)] = await requests_to([first], 1)
+    assert status == 400 and "strict" in body["error"]["message"]
+
+    ControlClient(second).call("POST", "/queue", {"scenario": "server-error"})
+    ControlClient(first).call("POST", "/reset")
+    health = ControlClient(second).call("GET", "/health")
+    assert (health["default"], health["time_scale"], health["strict"]) == ("hello", 0.01, False)
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    assert whole_journal(second) == []
+    assert (await requests_to([second], 1))[0][0] == 200
+
+
+async def test_a_named_session_is_one_across_servers_and_apart_from_the_global_one(servers):
+    first, second = servers
+    ControlClient(first, session="ci-7").call("POST", "/queue", {"scenario": "server-error", "times": 2})
+    ControlClient(first, session="ci-7").call("PUT", "/strict", {"strict": True})
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    assert ControlClient(second, session="ci-7").call("GET", "/health")["strict"] is True
+
+    session_answers = await requests_to(servers, 3, **{"X-Fakehop-Session": "ci-7"})
+    global_answers = await requests_to(servers, 2)
+
+    assert sorted(status for status, _ in session_answers) == [400, 500, 500]
+    assert [status for status, _ in global_answers] == [200, 200]
+    assert len(whole_journal(first, session="ci-7")) == 3
+    assert len(whole_journal(second)) == 5  # the global session's view holds every session's requests
+    ControlClient(second, session="ci-7").call("POST", "/reset")
+    assert whole_journal(first, session="ci-7") == []
+    assert ControlClient(first, session="ci-7").call("GET", "/health")["strict"] is False
+
+
+async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
+    first, second = servers
+    await requests_to(servers, 30, Authorization="Bearer sk-test-secret-1234")
+    for url in servers:
+        records = whole_journal(url, limit=7)
+        assert [record["seq"] for record in records] == list(range(1, 31))
+        assert all(record["end"] == "completed" and record["status"] == 200 for record in records)
+    one = ControlClient(first).call("GET", "/requests/12")["request"]
+    assert one["seq"] == 12 and one["frames"] == [] and one["headers"]["Authorization"] == "Bearer ****1234"
+    page = ControlClient(second).call("GET", "/requests", query={"since": 25, "limit": 10})
+    assert ([record["seq"] for record in page["requests"]], page["next_since"], page["more"]) == (
+        [26, 27, 28, 29, 30],
+        30,
+        False,
+    )
+    assert ControlClient(second).call("DELETE", "/requests") == {"removed": 30}
+    assert whole_journal(first) == []
+
+
+async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and_service_resumes(servers, redis_server):
+    first, second = servers
+    ControlClient(first).call("POST", "/queue", {"scenario": "server-error"})
+    redis_server.stop()
+
+    async with aiohttp.ClientSession() as client:
+        chat_status, chat = await post(client, first)
+        messages_status, messages = await post(client, second, "messages")
+    assert chat_status == messages_status == 503
+    assert redis_server.url in chat["error"]["message"] and chat["error"]["code"] == "state_unavailable"
+    assert messages["type"] == "error" and redis_server.url in messages["error"]["message"]
+    with pytest.raises(ControlFailed) as refused:
+        ControlClient(second).call("POST", "/queue", {"scenario": "hello"})
+    assert refused.value.status == 503 and redis_server.url in str(refused.value)
+    with pytest.raises(ControlFailed) as health:
+        ControlClient(first).call("GET", "/health")
+    assert health.value.status == 503 and health.value.answer["status"] == "unavailable"
+
+    redis_server.start()  # empty: it kept nothing
+    assert ControlClient(first).call("GET", "/health")["status"] == "ok"
+    answers = await requests_to(servers, 4)
+    assert [status for status, _ in answers] == [200] * 4
+    assert [record["seq"] for record in whole_journal(second)] == [1, 2, 3, 4]
+
+
+def test_a_server_without_state_never_imports_redis():
+    code = (
+        "import sys, fakehop.cli.main, fakehop.server.app, fakehop.server.control, fakehop.state.redisstate; "
+        "print('redis' in sys.modules)"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.stdout == "False\n", ran.stderr

@@ -1,0 +1,80 @@
+"""`fakehop serve --workers N`: N processes answering on one port, their state on Redis; refused
+without --state."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+
+import aiohttp
+
+from fakehop.protocols import PROTOCOLS
+from fakehop.testing.remote import ControlClient
+
+from .cli_runs import fakehop_here
+from .golden_files import Case
+from .redis_server import redis_server, serve_process, stopped, url_in  # noqa: F401 - the fixture, by its name
+
+STREAMS = 200
+
+
+def test_more_than_one_worker_without_state_is_refused_in_one_line():
+    ran = fakehop_here("serve", "--workers", "2")
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and "--workers 2 needs --state redis://" in ran.stderr
+
+
+def test_a_state_that_is_not_a_redis_url_is_refused_in_one_line():
+    ran = fakehop_here("serve", "--state", "http://127.0.0.1:6379")
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and "--state" in ran.stderr and "redis://127.0.0.1:6379/0" in ran.stderr
+
+
+async def stream(client: aiohttp.ClientSession, url: str) -> bytes:
+    body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=True)
+    headers = {"X-Fakehop-Scenario": "think-then-tool", "X-Fakehop-Seed": "0"}
+    async with client.post(url + PROTOCOLS["chat"].PATH, json=body, headers=headers) as response:
+        return await response.read()
+
+
+async def test_two_workers_answer_200_concurrent_streams_byte_for_byte_into_one_journal(redis_server, tmp_path):
+    ready = tmp_path / "fakehop.url"
+    server = serve_process("--port", "0", "--workers", "2", "--state", redis_server.url, ready=ready)
+    try:
+        url = url_in(ready, server)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True)) as client:
+            received = await asyncio.gather(*(stream(client, url) for _ in range(STREAMS)))
+        expected = Case("chat", "think-then-tool", True, 0).path.read_bytes()
+        assert all(answer == expected for answer in received)
+        records = ControlClient(url).call("GET", "/requests", query={"limit": 1000})["requests"]
+        assert sorted(record["seq"] for record in records) == list(range(1, STREAMS + 1))
+        answered_by = Counter(record["answered_by"] for record in records)
+        assert len(answered_by) == 2, answered_by
+    finally:
+        out, err = stopped(server)
+    assert server.returncode == 0, err
+    assert "with 2 workers" in out
+
+
+def test_ctrl_c_stops_every_worker(redis_server, tmp_path):
+    ready = tmp_path / "fakehop.url"
+    server = serve_process("--port", "0", "--workers", "2", "--state", redis_server.url, ready=ready)
+    url = url_in(ready, server)
+    assert ControlClient(url).call("GET", "/health")["status"] == "ok"
+    server.send_signal(signal.SIGINT)
+    out, err = stopped(server)
+    assert server.returncode == 0, err
+    assert not ready.exists()
+    pids = out.split("(pids ")[1].split(")")[0].split(", ")
+    for pid in pids:
+        assert not process_alive(int(pid))
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
