@@ -462,7 +462,7 @@ class SharedAnswer(Answer):
         if entry is None:
             choice = session.select(self.protocol.NAME, parsed, headers)
         else:  # queued through another server, maybe one that has scenarios this one has not
-            session.check_name(entry if type(entry) is str else entry.name)
+            session.check_name(entry.name if isinstance(entry, Pinned) else entry)
             choice = entry
         if type(choice) is str and session.library[choice].is_sequence:  # its next entry, by the one counter
             return Pinned(choice, await state.count(session.name, choice))
