@@ -89,6 +89,22 @@ async def test_a_sequence_counts_its_requests_once_whichever_server_gets_them(se
     assert labels == ["flaky-then-ok[1]", "flaky-then-ok[2]", *["flaky-then-ok[3]->hello"] * 2]
 
 
+async def test_a_scenario_added_through_one_server_is_played_by_the_other(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text="name: greeting\nsteps:\n  - text: Hi from one\n")
+    ControlClient(second).call("POST", "/queue", {"scenario": "greeting"})
+    ControlClient(second).call("PUT", "/default", {"scenario": {"steps": [{"text": "inline default"}]}})
+    names = [scenario["name"] for scenario in ControlClient(second).call("GET", "/scenarios")["scenarios"]]
+    assert "greeting" in names
+
+    async with aiohttp.ClientSession() as client:
+        texts = [(await post(client, url))[1]["choices"][0]["message"]["content"] for url in (first, second)]
+    assert texts == ["Hi from one", "inline default"]
+    ControlClient(second).call("POST", "/reset")
+    with pytest.raises(ControlFailed):
+        ControlClient(first).call("PUT", "/default", {"scenario": "greeting"})
+
+
 async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):
     first, second = servers
     ControlClient(first).call("PUT", "/default", {"scenario": "rate-limited"})

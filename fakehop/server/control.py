@@ -127,6 +127,15 @@ def session_named_in(request: web.Request) -> Session:
         raise ControlError(str(exc)) from None
 
 
+async def synced_session(request: web.Request, *parameters: str) -> Session:
+    """session_of, as the shared state holds it (with --state): its settings and added scenarios."""
+    session = session_of(request, *parameters)
+    state = gateway_of(request).state
+    if state is not None:
+        await state.synced(session)
+    return session
+
+
 def parameters_taken(parameters: tuple[str, ...]) -> str:
     if not parameters:
         return f"the only one is {SESSION_PARAMETER}"
@@ -315,8 +324,9 @@ def scenario_problems(exc: ScenarioError) -> ControlError:
     )
 
 
-def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> None:
-    """Add `scenario` to `session`, if the sessions together may hold one more (replacing one already added may)."""
+async def add_scenario(request: web.Request, session: Session, scenario: Scenario, source: dict) -> None:
+    """Add `scenario` to `session`, if the sessions together may hold one more (replacing one
+    already added may); with --state, for every server, as read again from `source`."""
     gateway = gateway_of(request)
     if scenario.name not in session.added:
         added = sum(len(kept.added) for kept in gateway.every_session())
@@ -329,6 +339,8 @@ def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> 
         session.add(scenario)
     except ScenarioError as exc:
         raise scenario_problems(exc) from None
+    if gateway.state is not None:
+        await gateway.state.add(session, scenario, source)
 
 
 async def off_the_loop(parse, *args) -> Scenario:
@@ -353,7 +365,7 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
         scenario = await off_the_loop(parse_document, with_lines(given), source, "inline")
         if "name" not in given:  # named once back on the loop, so that two calls at once get two names
             scenario = dataclasses.replace(scenario, name=free_inline_name(session.library))
-        add_scenario(request, session, scenario)
+        await add_scenario(request, session, scenario, {"document": given, "source": source})
         return scenario.name
     raise ControlError(
         'scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}'
@@ -369,7 +381,7 @@ async def health(request: web.Request) -> web.Response:
     if gateway.state is not None:
         shared["state"] = gateway.state.url
         try:
-            session.apply(await gateway.state.settings(session.name))
+            await gateway.state.synced(session)
         except StateDown as down:
             body = {"status": "unavailable", "error": str(down), "state": down.url, "started_at": gateway.started_at}
             return web.json_response(body, status=503)
@@ -416,14 +428,14 @@ def summary(session: Session, scenario: Scenario) -> dict:
 
 
 async def list_scenarios(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     scenarios = [summary(session, session.library[name]) for name in session.library.names()]
     return web.json_response({"default": session.default, "scenarios": scenarios})
 
 
 async def one_scenario(request: web.Request) -> web.Response:
     """One scenario: its summary, what it plays (`definition`) and, for one from a file, the file's text."""
-    session = session_of(request)
+    session = await synced_session(request)
     name = request.match_info["name"]
     if name not in session.library:
         exc = UnknownScenario(name, session.library.names())
@@ -447,14 +459,15 @@ def file_text(path: Path) -> str | None:
 async def add_scenario_call(request: web.Request) -> web.Response:
     """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not.
     `?check=true` only checks it: every problem with its line, and nothing added."""
-    session = session_of(request, "name", "check")
+    session = await synced_session(request, "name", "check")
     default_name = request.query.get("name")
     text = await body_text(request)
     if checking_only(request):
         return await check_scenario(session, text, request.content_type, default_name)
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in session.library
-    add_scenario(request, session, scenario)
+    source = {"document": loads(text)} if is_json(request.content_type) else {"text": text}
+    await add_scenario(request, session, scenario, {**source, "source": SCENARIOS_SOURCE})
     return web.json_response(
         {"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201
     )
@@ -515,7 +528,7 @@ async def queue_length(request: web.Request, session: Session) -> int:
 
 async def queue_scenario(request: web.Request) -> web.Response:
     """Queue a scenario; the answer gives the queue's length, not the queue (GET /queue has it)."""
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
     name = await scenario_named_by(request, session, body, QUEUE_SOURCE)
@@ -562,7 +575,7 @@ async def shared_setting(request: web.Request, session: Session, name: str) -> N
 
 
 async def set_default(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
     session.default = await scenario_named_by(request, session, body, DEFAULT_SOURCE)
     await shared_setting(request, session, "default")

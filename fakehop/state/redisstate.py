@@ -13,7 +13,10 @@ library is imported here alone, and only by a server given `--state`.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import logging
 import math
 import os
 import socket
@@ -22,7 +25,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..scenario.library import Pinned
+from ..scenario.model import Scenario
+from ..scenario.reader import ScenarioError, parse_document, parse_text
+from ..scenario.yamlsource import with_lines
 from . import journal as jr
+from .sessions import Session
+
+log = logging.getLogger("fakehop")
 
 __all__ = ["RedisState", "StateDown", "record_shown", "shown_url"]
 
@@ -130,6 +139,13 @@ class RedisState:
         return f"{KEY_PREFIX}journal:{session or GLOBAL}"
 
     @staticmethod
+    def added_key(session: str | None) -> str:
+        """The scenarios added to the session, by name: each as the source it was added from."""
+        return f"{KEY_PREFIX}added:{session or GLOBAL}"
+
+    ADDED_VERSION_KEY = KEY_PREFIX + "added-version"  # INCR: a new version of some session's added scenarios
+
+    @staticmethod
     def counters_key(session: str | None) -> str:
         """The requests each sequence has answered, by name (HINCRBY)."""
         return f"{KEY_PREFIX}counters:{session or GLOBAL}"
@@ -142,6 +158,7 @@ class RedisState:
             self.queue_key(session),
             self.journal_key(session),
             self.counters_key(session),
+            self.added_key(session),
         ]
 
     # ------------------------------------------------------------ calls
@@ -168,16 +185,32 @@ class RedisState:
             return []
         return [("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)]
 
-    async def settings(self, session: str | None) -> dict[str, Any]:
-        fields, *_ = await self.run(("hgetall", self.settings_key(session)), *self.touched(session))
-        return settings_of(fields)
+    async def synced(self, session: Session, take_entry: bool = False) -> str | Pinned | None:
+        """`session` as the shared state holds it: its settings, and its added scenarios when
+        they changed since it last read them; with `take_entry`, the first queue entry, taken
+        off the queue (LPOP: by this request alone), or None."""
+        name = session.name
+        taking = [("lpop", self.queue_key(name))] if take_entry else []
+        fields, *rest = await self.run(("hgetall", self.settings_key(name)), *taking, *self.touched(name))
+        session.apply(settings_of(fields))
+        version = int(fields.get("added", 0))
+        if version != session.added_version:
+            (sources,) = await self.run(("hgetall", self.added_key(name)))
+            scenarios = await asyncio.to_thread(added_scenarios, sources.values())
+            session.take_added(scenarios, version)
+        return entry_of(rest[0]) if take_entry and rest[0] is not None else None
 
-    async def settings_and_entry(self, session: str | None) -> tuple[dict[str, Any], str | Pinned | None]:
-        """The session's settings and the first queue entry, taken off the queue (LPOP: by this request alone)."""
-        fields, entry, *_ = await self.run(
-            ("hgetall", self.settings_key(session)), ("lpop", self.queue_key(session)), *self.touched(session)
+    async def add(self, session: Session, scenario: Scenario, source: dict) -> None:
+        """Keep `scenario`, added to `session` from `source` (see added_scenarios), for every server."""
+        (version,) = await self.run(("incr", self.ADDED_VERSION_KEY))
+        kept = json.dumps({"order": version, "name": scenario.name, **source})
+        await self.run(
+            ("hset", self.added_key(session.name), scenario.name, kept),
+            ("hset", self.settings_key(session.name), "added", version),
+            ("hdel", self.counters_key(session.name), scenario.name),
+            *self.touched(session.name),
         )
-        return settings_of(fields), None if entry is None else entry_of(entry)
+        session.added_version = version
 
     async def set_setting(self, session: str | None, name: str, value: Any) -> None:
         await self.run(("hset", self.settings_key(session), name, setting_text(value)), *self.touched(session))
@@ -252,6 +285,24 @@ class RedisState:
         """Empty the session's view; how many records it held."""
         held, _ = await self.run(("zcard", self.journal_key(session)), ("delete", self.journal_key(session)))
         return held
+
+
+def added_scenarios(kept: Any) -> list[Scenario]:
+    """The scenarios added to a session, in the order they were added, each read again from
+    its source: `{"text": YAML}` or `{"document": JSON}`, named `name`."""
+    scenarios = []
+    for text in sorted(kept, key=lambda text: json.loads(text)["order"]):
+        source = json.loads(text)
+        try:
+            if "text" in source:
+                scenario = parse_text(source["text"], source["source"], source["name"])
+            else:
+                scenario = parse_document(with_lines(source["document"]), source["source"], source["name"])
+        except ScenarioError as exc:  # written by a server of another version
+            log.warning("scenario %r in the shared state cannot be read here: %s", source["name"], exc)
+            continue
+        scenarios.append(dataclasses.replace(scenario, name=source["name"]))
+    return scenarios
 
 
 def record_shown(data: dict, secrets: bool, frames: bool = False) -> dict:

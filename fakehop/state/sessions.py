@@ -134,6 +134,7 @@ class Session:
         self.counters.clear()
         self.rate_limits.clear()
         self.added: set[str] = set()  # the names of the scenarios added to it
+        self.added_version = 0  # with shared state: the version of them this session holds
         self.library = self.start.library
         self.default = self.start.default
         self.time_scale = self.start.time_scale
@@ -146,6 +147,14 @@ class Session:
         self.default = cast(str, settings.get("default", start.default))
         self.time_scale = cast(float, settings.get("time_scale", start.time_scale))
         self.strict = cast(bool, settings.get("strict", start.strict))
+
+    def take_added(self, scenarios: list[Scenario], version: int) -> None:
+        """The session's added scenarios as the shared state holds them (version `version`), in the order added."""
+        library = self.start.library
+        for scenario in scenarios:
+            library = library.with_scenario(scenario)
+            self.counters.forget(scenario.name)
+        self.library, self.added, self.added_version = library, {scenario.name for scenario in scenarios}, version
 
     def check_name(self, name: str) -> None:
         if name not in self.library.scenarios:
