@@ -6,6 +6,7 @@ again once it is back, with no restart."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -103,6 +104,38 @@ async def test_a_scenario_added_through_one_server_is_played_by_the_other(server
     ControlClient(second).call("POST", "/reset")
     with pytest.raises(ControlFailed):
         ControlClient(first).call("PUT", "/default", {"scenario": "greeting"})
+
+
+async def respond(client: aiohttp.ClientSession, url: str, stream: bool, **fields) -> tuple[int, bytes]:
+    body = {"model": "gpt-5.6-sol", "input": "Hello", "stream": stream, **fields}
+    async with client.post(url + "/v1/responses", json=body) as response:
+        return response.status, await response.read()
+
+
+def response_id_in(answer: bytes, stream: bool) -> str:
+    if not stream:
+        return json.loads(answer)["id"]
+    last = answer.rstrip(b"\n").rsplit(b"\ndata: ", 1)[1]
+    return json.loads(last)["response"]["id"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_a_stored_responses_answer_is_continued_fetched_and_deleted_through_the_other_server(servers, stream):
+    first, second = servers
+    async with aiohttp.ClientSession() as client:
+        status, answer = await respond(client, first, stream)
+        response_id = response_id_in(answer, stream)
+        assert status == 200
+        status, follow_up = await respond(client, second, False, previous_response_id=response_id)
+        assert status == 200, follow_up
+        async with client.get(f"{second}/v1/responses/{response_id}") as fetched:
+            assert fetched.status == 200 and (await fetched.json())["id"] == response_id
+        async with client.delete(f"{second}/v1/responses/{response_id}") as deleted:
+            assert deleted.status == 200
+        async with client.get(f"{first}/v1/responses/{response_id}") as gone:
+            assert gone.status == 404
+    turns = [record["turn"] for record in whole_journal(first) if record["path"] == "/v1/responses"]
+    assert turns == [1, 2]
 
 
 async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):

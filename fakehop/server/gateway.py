@@ -37,7 +37,7 @@ from ..state.sessions import (
     checked_name,
     session_named_by,
 )
-from ..state.stored import Stored, StoredResponses
+from ..state.stored import Stored, StoredResponses, before_of
 from . import prerender
 from .intake import (
     LARGE_BODY_BYTES,
@@ -292,6 +292,8 @@ class Answer:
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
+            if self.shared and conversation.continues is not None:
+                await adopted(gateway, conversation.continues, session.name)
             parsed = gateway.settled(parsed, session.name)
         self.record.turn = parsed.conversation.turn
         if self.shared:
@@ -447,6 +449,25 @@ class SharedAnswer(Answer):
             self.record.close(jr.HTTP_ERROR, 503, str(down))
             return self.unavailable(down)
 
+    async def end_stream(
+        self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening
+    ) -> web.StreamResponse:
+        """As Answer's, a Responses answer kept in the shared state before its last write goes
+        out, so that a request continuing it finds it whichever server it reaches."""
+        if self.kept is not None and type(ending) in (player.Finish, player.Failure):
+            await self.share_kept(data, False)
+        return await super().end_stream(response, data, events, ending)
+
+    async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        response = await super().whole(meta, parsed, events)
+        if self.kept is not None and self.record.end == jr.COMPLETED:
+            await self.share_kept(cast(bytes, cast(web.Response, response).body), True)
+        return response
+
+    async def share_kept(self, answer: bytes, whole: bool) -> None:
+        state = cast("RedisState", self.gateway.state)
+        await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+
     def unavailable(self, down: StateDown) -> web.Response:
         return error_response(self.protocol, 503, str(down), self.request_id, code="state_unavailable")
 
@@ -462,6 +483,17 @@ class SharedAnswer(Answer):
         if type(choice) is str and session.library[choice].is_sequence:  # its next entry, by the one counter
             return Pinned(choice, await state.count(session.name, choice))
         return choice
+
+
+async def adopted(gateway: Gateway, response_id: str, session: str | None) -> None:
+    """With --state: the Responses answer `response_id` as the shared state keeps it, kept in
+    this server's store too (where the answer's lookups find it), or gone from it."""
+    kept = await cast("RedisState", gateway.state).kept_response(response_id, session)
+    if kept is None:
+        gateway.responses.delete(response_id, session)
+    else:
+        holder, before, answer, whole = kept
+        gateway.responses.keep_before(before, answer, whole, holder)
 
 
 # ---------------------------------------------------------------- the application
@@ -512,7 +544,14 @@ async def stored_response(request: web.Request) -> web.Response:
     protocol, response_id = PROTOCOLS["responses"], request.match_info["response_id"]
     record = opened_record(gateway.journal, request, request_id, protocol.NAME)
     try:
+        if gateway.state is not None:
+            await shared_stored(request, gateway, response_id)
         session_name, stored = stored_asked_for(request, gateway, record, response_id)
+        if request.method == "DELETE" and gateway.state is not None:
+            await gateway.state.forget_response(response_id, session_name)
+    except StateDown as down:
+        closed_record(gateway.journal, record, jr.HTTP_ERROR, 503, str(down))
+        response = error_response(protocol, 503, str(down), request_id, code="state_unavailable")
     except BadRequest as refused:
         closed_record(gateway.journal, record, jr.REJECTED, refused.status, refused.message)
         response = error_response(
@@ -528,6 +567,17 @@ async def stored_response(request: web.Request) -> web.Response:
             response = web.json_response(body=stored.body())
     stamp_answer(response, request_id, protocol)
     return response
+
+
+async def shared_stored(request: web.Request, gateway: Gateway, response_id: str) -> None:
+    """With --state, before a stored answer is looked up: the shared state's, adopted (for a
+    session named wrong, nothing: the lookup refuses it)."""
+    name = session_named_by(request.headers)
+    try:
+        session = gateway.session(name).name
+    except BadSessionName:
+        return
+    await adopted(gateway, response_id, session)
 
 
 def stored_asked_for(

@@ -24,12 +24,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..protocols.responses import Thread
 from ..scenario.library import Pinned
 from ..scenario.model import Scenario
 from ..scenario.reader import ScenarioError, parse_document, parse_text
 from ..scenario.yamlsource import with_lines
 from . import journal as jr
 from .sessions import Session
+from .stored import answer_id
 
 log = logging.getLogger("fakehop")
 
@@ -42,6 +44,7 @@ REPLY_TIMEOUT = 5.0
 # Connections one process opens to Redis at most; a request finds them all busy waits its turn
 # (at most REPLY_TIMEOUT), as each call takes one round trip.
 MAX_CONNECTIONS = 64
+KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
 
@@ -146,6 +149,16 @@ class RedisState:
     ADDED_VERSION_KEY = KEY_PREFIX + "added-version"  # INCR: a new version of some session's added scenarios
 
     @staticmethod
+    def responses_key(session: str | None) -> str:
+        """The session's stored Responses answers, by id."""
+        return f"{KEY_PREFIX}responses:{session or GLOBAL}"
+
+    @staticmethod
+    def response_session_key(response_id: str) -> str:
+        """The session that last kept an answer of this id (as the real API, one asked for is found in any session)."""
+        return f"{KEY_PREFIX}response-session:{response_id}"
+
+    @staticmethod
     def counters_key(session: str | None) -> str:
         """The requests each sequence has answered, by name (HINCRBY)."""
         return f"{KEY_PREFIX}counters:{session or GLOBAL}"
@@ -159,6 +172,7 @@ class RedisState:
             self.journal_key(session),
             self.counters_key(session),
             self.added_key(session),
+            self.responses_key(session),
         ]
 
     # ------------------------------------------------------------ calls
@@ -245,6 +259,36 @@ class RedisState:
         (number,) = await self.run(("hincrby", self.counters_key(session), sequence, 1))
         return number
 
+    async def keep_response(self, session: str | None, before: Thread | str, answer: bytes, whole: bool) -> None:
+        """Keep a Responses answer (see stored.StoredResponses.keep) where every server finds it by its id."""
+        response_id = answer_id(answer, whole)
+        kept = json.dumps({"before": thread_json(before), "answer": answer.decode(), "whole": whole})
+        key = self.responses_key(session)
+        await self.run(
+            ("hset", key, response_id, kept),
+            ("expire", key, KEPT_RESPONSE_SECONDS),
+            ("setex", self.response_session_key(response_id), KEPT_RESPONSE_SECONDS, session or GLOBAL),
+        )
+
+    async def kept_response(
+        self, response_id: str, session: str | None
+    ) -> tuple[str | None, Thread | str, bytes, bool] | None:
+        """The answer `response_id` as kept: the session holding it (the asking one first), what
+        was kept of its request, the answer, whether whole; None when none is kept."""
+        own, holder = await self.run(
+            ("hget", self.responses_key(session), response_id), ("get", self.response_session_key(response_id))
+        )
+        if own is None and holder is not None:
+            session = None if holder == GLOBAL else holder
+            (own,) = await self.run(("hget", self.responses_key(session), response_id))
+        if own is None:
+            return None
+        kept = json.loads(own)
+        return session, thread_of(kept["before"]), kept["answer"].encode(), kept["whole"]
+
+    async def forget_response(self, response_id: str, session: str | None) -> None:
+        await self.run(("hdel", self.responses_key(session), response_id))
+
     async def next_seq(self) -> int:
         """The journal's next seq, one numbering for every server (INCR)."""
         (seq,) = await self.run(("incr", self.SEQ_KEY))
@@ -285,6 +329,25 @@ class RedisState:
         """Empty the session's view; how many records it held."""
         held, _ = await self.run(("zcard", self.journal_key(session)), ("delete", self.journal_key(session)))
         return held
+
+
+def thread_json(before: Thread | str) -> Any:
+    """What was kept of a request, as JSON: its text, or its Thread with the calls of the whole chain it continues."""
+    if isinstance(before, str):
+        return before
+    chain: list[Thread] = []
+    thread: Thread | None = before
+    while thread is not None:
+        chain.append(thread)
+        thread = thread.continued()
+    calls = {call_id: name for link in reversed(chain) for call_id, name in link.calls.items()}  # the newest wins
+    return {"turns": before.turns, "calls": calls, "system": before.system, "prompt": before.prompt}
+
+
+def thread_of(kept: Any) -> Thread | str:
+    if isinstance(kept, str):
+        return kept
+    return Thread(kept["turns"], kept["calls"], kept["system"], kept["prompt"])
 
 
 def added_scenarios(kept: Any) -> list[Scenario]:
