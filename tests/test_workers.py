@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
+import yaml
 
 from fakehop.protocols import PROTOCOLS
 from fakehop.testing.remote import ControlClient
@@ -78,3 +82,43 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+REPLICAS = Path(__file__).resolve().parent.parent / "docs" / "ci" / "replicas"
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_the_replicas_example_puts_replicas_sharing_one_redis_behind_nginx():
+    services = yaml.safe_load((REPLICAS / "compose.yaml").read_text())["services"]
+    fakehop, balancer = services["fakehop"], services["balancer"]
+    state = urlsplit(option(fakehop["command"], "--state"))
+    assert state.scheme == "redis" and state.hostname in services and state.port == 6379
+    assert fakehop["deploy"]["replicas"] >= 2
+    assert "./nginx.conf:/etc/nginx/conf.d/default.conf:ro" in balancer["volumes"]
+    nginx = (REPLICAS / "nginx.conf").read_text()
+    port = option(fakehop["command"], "--port")
+    assert f"server fakehop:{port};" in nginx and "proxy_buffering off;" in nginx
+    host = re.search(r"proxy_set_header Host (\S+);", nginx)
+    assert host is not None and host[1] == option(fakehop["command"], "--allow-host")
+    ran = fakehop_here(*fakehop["command"][:-2], "--workers", "1", "--port", "-1")
+    assert ran.returncode == 2 and "--port" in ran.stderr  # its options parse: only the port given here is refused
+
+
+def test_the_kubernetes_example_points_the_replicas_at_the_redis_service():
+    documents = list(yaml.safe_load_all((REPLICAS / "kubernetes.yaml").read_text()))
+    services = {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == "Service"}
+    deployments = {doc["metadata"]["name"]: doc for doc in documents if doc["kind"] == "Deployment"}
+    fakehop = deployments["fakehop"]
+    assert fakehop["spec"]["replicas"] >= 2
+    [container] = fakehop["spec"]["template"]["spec"]["containers"]
+    state = urlsplit(option(container["args"], "--state"))
+    redis_service = services[state.hostname]
+    assert redis_service["spec"]["ports"][0]["port"] == state.port
+    redis_labels = deployments["fakehop-redis"]["spec"]["template"]["metadata"]["labels"]
+    assert redis_service["spec"]["selector"] == redis_labels
+    assert services["fakehop"]["spec"]["selector"] == fakehop["spec"]["template"]["metadata"]["labels"]
+    assert services["fakehop"]["spec"]["ports"][0]["targetPort"] == int(option(container["args"], "--port"))
+    assert container["readinessProbe"]["httpGet"]["path"] == "/_fakehop/health"
