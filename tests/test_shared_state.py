@@ -138,6 +138,22 @@ async def test_a_stored_responses_answer_is_continued_fetched_and_deleted_throug
     assert turns == [1, 2]
 
 
+async def test_a_fault_breaks_its_times_requests_in_all_whichever_server_gets_them(servers):
+    first, second = servers
+    laid = ControlClient(first).call("POST", "/faults", {"kind": "server_error", "times": 7})
+    assert [fault["id"] for fault in ControlClient(second).call("GET", "/faults")["faults"]] == [laid["id"]]
+
+    answers = await requests_to(servers, 40)
+
+    assert Counter(status for status, _ in answers) == {500: 7, 200: 33}
+    assert ControlClient(first).call("GET", "/faults")["faults"] == []
+    assert ControlClient(second).call("GET", "/faults")["faults"] == []
+    ControlClient(second).call("POST", "/faults", {"kind": "rate_limit", "times": 0})
+    assert (await requests_to([first], 1))[0][0] == 429
+    assert ControlClient(first).call("DELETE", "/faults")["removed"] == 1
+    assert [status for status, _ in await requests_to(servers, 2)] == [200, 200]
+
+
 async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):
     first, second = servers
     ControlClient(first).call("PUT", "/default", {"scenario": "rate-limited"})

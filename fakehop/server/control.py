@@ -617,33 +617,42 @@ def faults_json(session: Session) -> dict:
 
 async def add_fault(request: web.Request) -> web.Response:
     """Lay a fault over the session's next answers (see state.faults): 201 with the fault and its id."""
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_mapping(request, FAULT_EXAMPLE)
     try:
         fault = parse_fault(body)
         added(session.faults, fault)
     except FaultProblem as exc:
         raise ControlError(str(exc)) from None
+    state = gateway_of(request).state
+    if state is not None:
+        await state.add_fault(session, fault, body)
     return web.json_response(fault.as_json(), status=201)
 
 
 async def show_faults(request: web.Request) -> web.Response:
-    return web.json_response(faults_json(session_of(request)))
+    return web.json_response(faults_json(await synced_session(request)))
 
 
 async def remove_fault(request: web.Request) -> web.Response:
-    session, fault_id = session_of(request), request.match_info["fault_id"]
+    session, fault_id = await synced_session(request), request.match_info["fault_id"]
     kept = [fault for fault in session.faults if fault.id != fault_id]
     if len(kept) == len(session.faults):
         raise ControlError(f"no fault {fault_id[:80]!r} in this session; GET {PREFIX}/faults lists them", status=404)
     session.faults[:] = kept
+    state = gateway_of(request).state
+    if state is not None:
+        await state.remove_faults(session.name, [fault_id])
     return web.json_response({"removed": fault_id, **faults_json(session)})
 
 
 async def clear_faults(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     removed = len(session.faults)
     session.faults.clear()
+    state = gateway_of(request).state
+    if state is not None:
+        await state.remove_faults(session.name)
     return web.json_response({"removed": removed, **faults_json(session)})
 
 

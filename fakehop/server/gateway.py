@@ -19,7 +19,7 @@ from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
 from ..scenario.model import HttpError
 from ..state import journal as jr
-from ..state.faults import FAULT_HEADER, FaultProblem, header_faults, take
+from ..state.faults import FAULT_HEADER, Fault, FaultProblem, header_faults, take
 from ..state.redisstate import StateDown
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -305,7 +305,9 @@ class Answer:
         asked = headers.get(FAULT_KEY)
         fault = None if asked is None else requested_fault(asked, protocol.NAME, label)
         if fault is None and session.faults:  # a session with none pays for this test alone
-            fault = take(session.faults, protocol.NAME, label)
+            fault = (
+                await self.shared_fault(session, label) if self.shared else take(session.faults, protocol.NAME, label)
+            )
         if fault is not None:
             self.record.faults = (fault.kind,)
             return self.http_error(fault.error)
@@ -322,6 +324,9 @@ class Answer:
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
 
     async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
+        raise NotImplementedError  # pragma: no cover - SharedAnswer's
+
+    async def shared_fault(self, session: Session, label: str) -> Fault | None:
         raise NotImplementedError  # pragma: no cover - SharedAnswer's
 
     def http_error(self, error: HttpError) -> web.Response:
@@ -467,6 +472,17 @@ class SharedAnswer(Answer):
     async def share_kept(self, answer: bytes, whole: bool) -> None:
         state = cast("RedisState", self.gateway.state)
         await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+
+    async def shared_fault(self, session: Session, label: str) -> Fault | None:
+        """The fault `take` gives, counted once for every server: one whose last request another
+        server took meanwhile is passed over."""
+        state = cast("RedisState", self.gateway.state)
+        while True:
+            fault = take(session.faults, self.protocol.NAME, label)
+            if fault is None or await state.take_fault(session.name, fault):
+                return fault
+            if fault in session.faults:
+                session.faults.remove(fault)
 
     def unavailable(self, down: StateDown) -> web.Response:
         return error_response(self.protocol, 503, str(down), self.request_id, code="state_unavailable")

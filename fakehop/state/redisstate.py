@@ -30,6 +30,7 @@ from ..scenario.model import Scenario
 from ..scenario.reader import ScenarioError, parse_document, parse_text
 from ..scenario.yamlsource import with_lines
 from . import journal as jr
+from .faults import Fault, parse_fault
 from .sessions import Session
 from .stored import answer_id
 
@@ -146,7 +147,18 @@ class RedisState:
         """The scenarios added to the session, by name: each as the source it was added from."""
         return f"{KEY_PREFIX}added:{session or GLOBAL}"
 
-    ADDED_VERSION_KEY = KEY_PREFIX + "added-version"  # INCR: a new version of some session's added scenarios
+    # INCR: a new version of some session's added scenarios or faults, and a new fault's id
+    VERSION_KEY = KEY_PREFIX + "version"
+
+    @staticmethod
+    def faults_key(session: str | None) -> str:
+        """The faults laid over the session's answers, by id: each as the spec it was laid with."""
+        return f"{KEY_PREFIX}faults:{session or GLOBAL}"
+
+    @staticmethod
+    def faults_left_key(session: str | None) -> str:
+        """How many requests each fault with `times` will still break (HINCRBY -1 as one is taken)."""
+        return f"{KEY_PREFIX}faults-left:{session or GLOBAL}"
 
     @staticmethod
     def responses_key(session: str | None) -> str:
@@ -173,6 +185,8 @@ class RedisState:
             self.counters_key(session),
             self.added_key(session),
             self.responses_key(session),
+            self.faults_key(session),
+            self.faults_left_key(session),
         ]
 
     # ------------------------------------------------------------ calls
@@ -205,18 +219,60 @@ class RedisState:
         off the queue (LPOP: by this request alone), or None."""
         name = session.name
         taking = [("lpop", self.queue_key(name))] if take_entry else []
-        fields, *rest = await self.run(("hgetall", self.settings_key(name)), *taking, *self.touched(name))
+        fields, left, *rest = await self.run(
+            ("hgetall", self.settings_key(name)), ("hgetall", self.faults_left_key(name)), *taking, *self.touched(name)
+        )
         session.apply(settings_of(fields))
         version = int(fields.get("added", 0))
         if version != session.added_version:
             (sources,) = await self.run(("hgetall", self.added_key(name)))
             scenarios = await asyncio.to_thread(added_scenarios, sources.values())
             session.take_added(scenarios, version)
+        version = int(fields.get("faults", 0))
+        if version != session.faults_version:
+            (specs,) = await self.run(("hgetall", self.faults_key(name)))
+            session.faults[:], session.faults_version = faults_of(specs.values()), version
+        for fault in session.faults:
+            if fault.left is not None:
+                fault.left = int(left.get(fault.id, 0))
         return entry_of(rest[0]) if take_entry and rest[0] is not None else None
+
+    async def add_fault(self, session: Session, fault: Fault, spec: Mapping[str, Any]) -> None:
+        """Lay `fault` (read from `spec`) over the session's answers on every server; it gets its id here."""
+        (version,) = await self.run(("incr", self.VERSION_KEY))
+        fault.id = f"fault_{version}"
+        kept = json.dumps({"order": version, "id": fault.id, "spec": dict(spec)})
+        left = [("hset", self.faults_left_key(session.name), fault.id, fault.left)] if fault.left is not None else []
+        await self.run(
+            ("hset", self.faults_key(session.name), fault.id, kept),
+            *left,
+            ("hset", self.settings_key(session.name), "faults", version),
+            *self.touched(session.name),
+        )
+        session.faults_version = version
+
+    async def take_fault(self, session: str | None, fault: Fault) -> bool:
+        """Count a request `fault` breaks; False when another server took its last one first."""
+        if fault.left is None:
+            return True
+        (left,) = await self.run(("hincrby", self.faults_left_key(session), fault.id, -1))
+        if left == 0:
+            await self.remove_faults(session, [fault.id])
+        return left >= 0
+
+    async def remove_faults(self, session: str | None, ids: list[str] | None = None) -> int:
+        """Remove the faults `ids` (None: every one) from the session; how many there were."""
+        (version,) = await self.run(("incr", self.VERSION_KEY))
+        key, left_key = self.faults_key(session), self.faults_left_key(session)
+        removing = (
+            [("hdel", key, *ids), ("hdel", left_key, *ids)] if ids else [("hlen", key), ("delete", key, left_key)]
+        )
+        removed, *_ = await self.run(*removing, ("hset", self.settings_key(session), "faults", version))
+        return removed
 
     async def add(self, session: Session, scenario: Scenario, source: dict) -> None:
         """Keep `scenario`, added to `session` from `source` (see added_scenarios), for every server."""
-        (version,) = await self.run(("incr", self.ADDED_VERSION_KEY))
+        (version,) = await self.run(("incr", self.VERSION_KEY))
         kept = json.dumps({"order": version, "name": scenario.name, **source})
         await self.run(
             ("hset", self.added_key(session.name), scenario.name, kept),
@@ -348,6 +404,17 @@ def thread_of(kept: Any) -> Thread | str:
     if isinstance(kept, str):
         return kept
     return Thread(kept["turns"], kept["calls"], kept["system"], kept["prompt"])
+
+
+def faults_of(kept: Any) -> list[Fault]:
+    """A session's faults as the shared state keeps them, oldest first (`left` read apart)."""
+    faults = []
+    for text in sorted(kept, key=lambda text: json.loads(text)["order"]):
+        entry = json.loads(text)
+        fault = parse_fault(entry["spec"])
+        fault.id = entry["id"]
+        faults.append(fault)
+    return faults
 
 
 def added_scenarios(kept: Any) -> list[Scenario]:

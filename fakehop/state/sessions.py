@@ -135,6 +135,7 @@ class Session:
         self.rate_limits.clear()
         self.added: set[str] = set()  # the names of the scenarios added to it
         self.added_version = 0  # with shared state: the version of them this session holds
+        self.faults_version = 0  # and of its faults
         self.library = self.start.library
         self.default = self.start.default
         self.time_scale = self.start.time_scale
