@@ -214,6 +214,24 @@ async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
     assert whole_journal(first) == []
 
 
+async def test_a_request_under_way_on_one_server_is_in_the_journal_the_other_shows(servers):
+    first, second = servers
+    body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=True)
+    async with aiohttp.ClientSession() as client:
+        async with client.post(
+            first + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "hang"}
+        ) as hung:
+            await hung.content.readline()
+            [record] = whole_journal(second)
+            assert (record["end"], record["stream"]) == ("in_progress", True)
+    for _ in range(100):  # the server sees the client go, then files how it ended
+        [record] = whole_journal(second)
+        if record["end"] != "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    assert record["end"] == "client_disconnected"
+
+
 async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and_service_resumes(servers, redis_server):
     first, second = servers
     ControlClient(first).call("POST", "/queue", {"scenario": "server-error"})

@@ -490,7 +490,7 @@ class SharedAnswer(Answer):
     async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
         """The scenario, as Session.select chooses it, with the session's settings and queue read from Redis."""
         state, headers = cast("RedisState", self.gateway.state), self.request.headers
-        entry = await state.synced(session, take_entry=headers.get(SCENARIO_HEADER_KEY) is None)
+        entry = await state.synced(session, headers.get(SCENARIO_HEADER_KEY) is None, self.record)
         if entry is None:
             choice = session.select(self.protocol.NAME, parsed, headers)
         else:  # queued through another server, maybe one that has scenarios this one has not

@@ -213,14 +213,22 @@ class RedisState:
             return []
         return [("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)]
 
-    async def synced(self, session: Session, take_entry: bool = False) -> str | Pinned | None:
-        """`session` as the shared state holds it: its settings, and its added scenarios when
-        they changed since it last read them; with `take_entry`, the first queue entry, taken
-        off the queue (LPOP: by this request alone), or None."""
+    async def synced(
+        self, session: Session, take_entry: bool = False, record: jr.Record | None = None
+    ) -> str | Pinned | None:
+        """`session` as the shared state holds it: its settings, and its added scenarios and
+        faults when they changed since it last read them; with `take_entry`, the first queue
+        entry, taken off the queue (LPOP: by this request alone), or None. `record`, a request's
+        under way, is filed in the journal in the same round trip."""
         name = session.name
         taking = [("lpop", self.queue_key(name))] if take_entry else []
+        filing = [] if record is None else self.filing(record)
         fields, left, *rest = await self.run(
-            ("hgetall", self.settings_key(name)), ("hgetall", self.faults_left_key(name)), *taking, *self.touched(name)
+            ("hgetall", self.settings_key(name)),
+            ("hgetall", self.faults_left_key(name)),
+            *taking,
+            *self.touched(name),
+            *filing,
         )
         session.apply(settings_of(fields))
         version = int(fields.get("added", 0))
@@ -351,8 +359,11 @@ class RedisState:
         return seq
 
     async def file(self, record: jr.Record) -> None:
-        """Write `record` (as it is now) into the journal: in the global view and its session's,
-        replacing what an earlier write of it held; the oldest go past the journal's capacity."""
+        await self.run(*self.filing(record))
+
+    def filing(self, record: jr.Record) -> list[tuple]:
+        """What writes `record` (as it is now) into the journal: in the global view and its
+        session's, replacing what an earlier write of it held; the oldest go past the journal's capacity."""
         text = json.dumps({**record.as_json(secrets=True, frames=True), "answered_by": ANSWERED_BY})
         commands: list[tuple] = []
         for key in {self.journal_key(None), self.journal_key(record.session)}:
@@ -361,7 +372,7 @@ class RedisState:
                 ("zadd", key, {text: record.seq}),
                 ("zremrangebyrank", key, 0, -self.capacity - 1),
             ]
-        await self.run(*commands)
+        return commands
 
     async def page(self, session: str | None, since: int, limit: float, max_bytes: float) -> tuple[list[dict], bool]:
         """At most `limit` records of the session's view after `since`, holding at most
