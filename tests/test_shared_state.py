@@ -232,6 +232,19 @@ async def test_a_request_under_way_on_one_server_is_in_the_journal_the_other_sho
     assert record["end"] == "client_disconnected"
 
 
+async def test_the_verdict_judges_what_the_client_did_through_every_server(servers):
+    first, second = servers
+    verdict = ControlClient(second, session="retrying")
+    verdict.call("POST", "/queue", {"scenario": "rate-limited"})
+    headers = {"X-Fakehop-Session": "retrying"}
+    assert [status for status, _ in await requests_to([first], 1, **headers)] == [429]
+    assert [status for status, _ in await requests_to([second], 1, **headers)] == [200]  # at once: Retry-After was 2 s
+
+    judged = verdict.call("GET", "/verdict")
+    assert judged["requests"] == 1 and judged["retried"][0]["seqs"] == [1, 2]
+    assert [(finding["rule"], finding["seqs"]) for finding in judged["findings"]] == [("retry_after_ignored", [1, 2])]
+
+
 async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and_service_resumes(servers, redis_server):
     first, second = servers
     ControlClient(first).call("POST", "/queue", {"scenario": "server-error"})

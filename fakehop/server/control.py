@@ -719,16 +719,21 @@ async def clear_requests(request: web.Request) -> web.Response:
 async def verdict(request: web.Request) -> web.Response:
     """What the client did, judged by every rule: `?session=` picks the session, any other
     parameter sets a rule's threshold. The records are copied here and judged in a thread."""
-    from ..verdicts import Settings, judge, take
+    from ..verdicts import Settings, Taken, judge, script_finder, take
 
-    session = session_named_in(request)
+    session, state = session_named_in(request), gateway_of(request).state
     query = dict(request.query)
     query.pop(SESSION_PARAMETER, None)
     try:
         settings = Settings.from_strings(query)
     except ValueError as exc:
         raise ControlError(str(exc)) from None
-    taken = take(session)
+    if state is None:
+        taken = take(session)
+    else:  # every server's records of the session, on the clock they share: time.time()
+        await state.synced(session)
+        records = [record for record in await state.records(session.name) if record.session == session.name]
+        taken = Taken(records, script_finder(session.library), session.time_scale, session.name, time.time())
     return web.json_response((await asyncio.to_thread(judge, taken, settings)).as_json())
 
 

@@ -388,6 +388,10 @@ class RedisState:
             size += len(text)
         return page, False
 
+    async def records(self, session: str | None) -> list[jr.Record]:
+        """The session's whole view of the journal, as records (see record_of)."""
+        return [record_of(data) for data in (await self.page(session, 0, math.inf, math.inf))[0]]
+
     async def record(self, session: str | None, seq: int) -> dict | None:
         (texts,) = await self.run(("zrangebyscore", self.journal_key(session), seq, seq))
         return json.loads(texts[0]) if texts else None
@@ -444,6 +448,17 @@ def added_scenarios(kept: Any) -> list[Scenario]:
             continue
         scenarios.append(dataclasses.replace(scenario, name=source["name"]))
     return scenarios
+
+
+def record_of(data: dict) -> jr.Record:
+    """A record filed by any server, on the clock all of them share (time.time()): its arrival,
+    its frames' and its write's times counted from `started_at`."""
+    record = jr.Record.from_json({key: value for key, value in data.items() if key != "frames"})
+    arrived = record._started = record.started_at
+    record.frames = [(arrived + at, text.encode()) for at, text in data["frames"]]
+    if record.write_began is not None:
+        record.write_began += arrived
+    return record
 
 
 def record_shown(data: dict, secrets: bool, frames: bool = False) -> dict:
