@@ -245,6 +245,18 @@ async def test_the_verdict_judges_what_the_client_did_through_every_server(serve
     assert [(finding["rule"], finding["seqs"]) for finding in judged["findings"]] == [("retry_after_ignored", [1, 2])]
 
 
+async def test_requests_no_route_takes_are_in_the_one_journal_and_health_says_when_the_state_began(servers):
+    first, second = servers
+    async with aiohttp.ClientSession() as client:
+        async with client.post(first + "/chat/completions", json={}) as wrong:
+            assert wrong.status == 404
+        async with client.get(second + "/v1/responses/resp_none") as missing:
+            assert missing.status == 404
+    assert [(record["seq"], record["status"]) for record in whole_journal(second)] == [(1, 404), (2, 404)]
+    began = {ControlClient(url).call("GET", "/health")["started_at"] for url in servers}
+    assert len(began) == 1  # one state, one numbering: a client following the journal sees one server
+
+
 async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and_service_resumes(servers, redis_server):
     first, second = servers
     ControlClient(first).call("POST", "/queue", {"scenario": "server-error"})

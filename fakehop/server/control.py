@@ -382,12 +382,12 @@ async def health(request: web.Request) -> web.Response:
         shared["state"] = gateway.state.url
         try:
             await gateway.state.synced(session)
+            shared["started_at"] = await gateway.state.started_at()
         except StateDown as down:
             body = {"status": "unavailable", "error": str(down), "state": down.url, "started_at": gateway.started_at}
             return web.json_response(body, status=503)
     return web.json_response(
         {
-            **shared,
             "status": "ok",
             "version": __version__,
             "scenarios": len(session.library.names()),
@@ -397,6 +397,7 @@ async def health(request: web.Request) -> web.Response:
             "session": session.name,
             "lenient_conversations": gateway.lenient_conversations,
             "started_at": gateway.started_at,
+            **shared,
         }
     )
 

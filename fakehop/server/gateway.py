@@ -581,8 +581,21 @@ async def stored_response(request: web.Request) -> web.Response:
             response = web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
         else:
             response = web.json_response(body=stored.body())
+    if gateway.state is not None:
+        await shared_filed(gateway, record)
     stamp_answer(response, request_id, protocol)
     return response
+
+
+async def shared_filed(gateway: Gateway, record: jr.Record) -> None:
+    """With --state: `record`, ended, in the shared journal under a seq of the one numbering
+    (with Redis out of reach, in this server's memory alone: its answer needed no state)."""
+    state = cast("RedisState", gateway.state)
+    try:
+        record.seq = await state.next_seq()
+        await state.file(record)
+    except StateDown as down:
+        log.warning("a request to %s is not in the shared journal: %s", record.path, down)
 
 
 async def shared_stored(request: web.Request, gateway: Gateway, response_id: str) -> None:
@@ -651,6 +664,8 @@ async def unrouted(request: web.Request) -> web.Response:
     record = opened_record(gateway.journal, request, request_id)
     session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
     closed_record(gateway.journal, record, jr.REJECTED, status, message)
+    if gateway.state is not None:
+        await shared_filed(gateway, record)
     protocol = protocol_for_request(request)
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -176,6 +177,7 @@ class RedisState:
         return f"{KEY_PREFIX}counters:{session or GLOBAL}"
 
     SEQ_KEY = KEY_PREFIX + "seq"
+    STARTED_KEY = KEY_PREFIX + "started-at"
 
     def session_keys(self, session: str | None) -> list[str]:
         return [
@@ -352,6 +354,13 @@ class RedisState:
 
     async def forget_response(self, response_id: str, session: str | None) -> None:
         await self.run(("hdel", self.responses_key(session), response_id))
+
+    async def started_at(self) -> float:
+        """When the shared state began (time.time()): a new value means the journal's seq starts again at 1."""
+        _, started = await self.run(
+            ("set", self.STARTED_KEY, repr(time.time()), None, None, True), ("get", self.STARTED_KEY)
+        )
+        return float(started)
 
     async def next_seq(self) -> int:
         """The journal's next seq, one numbering for every server (INCR)."""
