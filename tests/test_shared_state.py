@@ -195,6 +195,25 @@ async def test_a_named_session_is_one_across_servers_and_apart_from_the_global_o
     assert ControlClient(first, session="ci-7").call("GET", "/health")["strict"] is False
 
 
+async def test_the_sessions_any_server_used_are_listed_and_dropped_through_any(servers):
+    first, second = servers
+    await requests_to([first], 2, **{"X-Fakehop-Session": "from-a-request"})
+    ControlClient(second, session="from-a-call").call("PUT", "/strict", {"strict": True})
+
+    listed = ControlClient(second).call("GET", "/sessions")["sessions"]
+    assert [(kept["session"], kept["strict"], kept["requests"]) for kept in listed] == [
+        ("from-a-request", False, 2),
+        ("from-a-call", True, 0),
+    ]
+    assert ControlClient(first).call("DELETE", "/sessions/from-a-call") == {"dropped": "from-a-call"}
+    assert [kept["session"] for kept in ControlClient(second).call("GET", "/sessions")["sessions"]] == [
+        "from-a-request"
+    ]
+    with pytest.raises(ControlFailed) as unknown:
+        ControlClient(second).call("DELETE", "/sessions/from-a-call")
+    assert unknown.value.status == 404
+
+
 async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
     first, second = servers
     await requests_to(servers, 30, Authorization="Bearer sk-test-secret-1234")

@@ -760,6 +760,13 @@ async def list_sessions(request: web.Request) -> web.Response:
     """Every named session kept, the one used longest ago (the next to be dropped) first."""
     gateway = gateway_of(request)
     sessions = gateway.sessions
+    if gateway.state is not None:
+        start = gateway.global_session.start
+        settings = {"default": start.default, "time_scale": start.time_scale, "strict": start.strict}
+        shared = [{"session": kept["session"], **settings, **kept} for kept in await gateway.state.sessions()]
+        return web.json_response(
+            {"sessions": shared, "max_sessions": sessions.limit, "idle_timeout": sessions.idle_timeout}
+        )
     requests = Counter(record.session for record in gateway.journal.records)
     now = time.monotonic()
     listed = [
@@ -786,9 +793,10 @@ async def drop_session(request: web.Request) -> web.Response:
     except BadSessionName as exc:
         raise ControlError(str(exc)) from None
     state = gateway_of(request).state
+    found = gateway_of(request).sessions.drop(name)  # with --state, this server's copy alone
     if state is not None:
-        await state.reset(name)
-    if not gateway_of(request).sessions.drop(name) and state is None:
+        found = await state.reset(name)
+    if not found:
         raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
     gateway_of(request).responses.drop_session(name)
     return web.json_response({"dropped": name})

@@ -177,6 +177,7 @@ class RedisState:
         return f"{KEY_PREFIX}counters:{session or GLOBAL}"
 
     SEQ_KEY = KEY_PREFIX + "seq"
+    SESSIONS_KEY = KEY_PREFIX + "sessions"  # the named sessions, each scored by when it was last used (time.time())
     STARTED_KEY = KEY_PREFIX + "started-at"
 
     def session_keys(self, session: str | None) -> list[str]:
@@ -211,9 +212,12 @@ class RedisState:
 
     def touched(self, session: str | None) -> list[tuple]:
         """A named session's keys kept for `session_idle` more seconds from now."""
-        if session is None or math.isinf(self.session_idle):
+        if session is None:
             return []
-        return [("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)]
+        used = ("zadd", self.SESSIONS_KEY, {session: time.time()})
+        if math.isinf(self.session_idle):
+            return [used]
+        return [used, *(("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session))]
 
     async def synced(
         self, session: Session, take_entry: bool = False, record: jr.Record | None = None
@@ -315,10 +319,37 @@ class RedisState:
         length, _ = await self.run(("llen", self.queue_key(session)), ("delete", self.queue_key(session)))
         return length
 
-    async def reset(self, session: str | None) -> None:
-        """The session back to the server's settings, its queue and its view of the journal empty.
-        The global session's view is the whole journal: emptied, its records go for every view."""
-        await self.run(("delete", *self.session_keys(session)))
+    async def reset(self, session: str | None) -> bool:
+        """The session back to the server's settings, its queue and its view of the journal empty
+        (a named one no longer listed); whether a named one was. The global session's view is the
+        whole journal: emptied, its records go for every view."""
+        _, listed = await self.run(
+            ("delete", *self.session_keys(session)), ("zrem", self.SESSIONS_KEY, session or GLOBAL)
+        )
+        return bool(listed)
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """Every named session used within `session_idle`, the one used longest ago first: its
+        idle seconds, settings (the ones set), queue length and requests in its journal view."""
+        now = time.time()
+        _, used = await self.run(
+            ("zremrangebyscore", self.SESSIONS_KEY, "-inf", now - self.session_idle),
+            ("zrange", self.SESSIONS_KEY, 0, -1, False, True),  # with scores
+        )
+        reads = [
+            command
+            for name, _ in used
+            for command in (
+                ("hgetall", self.settings_key(name)),
+                ("llen", self.queue_key(name)),
+                ("zcard", self.journal_key(name)),
+            )
+        ]
+        counts = await self.run(*reads) if reads else []
+        return [
+            {"session": name, "idle": round(now - last, 3), **settings_of(fields), "queue": queue, "requests": requests}
+            for (name, last), fields, queue, requests in zip(used, counts[0::3], counts[1::3], counts[2::3])
+        ]
 
     async def count(self, session: str | None, sequence: str) -> int:
         """One more request for `sequence`: its number, counted once for every server (HINCRBY)."""
