@@ -6,9 +6,11 @@ again once it is back, with no restart."""
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import aiohttp
@@ -152,6 +154,50 @@ async def test_a_fault_breaks_its_times_requests_in_all_whichever_server_gets_th
     assert (await requests_to([first], 1))[0][0] == 429
     assert ControlClient(first).call("DELETE", "/faults")["removed"] == 1
     assert [status for status, _ in await requests_to(servers, 2)] == [200, 200]
+
+
+LIMITED = "name: limited\nrate_limit: {requests: 3, tokens: 1000, window: 1.5s}\nusage: {input_tokens: 10}\nsteps: [{text: Hi}]\n"
+
+
+async def test_a_rate_limit_window_counts_down_once_for_every_server_and_opens_again(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text=LIMITED)
+    body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=False)
+
+    async def remaining(client: aiohttp.ClientSession, url: str) -> tuple[str, str]:
+        async with client.post(
+            url + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "limited"}
+        ) as answer:
+            return answer.headers["x-ratelimit-remaining-requests"], answer.headers["x-ratelimit-remaining-tokens"]
+
+    async with aiohttp.ClientSession() as client:
+        counted = [await remaining(client, url) for url in (second, first, second, first)]
+        await asyncio.sleep(1.6)
+        reopened = await remaining(client, first)
+    assert counted == [("2", "990"), ("1", "980"), ("0", "970"), ("0", "960")]
+    assert reopened == ("2", "990")
+
+
+async def test_anthropic_rate_limit_headers_tell_the_shared_windows_end_from_every_server(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text=LIMITED.replace("1.5s", "90s"))
+    body = dict(PROTOCOLS["messages"].EXAMPLE_REQUEST, stream=False)
+    resets = []
+    async with aiohttp.ClientSession() as client:
+        for url in (first, second):
+            async with client.post(
+                url + "/v1/messages", json=body, headers={"X-Fakehop-Scenario": "limited"}
+            ) as answer:
+                resets.append(
+                    (
+                        answer.headers["anthropic-ratelimit-requests-reset"],
+                        answer.headers["anthropic-ratelimit-requests-remaining"],
+                    )
+                )
+            await asyncio.sleep(2.1)  # a window of its own would end 2 s later or more
+    assert [remaining for _, remaining in resets] == ["2", "1"]
+    first_end, second_end = (calendar.timegm(time.strptime(reset, "%Y-%m-%dT%H:%M:%SZ")) for reset, _ in resets)
+    assert abs(second_end - first_end) <= 1  # the same end, each told to the second
 
 
 async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):

@@ -318,7 +318,11 @@ class Answer:
         model = script.model or parsed.model
         meta = Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
         if script.rate_limit is not None:
-            self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
+            if self.shared:
+                state = cast("RedisState", gateway.state)
+                self.success_headers = await state.rate_limit_headers(session.name, protocol.NAME, script, parsed.play)
+            else:
+                self.success_headers = session.rate_limits.headers(protocol.NAME, script, parsed.play)
         if parsed.stream:
             return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))

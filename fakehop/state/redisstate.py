@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -22,12 +23,14 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from ..play.player import PlayRequest
+from ..play.ratelimit import FAMILIES, HEADERS, Window
 from ..protocols.responses import Thread
 from ..scenario.library import Pinned
-from ..scenario.model import Scenario
+from ..scenario.model import RateLimit, Scenario, Script
 from ..scenario.reader import ScenarioError, parse_document, parse_text
 from ..scenario.yamlsource import with_lines
 from . import journal as jr
@@ -46,6 +49,35 @@ REPLY_TIMEOUT = 5.0
 # Connections one process opens to Redis at most; a request finds them all busy waits its turn
 # (at most REPLY_TIMEOUT), as each call takes one round trip.
 MAX_CONNECTIONS = 64
+# One answer's take of a rate-limit window, on Redis' clock: the window opened afresh once it
+# has ended, then one request and the answer's tokens taken (none below 0); what is left, and
+# the seconds until the window ends. KEYS[1]: the session's windows; ARGV: the limits' id, the
+# window's seconds, its requests, input, output and all tokens, then the input and output taken.
+TAKE_FROM_WINDOW = """
+local key, id = KEYS[1], ARGV[1]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local ends = tonumber(redis.call('HGET', key, id .. ':ends') or '0')
+if now >= ends then
+  ends = now + tonumber(ARGV[2])
+  redis.call('HSET', key, id .. ':ends', string.format('%.6f', ends), id .. ':requests', ARGV[3],
+    id .. ':input', ARGV[4], id .. ':output', ARGV[5], id .. ':tokens', ARGV[6])
+end
+local function take(name, amount)
+  if amount == 0 then  -- not HINCRBY by -0, which Lua writes as "-0", no integer to Redis
+    return tonumber(redis.call('HGET', key, id .. ':' .. name))
+  end
+  local left = redis.call('HINCRBY', key, id .. ':' .. name, -amount)
+  if left < 0 then
+    redis.call('HSET', key, id .. ':' .. name, 0)
+    left = 0
+  end
+  return left
+end
+local taken_in, taken_out = tonumber(ARGV[7]), tonumber(ARGV[8])
+return {string.format('%.6f', ends - now), take('requests', 1), take('input', taken_in),
+  take('output', taken_out), take('tokens', taken_in + taken_out)}
+"""
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
@@ -121,6 +153,7 @@ class RedisState:
         )
         self.client = aioredis.Redis.from_pool(pool)  # closed with the client
         self.errors: tuple[type[BaseException], ...] = (aioredis.ConnectionError, aioredis.TimeoutError, OSError)
+        self.take_from_window = self.client.register_script(TAKE_FROM_WINDOW)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -172,6 +205,11 @@ class RedisState:
         return f"{KEY_PREFIX}response-session:{response_id}"
 
     @staticmethod
+    def rate_limits_key(session: str | None) -> str:
+        """The session's rate-limit windows: each limits' fields under its id (see TAKE_FROM_WINDOW)."""
+        return f"{KEY_PREFIX}rate-limits:{session or GLOBAL}"
+
+    @staticmethod
     def counters_key(session: str | None) -> str:
         """The requests each sequence has answered, by name (HINCRBY)."""
         return f"{KEY_PREFIX}counters:{session or GLOBAL}"
@@ -190,6 +228,7 @@ class RedisState:
             self.responses_key(session),
             self.faults_key(session),
             self.faults_left_key(session),
+            self.rate_limits_key(session),
         ]
 
     # ------------------------------------------------------------ calls
@@ -393,6 +432,33 @@ class RedisState:
         )
         return float(started)
 
+    async def rate_limit_headers(
+        self, session: str | None, protocol: str, script: Script, request: PlayRequest
+    ) -> list[tuple[str, str]]:
+        """RateLimits.headers, its window one for every server: one more answer of `script` takes
+        one request, its input tokens and the output tokens the request allows."""
+        limit = cast(RateLimit, script.rate_limit)
+        input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
+        output_tokens = request.max_output_tokens or 0
+        limits = (limit.window, limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens)
+        try:
+            left, *counts = await self.take_from_window(
+                keys=[self.rate_limits_key(session)],
+                args=[limits_id(limit), *limits, input_tokens, output_tokens],
+            )
+        except self.errors as exc:
+            raise self.down(exc) from None
+        now = time.monotonic()
+        window = Window(limit, now)
+        window.ends = now + float(left)
+        window.requests, window.input_tokens, window.output_tokens, window.tokens = counts
+        family = FAMILIES[protocol]
+        ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + float(left)))  # the shared window's end
+        fixed = tuple(
+            (name, ends) if name.endswith("-reset") else (name, value) for name, value in window.fixed[family]
+        )
+        return HEADERS[family](window, fixed, now)
+
     async def next_seq(self) -> int:
         """The journal's next seq, one numbering for every server (INCR)."""
         (seq,) = await self.run(("incr", self.SEQ_KEY))
@@ -459,6 +525,11 @@ def thread_of(kept: Any) -> Thread | str:
     if isinstance(kept, str):
         return kept
     return Thread(kept["turns"], kept["calls"], kept["system"], kept["prompt"])
+
+
+def limits_id(limit: RateLimit) -> str:
+    """The same limits' id on every server: a scenario's `rate_limit:` block by what it says."""
+    return hashlib.sha1(repr(limit).encode()).hexdigest()[:16]
 
 
 def faults_of(kept: Any) -> list[Fault]:
