@@ -82,6 +82,30 @@ KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last on
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
 
+# A session's keys, by kind: `session` its settings (a hash; a field not set is the server's
+# own), `queue` its queue (a list), `journal` its view of the journal (a sorted set by seq; the
+# global session's holds every record), `added` the scenarios added to it (a hash by name, each
+# as the source it was added from), `faults` its faults (a hash by id, each as its spec) and
+# `faults-left` what each with `times` will still break (HINCRBY -1 as one is taken),
+# `responses` its stored Responses answers (a hash by id), `rate-limits` its rate-limit windows
+# (see TAKE_FROM_WINDOW), `counters` the requests each sequence has answered (HINCRBY).
+SESSION_KINDS = (
+    "session",
+    "queue",
+    "journal",
+    "added",
+    "faults",
+    "faults-left",
+    "responses",
+    "rate-limits",
+    "counters",
+)
+
+
+def session_key(kind: str, session: str | None) -> str:
+    return f"{KEY_PREFIX}{kind}:{session or GLOBAL}"
+
+
 class StateDown(Exception):
     """Redis could not be reached (or did not answer): nothing is answered from state not read."""
 
@@ -163,73 +187,20 @@ class RedisState:
 
     # ------------------------------------------------------------ keys
 
-    @staticmethod
-    def settings_key(session: str | None) -> str:
-        return f"{KEY_PREFIX}session:{session or GLOBAL}"
-
-    @staticmethod
-    def queue_key(session: str | None) -> str:
-        return f"{KEY_PREFIX}queue:{session or GLOBAL}"
-
-    @staticmethod
-    def journal_key(session: str | None) -> str:
-        """The global session's view holds every record; a named session's, its own."""
-        return f"{KEY_PREFIX}journal:{session or GLOBAL}"
-
-    @staticmethod
-    def added_key(session: str | None) -> str:
-        """The scenarios added to the session, by name: each as the source it was added from."""
-        return f"{KEY_PREFIX}added:{session or GLOBAL}"
-
     # INCR: a new version of some session's added scenarios or faults, and a new fault's id
     VERSION_KEY = KEY_PREFIX + "version"
-
-    @staticmethod
-    def faults_key(session: str | None) -> str:
-        """The faults laid over the session's answers, by id: each as the spec it was laid with."""
-        return f"{KEY_PREFIX}faults:{session or GLOBAL}"
-
-    @staticmethod
-    def faults_left_key(session: str | None) -> str:
-        """How many requests each fault with `times` will still break (HINCRBY -1 as one is taken)."""
-        return f"{KEY_PREFIX}faults-left:{session or GLOBAL}"
-
-    @staticmethod
-    def responses_key(session: str | None) -> str:
-        """The session's stored Responses answers, by id."""
-        return f"{KEY_PREFIX}responses:{session or GLOBAL}"
 
     @staticmethod
     def response_session_key(response_id: str) -> str:
         """The session that last kept an answer of this id (as the real API, one asked for is found in any session)."""
         return f"{KEY_PREFIX}response-session:{response_id}"
 
-    @staticmethod
-    def rate_limits_key(session: str | None) -> str:
-        """The session's rate-limit windows: each limits' fields under its id (see TAKE_FROM_WINDOW)."""
-        return f"{KEY_PREFIX}rate-limits:{session or GLOBAL}"
-
-    @staticmethod
-    def counters_key(session: str | None) -> str:
-        """The requests each sequence has answered, by name (HINCRBY)."""
-        return f"{KEY_PREFIX}counters:{session or GLOBAL}"
-
     SEQ_KEY = KEY_PREFIX + "seq"
     SESSIONS_KEY = KEY_PREFIX + "sessions"  # the named sessions, each scored by when it was last used (time.time())
     STARTED_KEY = KEY_PREFIX + "started-at"
 
     def session_keys(self, session: str | None) -> list[str]:
-        return [
-            self.settings_key(session),
-            self.queue_key(session),
-            self.journal_key(session),
-            self.counters_key(session),
-            self.added_key(session),
-            self.responses_key(session),
-            self.faults_key(session),
-            self.faults_left_key(session),
-            self.rate_limits_key(session),
-        ]
+        return [session_key(kind, session) for kind in SESSION_KINDS]
 
     # ------------------------------------------------------------ calls
 
@@ -266,11 +237,11 @@ class RedisState:
         entry, taken off the queue (LPOP: by this request alone), or None. `record`, a request's
         under way, is filed in the journal in the same round trip."""
         name = session.name
-        taking = [("lpop", self.queue_key(name))] if take_entry else []
+        taking = [("lpop", session_key("queue", name))] if take_entry else []
         filing = [] if record is None else self.filing(record)
         fields, left, *rest = await self.run(
-            ("hgetall", self.settings_key(name)),
-            ("hgetall", self.faults_left_key(name)),
+            ("hgetall", session_key("session", name)),
+            ("hgetall", session_key("faults-left", name)),
             *taking,
             *self.touched(name),
             *filing,
@@ -278,12 +249,12 @@ class RedisState:
         session.apply(settings_of(fields))
         version = int(fields.get("added", 0))
         if version != session.added_version:
-            (sources,) = await self.run(("hgetall", self.added_key(name)))
+            (sources,) = await self.run(("hgetall", session_key("added", name)))
             scenarios = await asyncio.to_thread(added_scenarios, sources.values())
             session.take_added(scenarios, version)
         version = int(fields.get("faults", 0))
         if version != session.faults_version:
-            (specs,) = await self.run(("hgetall", self.faults_key(name)))
+            (specs,) = await self.run(("hgetall", session_key("faults", name)))
             session.faults[:], session.faults_version = faults_of(specs.values()), version
         for fault in session.faults:
             if fault.left is not None:
@@ -295,11 +266,13 @@ class RedisState:
         (version,) = await self.run(("incr", self.VERSION_KEY))
         fault.id = f"fault_{version}"
         kept = json.dumps({"order": version, "id": fault.id, "spec": dict(spec)})
-        left = [("hset", self.faults_left_key(session.name), fault.id, fault.left)] if fault.left is not None else []
+        left = (
+            [("hset", session_key("faults-left", session.name), fault.id, fault.left)] if fault.left is not None else []
+        )
         await self.run(
-            ("hset", self.faults_key(session.name), fault.id, kept),
+            ("hset", session_key("faults", session.name), fault.id, kept),
             *left,
-            ("hset", self.settings_key(session.name), "faults", version),
+            ("hset", session_key("session", session.name), "faults", version),
             *self.touched(session.name),
         )
         session.faults_version = version
@@ -308,7 +281,7 @@ class RedisState:
         """Count a request `fault` breaks; False when another server took its last one first."""
         if fault.left is None:
             return True
-        (left,) = await self.run(("hincrby", self.faults_left_key(session), fault.id, -1))
+        (left,) = await self.run(("hincrby", session_key("faults-left", session), fault.id, -1))
         if left == 0:
             await self.remove_faults(session, [fault.id])
         return left >= 0
@@ -316,11 +289,11 @@ class RedisState:
     async def remove_faults(self, session: str | None, ids: list[str] | None = None) -> int:
         """Remove the faults `ids` (None: every one) from the session; how many there were."""
         (version,) = await self.run(("incr", self.VERSION_KEY))
-        key, left_key = self.faults_key(session), self.faults_left_key(session)
+        key, left_key = session_key("faults", session), session_key("faults-left", session)
         removing = (
             [("hdel", key, *ids), ("hdel", left_key, *ids)] if ids else [("hlen", key), ("delete", key, left_key)]
         )
-        removed, *_ = await self.run(*removing, ("hset", self.settings_key(session), "faults", version))
+        removed, *_ = await self.run(*removing, ("hset", session_key("session", session), "faults", version))
         return removed
 
     async def add(self, session: Session, scenario: Scenario, source: dict) -> None:
@@ -328,34 +301,34 @@ class RedisState:
         (version,) = await self.run(("incr", self.VERSION_KEY))
         kept = json.dumps({"order": version, "name": scenario.name, **source})
         await self.run(
-            ("hset", self.added_key(session.name), scenario.name, kept),
-            ("hset", self.settings_key(session.name), "added", version),
-            ("hdel", self.counters_key(session.name), scenario.name),
+            ("hset", session_key("added", session.name), scenario.name, kept),
+            ("hset", session_key("session", session.name), "added", version),
+            ("hdel", session_key("counters", session.name), scenario.name),
             *self.touched(session.name),
         )
         session.added_version = version
 
     async def set_setting(self, session: str | None, name: str, value: Any) -> None:
-        await self.run(("hset", self.settings_key(session), name, setting_text(value)), *self.touched(session))
+        await self.run(("hset", session_key("session", session), name, setting_text(value)), *self.touched(session))
 
     async def enqueue(self, session: str | None, entries: list[str | Pinned]) -> int:
         """Queue `entries` at the end; the queue's length after."""
         length, *_ = await self.run(
-            ("rpush", self.queue_key(session), *map(entry_text, entries)), *self.touched(session)
+            ("rpush", session_key("queue", session), *map(entry_text, entries)), *self.touched(session)
         )
         return length
 
     async def queue(self, session: str | None) -> list[str | Pinned]:
-        (texts,) = await self.run(("lrange", self.queue_key(session), 0, -1))
+        (texts,) = await self.run(("lrange", session_key("queue", session), 0, -1))
         return [entry_of(text) for text in texts]
 
     async def queue_length(self, session: str | None) -> int:
-        (length,) = await self.run(("llen", self.queue_key(session)))
+        (length,) = await self.run(("llen", session_key("queue", session)))
         return length
 
     async def clear_queue(self, session: str | None) -> int:
         """Empty the queue; how many entries it held."""
-        length, _ = await self.run(("llen", self.queue_key(session)), ("delete", self.queue_key(session)))
+        length, _ = await self.run(("llen", session_key("queue", session)), ("delete", session_key("queue", session)))
         return length
 
     async def reset(self, session: str | None) -> bool:
@@ -379,9 +352,9 @@ class RedisState:
             command
             for name, _ in used
             for command in (
-                ("hgetall", self.settings_key(name)),
-                ("llen", self.queue_key(name)),
-                ("zcard", self.journal_key(name)),
+                ("hgetall", session_key("session", name)),
+                ("llen", session_key("queue", name)),
+                ("zcard", session_key("journal", name)),
             )
         ]
         counts = await self.run(*reads) if reads else []
@@ -392,14 +365,14 @@ class RedisState:
 
     async def count(self, session: str | None, sequence: str) -> int:
         """One more request for `sequence`: its number, counted once for every server (HINCRBY)."""
-        (number,) = await self.run(("hincrby", self.counters_key(session), sequence, 1))
+        (number,) = await self.run(("hincrby", session_key("counters", session), sequence, 1))
         return number
 
     async def keep_response(self, session: str | None, before: Thread | str, answer: bytes, whole: bool) -> None:
         """Keep a Responses answer (see stored.StoredResponses.keep) where every server finds it by its id."""
         response_id = answer_id(answer, whole)
         kept = json.dumps({"before": thread_json(before), "answer": answer.decode(), "whole": whole})
-        key = self.responses_key(session)
+        key = session_key("responses", session)
         await self.run(
             ("hset", key, response_id, kept),
             ("expire", key, KEPT_RESPONSE_SECONDS),
@@ -412,18 +385,18 @@ class RedisState:
         """The answer `response_id` as kept: the session holding it (the asking one first), what
         was kept of its request, the answer, whether whole; None when none is kept."""
         own, holder = await self.run(
-            ("hget", self.responses_key(session), response_id), ("get", self.response_session_key(response_id))
+            ("hget", session_key("responses", session), response_id), ("get", self.response_session_key(response_id))
         )
         if own is None and holder is not None:
             session = None if holder == GLOBAL else holder
-            (own,) = await self.run(("hget", self.responses_key(session), response_id))
+            (own,) = await self.run(("hget", session_key("responses", session), response_id))
         if own is None:
             return None
         kept = json.loads(own)
         return session, thread_of(kept["before"]), kept["answer"].encode(), kept["whole"]
 
     async def forget_response(self, response_id: str, session: str | None) -> None:
-        await self.run(("hdel", self.responses_key(session), response_id))
+        await self.run(("hdel", session_key("responses", session), response_id))
 
     async def started_at(self) -> float:
         """When the shared state began (time.time()): a new value means the journal's seq starts again at 1."""
@@ -443,7 +416,7 @@ class RedisState:
         limits = (limit.window, limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens)
         try:
             left, *counts = await self.take_from_window(
-                keys=[self.rate_limits_key(session)],
+                keys=[session_key("rate-limits", session)],
                 args=[limits_id(limit), *limits, input_tokens, output_tokens],
             )
         except self.errors as exc:
@@ -472,7 +445,7 @@ class RedisState:
         session's, replacing what an earlier write of it held; the oldest go past the journal's capacity."""
         text = json.dumps({**record.as_json(secrets=True, frames=True), "answered_by": ANSWERED_BY})
         commands: list[tuple] = []
-        for key in {self.journal_key(None), self.journal_key(record.session)}:
+        for key in {session_key("journal", None), session_key("journal", record.session)}:
             commands += [
                 ("zremrangebyscore", key, record.seq, record.seq),
                 ("zadd", key, {text: record.seq}),
@@ -484,7 +457,7 @@ class RedisState:
         """At most `limit` records of the session's view after `since`, holding at most
         `max_bytes` of JSON together (but at least one), and whether more follow."""
         count = -1 if math.isinf(limit) else int(limit) + 1
-        (texts,) = await self.run(("zrangebyscore", self.journal_key(session), f"({since}", "+inf", 0, count))
+        (texts,) = await self.run(("zrangebyscore", session_key("journal", session), f"({since}", "+inf", 0, count))
         page: list[dict] = []
         size = 0
         for text in texts:
@@ -499,12 +472,14 @@ class RedisState:
         return [record_of(data) for data in (await self.page(session, 0, math.inf, math.inf))[0]]
 
     async def record(self, session: str | None, seq: int) -> dict | None:
-        (texts,) = await self.run(("zrangebyscore", self.journal_key(session), seq, seq))
+        (texts,) = await self.run(("zrangebyscore", session_key("journal", session), seq, seq))
         return json.loads(texts[0]) if texts else None
 
     async def clear_journal(self, session: str | None) -> int:
         """Empty the session's view; how many records it held."""
-        held, _ = await self.run(("zcard", self.journal_key(session)), ("delete", self.journal_key(session)))
+        held, _ = await self.run(
+            ("zcard", session_key("journal", session)), ("delete", session_key("journal", session))
+        )
         return held
 
 
