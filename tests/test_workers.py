@@ -7,6 +7,8 @@ import asyncio
 import os
 import re
 import signal
+import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -61,6 +63,30 @@ async def test_two_workers_answer_200_concurrent_streams_byte_for_byte_into_one_
         out, err = stopped(server)
     assert server.returncode == 0, err
     assert "with 2 workers" in out
+
+
+def requests_counted(url: str) -> int:
+    text = urllib.request.urlopen(url + "/_fakehop/metrics", timeout=10).read().decode()
+    return sum(
+        int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith("fakehop_requests_total{")
+    )
+
+
+async def test_the_metrics_of_two_workers_count_every_request_whichever_worker_is_asked(redis_server, tmp_path):
+    ready = tmp_path / "fakehop.url"
+    server = serve_process("--port", "0", "--workers", "2", "--state", redis_server.url, ready=ready)
+    try:
+        url = url_in(ready, server)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as client:
+            await asyncio.gather(*(stream(client, url) for _ in range(40)))
+        deadline = time.monotonic() + 15  # each worker publishes its counts every 2 s
+        while (counted := [requests_counted(url) for _ in range(4)]) != [40] * 4 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert counted == [40] * 4
+        answered_by = {record["answered_by"] for record in ControlClient(url).call("GET", "/requests")["requests"]}
+        assert len(answered_by) == 2
+    finally:
+        stopped(server)
 
 
 def test_ctrl_c_stops_every_worker(redis_server, tmp_path):

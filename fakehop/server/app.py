@@ -32,6 +32,8 @@ def create_app(
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
     app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
+    if gateway.state is not None:
+        metrics.publish_for(app, gateway.state)
     console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
     app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes

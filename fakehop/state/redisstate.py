@@ -78,6 +78,7 @@ local taken_in, taken_out = tonumber(ARGV[7]), tonumber(ARGV[8])
 return {string.format('%.6f', ends - now), take('requests', 1), take('input', taken_in),
   take('output', taken_out), take('tokens', taken_in + taken_out)}
 """
+METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
@@ -198,6 +199,7 @@ class RedisState:
     SEQ_KEY = KEY_PREFIX + "seq"
     SESSIONS_KEY = KEY_PREFIX + "sessions"  # the named sessions, each scored by when it was last used (time.time())
     STARTED_KEY = KEY_PREFIX + "started-at"
+    METRICS_KEY = KEY_PREFIX + "metrics"  # the keys of the processes' published counts
 
     def session_keys(self, session: str | None) -> list[str]:
         return [session_key(kind, session) for kind in SESSION_KINDS]
@@ -431,6 +433,21 @@ class RedisState:
             (name, ends) if name.endswith("-reset") else (name, value) for name, value in window.fixed[family]
         )
         return HEADERS[family](window, fixed, now)
+
+    async def publish_metrics(self, snapshot: dict) -> None:
+        """This process's counts (see metrics.Counts.snapshot), read by every server's GET /metrics until they expire."""
+        key = f"{KEY_PREFIX}metrics:{ANSWERED_BY}"
+        await self.run(("setex", key, METRICS_SECONDS, json.dumps(snapshot)), ("sadd", self.METRICS_KEY, key))
+
+    async def metrics_snapshots(self) -> list[dict]:
+        """The counts every live process published; those that expired go from the set."""
+        (keys,) = await self.run(("smembers", self.METRICS_KEY))
+        keys = sorted(keys)
+        (texts,) = await self.run(("mget", *keys)) if keys else ([],)
+        gone = [key for key, text in zip(keys, texts) if text is None]
+        if gone:
+            await self.run(("srem", self.METRICS_KEY, *gone))
+        return [json.loads(text) for text in texts if text is not None]
 
     async def next_seq(self) -> int:
         """The journal's next seq, one numbering for every server (INCR)."""
