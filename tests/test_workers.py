@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import time
 import urllib.request
 from collections import Counter
@@ -30,6 +31,12 @@ def test_more_than_one_worker_without_state_is_refused_in_one_line():
     ran = fakehop_here("serve", "--workers", "2")
     assert ran.returncode == 2
     assert ran.stderr.count("\n") == 1 and "--workers 2 needs --state redis://" in ran.stderr
+
+
+def test_a_mistake_in_the_options_is_said_once_before_any_worker_starts(redis_server):
+    ran = fakehop_here("serve", "--workers", "2", "--state", redis_server.url, "--default", "no-such-scenario")
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and ran.stderr.startswith("fakehop: --default: ")
 
 
 def test_a_state_that_is_not_a_redis_url_is_refused_in_one_line():
@@ -101,6 +108,32 @@ def test_ctrl_c_stops_every_worker(redis_server, tmp_path):
     pids = out.split("(pids ")[1].split(")")[0].split(", ")
     for pid in pids:
         assert not process_alive(int(pid))
+
+
+def test_a_worker_that_stops_stops_the_others_and_the_server_says_which(redis_server, tmp_path):
+    ready = tmp_path / "fakehop.url"
+    server = serve_process("--port", "0", "--workers", "2", "--state", redis_server.url, ready=ready)
+    url_in(ready, server)
+    deadline = time.monotonic() + 15
+    while "pids" not in (banner := server.stdout.readline()) and time.monotonic() < deadline:
+        pass
+    first, second = (int(pid) for pid in banner.split("(pids ")[1].split(")")[0].split(", "))
+    os.kill(first, signal.SIGKILL)
+    server.wait(15)
+    out, err = stopped(server)
+    assert server.returncode == 1
+    assert f"worker {first} stopped with exit code -9; stopping the others" in err
+    assert not process_alive(second) and not ready.exists()
+
+
+def test_workers_on_a_port_another_server_holds_is_one_line_and_exit_2(redis_server):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = str(holder.getsockname()[1])
+        ran = fakehop_here("serve", "--workers", "2", "--state", redis_server.url, "--port", port)
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in ran.stderr
 
 
 def process_alive(pid: int) -> bool:

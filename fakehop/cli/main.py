@@ -490,15 +490,11 @@ def raise_open_file_limit() -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from ..server.gateway import Gateway
 
-    if args.workers > 1:
-        from .workers import run_workers
-
-        if args.state is None:
-            return fail(
-                f"--workers {args.workers} needs --state redis://HOST:PORT/DB: each worker is a process of its own, "
-                "and only state kept in Redis is shared by them"
-            )
-        return run_workers(args)
+    if args.workers > 1 and args.state is None:
+        return fail(
+            f"--workers {args.workers} needs --state redis://HOST:PORT/DB: each worker is a process of its own, "
+            "and only state kept in Redis is shared by them"
+        )
     raise_open_file_limit()
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
@@ -515,14 +511,19 @@ def run_serve(args: argparse.Namespace) -> int:
             max_sessions=args.max_sessions,
             session_idle=args.session_idle,
             lenient_conversations=args.lenient_conversations,
-            state=shared_state(args),
+            state=shared_state(args) if args.workers == 1 else None,  # the workers' own, not theirs who starts them
         )
     except UnknownScenario as exc:
         return fail(f"--default: {exc}")
+    for warning in [] if args.reuse_port else exposure_warnings(args):  # said once, not by each worker
+        warn(warning)
+    if args.workers > 1:  # everything checked: started N times over, it would fail N times
+        from .workers import run_workers
+
+        with port_in_use_said(args):
+            return run_workers(args)
     if not args.quiet:
         gateway.journal.listeners.append(functools.partial(print_finished, tint=tinter(sys.stdout)))
-    for warning in exposure_warnings(args):
-        warn(warning)
     try:
         with port_in_use_said(args):
             asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file, args.reuse_port))

@@ -58,13 +58,13 @@ class Stop:
 
 
 def run_workers(args: argparse.Namespace) -> int:
-    """Serve with args.workers processes until stopped; 0 when stopped by a signal, else the
-    exit code of the worker that stopped first (all of them stopped)."""
-    stop = Stop()
+    """Serve with args.workers processes until stopped: 0 when stopped by a signal; 1 when a
+    worker stopped by itself (all of them stopped then)."""
     with (
         reserved_port(args.host, args.port) as holder,
         tempfile.TemporaryDirectory(prefix="fakehop-workers-") as folder,
     ):
+        stop = Stop()
         port = holder.getsockname()[1]
         readies = [Path(folder, f"worker-{number}") for number in range(args.workers)]
         workers = [subprocess.Popen(worker_command(args, port, ready)) for ready in readies]
@@ -85,7 +85,7 @@ def run_workers(args: argparse.Namespace) -> int:
                     f"fakehop: worker {stopped.pid} stopped with exit code {stopped.returncode}; stopping the others",
                     file=sys.stderr,
                 )
-                return stopped.returncode or 1
+                return 1
             return 0
         finally:
             stop_all(workers)
