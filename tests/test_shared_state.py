@@ -347,6 +347,20 @@ async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and
     assert [record["seq"] for record in whole_journal(second)] == [1, 2, 3, 4]
 
 
+async def test_a_stream_under_way_when_redis_goes_ends_as_it_would_have(servers, redis_server):
+    first, _ = servers
+    ControlClient(first).call(
+        "POST", "/scenarios", text="name: paused\nsteps:\n  - text: Hi\n  - delay: 150s\n  - text: there\n"
+    )
+    body = {"model": "gpt-5.6-sol", "input": "Hello", "stream": True}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
+        async with client.post(first + "/v1/responses", json=body, headers={"X-Fakehop-Scenario": "paused"}) as answer:
+            await answer.content.readline()
+            redis_server.stop()
+            rest = await answer.read()
+    assert b"event: response.completed" in rest  # stored on this server alone, said in its log
+
+
 def test_a_server_without_state_never_imports_redis():
     code = (
         "import sys, fakehop.cli.main, fakehop.server.app, fakehop.server.control, fakehop.state.redisstate; "

@@ -474,8 +474,12 @@ class SharedAnswer(Answer):
         return response
 
     async def share_kept(self, answer: bytes, whole: bool) -> None:
+        """Keep the answer for every server; with Redis gone meanwhile, it goes out kept by this one alone."""
         state = cast("RedisState", self.gateway.state)
-        await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+        try:
+            await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+        except StateDown as down:
+            log.warning("response of request #%s is stored on this server alone: %s", self.record.seq, down)
 
     async def shared_fault(self, session: Session, label: str) -> Fault | None:
         """The fault `take` gives, counted once for every server: one whose last request another
