@@ -9,7 +9,8 @@
 # needs `--allow-host NAME` in the command. Set FAKEHOP_ADMIN_TOKEN to guard the control API
 # (serve, the health check and `docker exec ... fakehop verdict` read it); without it serve
 # warns that others can reach the control API. Arguments after the image name replace the
-# command: `docker run --rm fakehop list`.
+# command: `docker run --rm fakehop list`. The image holds the redis client, for `serve --state`
+# (docs/ci/replicas runs replicas sharing their state).
 
 FROM python:3.12-slim AS build
 WORKDIR /src
@@ -20,7 +21,9 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 FROM python:3.12-slim
 COPY --from=build /dist /dist
-RUN pip install --no-cache-dir /dist/*.whl \
+# fakehop's wheel with its redis extra: its requirements as its own (DL3013 takes the extra for a package unpinned)
+# hadolint ignore=DL3013
+RUN set -- /dist/*.whl && pip install --no-cache-dir "$1[redis]" \
     && rm -rf /dist \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin fakehop
 USER 10001

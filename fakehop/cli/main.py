@@ -11,9 +11,7 @@ import functools
 import gc
 import itertools
 import json
-import os
 import re
-import secrets
 import signal
 import sys
 from collections.abc import Sequence
@@ -47,6 +45,7 @@ from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..style import Tint, plain, tinter
 from ..testing.remote import ControlClient, ControlFailed, default_admin_token, default_url
 from ..verdicts import Finding, Settings, setting_value
+from .readyfile import ready_file_holding
 
 WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
@@ -98,6 +97,13 @@ def server_url(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected a server URL such as http://127.0.0.1:8080 (from --url or $FAKEHOP_URL), got {text!r}"
         )
+    return text
+
+
+def state_url(text: str) -> str:
+    """A Redis URL for --state: redis://, rediss:// or unix://."""
+    if urlsplit(text).scheme not in ("redis", "rediss", "unix"):
+        raise argparse.ArgumentTypeError(f"expected a Redis URL such as redis://127.0.0.1:6379/0, got {text!r}")
     return text
 
 
@@ -207,6 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="once listening, write the server's URL to PATH (removed when it stops), for scripts that start it in the background",
     )
+    serve.add_argument(
+        "--state",
+        type=state_url,
+        default=None,
+        metavar="URL",
+        help="keep sessions, queues and the journal in Redis (redis://HOST:PORT/DB), shared by every server given it",
+    )
+    serve.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="answer on the port with N processes (SO_REUSEPORT); more than 1 needs --state (default 1)",
+    )
+    serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # one of --workers' processes
     serve.set_defaults(run=run_serve)
 
     validate = commands.add_parser("validate", help="check scenario files; exit 1 listing every error")
@@ -507,6 +528,11 @@ def raise_open_file_limit() -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from ..server.gateway import Gateway
 
+    if args.workers > 1 and args.state is None:
+        return fail(
+            f"--workers {args.workers} needs --state redis://HOST:PORT/DB: each worker is a process of its own, "
+            "and only state kept in Redis is shared by them"
+        )
     raise_open_file_limit()
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
@@ -528,19 +554,36 @@ def run_serve(args: argparse.Namespace) -> int:
             session_idle=args.session_idle,
             lenient_conversations=args.lenient_conversations,
             timing=timing,
+            state=shared_state(args) if args.workers == 1 else None,  # the workers' own, not theirs who starts them
         )
     except UnknownScenario as exc:
         return fail(f"--default: {exc}")
+    for warning in [] if args.reuse_port else exposure_warnings(args):  # said once, not by each worker
+        warn(warning)
+    if args.workers > 1:  # everything checked: started N times over, it would fail N times
+        from .workers import run_workers
+
+        with port_in_use_said(args):
+            return run_workers(args)
     if not args.quiet:
         gateway.journal.listeners.append(functools.partial(print_finished, tint=tinter(sys.stdout)))
-    for warning in exposure_warnings(args):
-        warn(warning)
     try:
         with port_in_use_said(args):
-            asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file))
+            asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file, args.reuse_port))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def shared_state(args: argparse.Namespace):
+    """The Redis state --state names (the redis package imported only then), or None."""
+    if args.state is None:
+        return None
+    try:
+        from ..state.redisstate import RedisState
+    except ImportError:  # pragma: no cover - the test extra installs it
+        sys.exit(fail("--state needs the redis package: pip install 'fakehop[redis]'"))
+    return RedisState(args.state, args.journal_size, args.session_idle)
 
 
 @contextmanager
@@ -602,12 +645,21 @@ def settle_garbage_collector() -> None:
     )
 
 
-async def serve_until_stopped(gateway, host: str, port: int, ready_file: Path | None = None) -> None:
+async def serve_until_stopped(
+    gateway, host: str, port: int, ready_file: Path | None = None, worker: bool = False
+) -> None:
+    """Serve `gateway` until stopped; a `worker` of serve --workers shares its port and says no banner."""
     from ..server.app import start
 
-    runner, url = await start(gateway, host, port)
+    runner, url = await start(gateway, host, port, reuse_port=worker)
     settle_garbage_collector()
-    await run_until_stopped(runner, announced(gateway, url, ready_file))
+    try:
+        await run_until_stopped(
+            runner, ready_file_holding(url, ready_file) if worker else announced(gateway, url, ready_file)
+        )
+    finally:
+        if gateway.state is not None:
+            await gateway.state.close()
 
 
 @contextmanager
@@ -625,38 +677,6 @@ def announced(gateway, url: str, ready_file: Path | None):
         for line in gateway.library.replacements():
             print(f"  {line}", flush=True)
         yield
-
-
-@contextmanager
-def ready_file_holding(url: str, path: Path | None):
-    """While serving: `url` in the file at `path` (serve --ready-file), written whole or not at
-    all, so that a script polling for the file never reads half a URL; removed when serving ends."""
-    if path is None:
-        yield
-        return
-    try:
-        write_whole(path, url + "\n")
-    except OSError as exc:
-        raise OSError(f"cannot write --ready-file {path}: {exc.strerror or exc}") from None
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def write_whole(path: Path, text: str) -> None:
-    """`text` in the file at `path`, written whole or not at all: into a file made afresh beside
-    it under a name no one can foresee (never one planted there, nor what a link planted there
-    points to), then renamed onto it."""
-    partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.partial")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    try:
-        with open(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(partial, path)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        raise
 
 
 async def run_until_stopped(runner, while_serving: AbstractContextManager = nullcontext()) -> None:  # noqa: B008 - holds nothing
@@ -1100,6 +1120,7 @@ def main(argv: list[str] | None = None) -> int:
     an unknown scenario name included (a bare `fakehop` lists the commands, and exits 2 too)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # as given: serve --workers gives it to each worker
     if args.command is None:
         parser.print_help()
         return 2

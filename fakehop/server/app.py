@@ -26,7 +26,7 @@ def create_app(
     app[GATEWAY_KEY] = gateway
     app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
     for protocol in PROTOCOLS.values():
-        app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts))
+        app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts, gateway.state is not None))
     app.router.add_get(MODELS_PATH, list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
@@ -34,6 +34,8 @@ def create_app(
     app.on_shutdown.append(stop_background)
     app.router.add_get("/", console.to_the_page)
     metrics.count_for(app, gateway.journal)
+    if gateway.state is not None:
+        metrics.publish_for(app, gateway.state)
     console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
     app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
@@ -45,7 +47,9 @@ async def stop_background(app: web.Application) -> None:
 
 
 async def start(
-    gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0
+    gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, shutdown_timeout: float = 1.0, reuse_port: bool = False
 ) -> tuple[web.AppRunner, str]:
-    """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL."""
-    return await start_app(create_app(gateway, bound_host=host), host, port, shutdown_timeout=shutdown_timeout)
+    """Start serving `gateway`; returns the runner (call `cleanup()` to stop) and the base URL.
+    `reuse_port`: share the port with other processes that ask for it too (SO_REUSEPORT)."""
+    app = create_app(gateway, bound_host=host)
+    return await start_app(app, host, port, shutdown_timeout=shutdown_timeout, reuse_port=reuse_port)

@@ -32,6 +32,7 @@ from ..scenario.reader import (
 )
 from ..scenario.yamlsource import with_lines
 from ..state.faults import FaultProblem, added, parse_fault
+from ..state.redisstate import StateDown, record_shown
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
 from .intake import (
     FAKEHOP_HEADERS,
@@ -124,6 +125,15 @@ def session_named_in(request: web.Request) -> Session:
         return gateway_of(request).session(query if header is None else header)
     except BadSessionName as exc:
         raise ControlError(str(exc)) from None
+
+
+async def synced_session(request: web.Request, *parameters: str) -> Session:
+    """session_of, as the shared state holds it (with --state): its settings and added scenarios."""
+    session = session_of(request, *parameters)
+    state = gateway_of(request).state
+    if state is not None:
+        await state.synced(session)
+    return session
 
 
 def parameters_taken(parameters: tuple[str, ...]) -> str:
@@ -235,6 +245,8 @@ async def answer_in_json(request: web.Request, handler) -> web.StreamResponse:
         return await handler(request)
     except ControlError as exc:
         return json_error(exc.status, exc.message, **exc.details)
+    except StateDown as exc:
+        return json_error(503, str(exc), state=exc.url)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -312,8 +324,9 @@ def scenario_problems(exc: ScenarioError) -> ControlError:
     )
 
 
-def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> None:
-    """Add `scenario` to `session`, if the sessions together may hold one more (replacing one already added may)."""
+async def add_scenario(request: web.Request, session: Session, scenario: Scenario, source: dict) -> None:
+    """Add `scenario` to `session`, if the sessions together may hold one more (replacing one
+    already added may); with --state, for every server, as read again from `source`."""
     gateway = gateway_of(request)
     if scenario.name not in session.added:
         added = sum(len(kept.added) for kept in gateway.every_session())
@@ -326,6 +339,8 @@ def add_scenario(request: web.Request, session: Session, scenario: Scenario) -> 
         session.add(scenario)
     except ScenarioError as exc:
         raise scenario_problems(exc) from None
+    if gateway.state is not None:
+        await gateway.state.add(session, scenario, source)
 
 
 async def off_the_loop(parse, *args) -> Scenario:
@@ -350,7 +365,7 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
         scenario = await off_the_loop(parse_document, with_lines(given), source, "inline")
         if "name" not in given:  # named once back on the loop, so that two calls at once get two names
             scenario = dataclasses.replace(scenario, name=free_inline_name(session.library))
-        add_scenario(request, session, scenario)
+        await add_scenario(request, session, scenario, {"document": given, "source": source})
         return scenario.name
     raise ControlError(
         'scenario: expected a scenario name such as "stall" or a scenario mapping such as {"steps": [{"text": "hi"}]}'
@@ -362,6 +377,15 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
 
 async def health(request: web.Request) -> web.Response:
     session, gateway = session_of(request), gateway_of(request)
+    shared: dict[str, Any] = {}
+    if gateway.state is not None:
+        shared["state"] = gateway.state.url
+        try:
+            await gateway.state.synced(session)
+            shared["started_at"] = await gateway.state.started_at()
+        except StateDown as down:
+            body = {"status": "unavailable", "error": str(down), "state": down.url, "started_at": gateway.started_at}
+            return web.json_response(body, status=503)
     return web.json_response(
         {
             "status": "ok",
@@ -373,6 +397,7 @@ async def health(request: web.Request) -> web.Response:
             "session": session.name,
             "lenient_conversations": gateway.lenient_conversations,
             "started_at": gateway.started_at,
+            **shared,
         }
     )
 
@@ -404,14 +429,14 @@ def summary(session: Session, scenario: Scenario) -> dict:
 
 
 async def list_scenarios(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     scenarios = [summary(session, session.library[name]) for name in session.library.names()]
     return web.json_response({"default": session.default, "scenarios": scenarios})
 
 
 async def one_scenario(request: web.Request) -> web.Response:
     """One scenario: its summary, what it plays (`definition`) and, for one from a file, the file's text."""
-    session = session_of(request)
+    session = await synced_session(request)
     name = request.match_info["name"]
     if name not in session.library:
         exc = UnknownScenario(name, session.library.names())
@@ -435,14 +460,15 @@ def file_text(path: Path) -> str | None:
 async def add_scenario_call(request: web.Request) -> web.Response:
     """Add or replace one scenario, sent as YAML or JSON; `?name=` names one whose text does not.
     `?check=true` only checks it: every problem with its line, and nothing added."""
-    session = session_of(request, "name", "check")
+    session = await synced_session(request, "name", "check")
     default_name = request.query.get("name")
     text = await body_text(request)
     if checking_only(request):
         return await check_scenario(session, text, request.content_type, default_name)
     scenario = await off_the_loop(parse_scenario_body, text, request.content_type, default_name)
     replaced = scenario.name in session.library
-    add_scenario(request, session, scenario)
+    source = {"document": loads(text)} if is_json(request.content_type) else {"text": text}
+    await add_scenario(request, session, scenario, {**source, "source": SCENARIOS_SOURCE})
     return web.json_response(
         {"scenario": summary(session, scenario), "replaced": replaced}, status=200 if replaced else 201
     )
@@ -489,24 +515,35 @@ def parse_scenario_body(text: str, content_type: str, default_name: str | None) 
 QUEUE_EXAMPLE = '{"scenario": "stall", "times": 2}'
 
 
-def queue_json(session: Session) -> dict:
+async def queue_json(request: web.Request, session: Session) -> dict:
     """The queue, oldest first: names, and a queued sequence's entries as `name[N]`."""
-    return {"queue": [str(queued) for queued in session.queue]}
+    state = gateway_of(request).state
+    queue = session.queue if state is None else await state.queue(session.name)
+    return {"queue": [str(queued) for queued in queue]}
+
+
+async def queue_length(request: web.Request, session: Session) -> int:
+    state = gateway_of(request).state
+    return len(session.queue) if state is None else await state.queue_length(session.name)
 
 
 async def queue_scenario(request: web.Request) -> web.Response:
     """Queue a scenario; the answer gives the queue's length, not the queue (GET /queue has it)."""
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_object(request, QUEUE_EXAMPLE, ("scenario", "times"))
     times = times_of(body)
     name = await scenario_named_by(request, session, body, QUEUE_SOURCE)
     requests = len(session.library.queued(name)) * times
-    if len(session.queue) + requests > MAX_QUEUE:
+    length = await queue_length(request, session)
+    if length + requests > MAX_QUEUE:
         raise ControlError(
-            f"the queue holds at most {MAX_QUEUE:,} entries and has {len(session.queue):,}; "
+            f"the queue holds at most {MAX_QUEUE:,} entries and has {length:,}; "
             f"{name} {times:,} times is {requests:,} more, which would not fit (DELETE {PREFIX}/queue empties it)"
         )
     gateway = gateway_of(request)
+    if gateway.state is not None:
+        length = await gateway.state.enqueue(session.name, session.library.queued(name) * times)
+        return web.json_response({"queued": name, "times": times, "requests": requests, "length": length})
     queued = sum(len(kept.queue) for kept in gateway.every_session())
     if queued + requests > gateway.max_queued:
         raise ControlError(
@@ -518,20 +555,31 @@ async def queue_scenario(request: web.Request) -> web.Response:
 
 
 async def show_queue(request: web.Request) -> web.Response:
-    return web.json_response(queue_json(session_of(request)))
+    return web.json_response(await queue_json(request, session_of(request)))
 
 
 async def clear_queue(request: web.Request) -> web.Response:
-    session = session_of(request)
-    removed = len(session.queue)
-    session.queue.clear()
-    return web.json_response({"removed": removed, **queue_json(session)})
+    session, state = session_of(request), gateway_of(request).state
+    if state is None:
+        removed = len(session.queue)
+        session.queue.clear()
+    else:
+        removed = await state.clear_queue(session.name)
+    return web.json_response({"removed": removed, **await queue_json(request, session)})
+
+
+async def shared_setting(request: web.Request, session: Session, name: str) -> None:
+    """With --state, the session's setting `name`, as just set, written where every server reads it."""
+    state = gateway_of(request).state
+    if state is not None:
+        await state.set_setting(session.name, name, getattr(session, name))
 
 
 async def set_default(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_object(request, '{"scenario": "slow-typing"}', ("scenario",))
     session.default = await scenario_named_by(request, session, body, DEFAULT_SOURCE)
+    await shared_setting(request, session, "default")
     return web.json_response({"default": session.default})
 
 
@@ -543,6 +591,7 @@ async def set_strict(request: web.Request) -> web.Response:
     if not isinstance(strict, bool):
         raise ControlError(f"strict: expected true or false, got {json.dumps(strict)}")
     session.strict = strict
+    await shared_setting(request, session, "strict")
     return web.json_response({"strict": strict})
 
 
@@ -553,6 +602,7 @@ async def set_time_scale(request: web.Request) -> web.Response:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (scale > 0 and math.isfinite(scale)):
         raise ControlError(f"time_scale: expected a number more than 0, got {json.dumps(scale)}")
     session.time_scale = float(scale)
+    await shared_setting(request, session, "time_scale")
     return web.json_response({"time_scale": session.time_scale})
 
 
@@ -568,33 +618,42 @@ def faults_json(session: Session) -> dict:
 
 async def add_fault(request: web.Request) -> web.Response:
     """Lay a fault over the session's next answers (see state.faults): 201 with the fault and its id."""
-    session = session_of(request)
+    session = await synced_session(request)
     body = await json_mapping(request, FAULT_EXAMPLE)
     try:
         fault = parse_fault(body)
         added(session.faults, fault)
     except FaultProblem as exc:
         raise ControlError(str(exc)) from None
+    state = gateway_of(request).state
+    if state is not None:
+        await state.add_fault(session, fault, body)
     return web.json_response(fault.as_json(), status=201)
 
 
 async def show_faults(request: web.Request) -> web.Response:
-    return web.json_response(faults_json(session_of(request)))
+    return web.json_response(faults_json(await synced_session(request)))
 
 
 async def remove_fault(request: web.Request) -> web.Response:
-    session, fault_id = session_of(request), request.match_info["fault_id"]
+    session, fault_id = await synced_session(request), request.match_info["fault_id"]
     kept = [fault for fault in session.faults if fault.id != fault_id]
     if len(kept) == len(session.faults):
         raise ControlError(f"no fault {fault_id[:80]!r} in this session; GET {PREFIX}/faults lists them", status=404)
     session.faults[:] = kept
+    state = gateway_of(request).state
+    if state is not None:
+        await state.remove_faults(session.name, [fault_id])
     return web.json_response({"removed": fault_id, **faults_json(session)})
 
 
 async def clear_faults(request: web.Request) -> web.Response:
-    session = session_of(request)
+    session = await synced_session(request)
     removed = len(session.faults)
     session.faults.clear()
+    state = gateway_of(request).state
+    if state is not None:
+        await state.remove_faults(session.name)
     return web.json_response({"removed": removed, **faults_json(session)})
 
 
@@ -610,6 +669,17 @@ async def list_requests(request: web.Request) -> web.Response:
     session = session_of(request, "since", "limit")
     since = whole_number(request.query.get("since", "0"), "since", 0)
     limit = whole_number(request.query["limit"], "limit", 1) if "limit" in request.query else PAGE_RECORDS
+    state = gateway_of(request).state
+    if state is not None:
+        shared, more = await state.page(session.name, since, limit, PAGE_BYTES)
+        secrets = session.journal.secrets
+        return web.json_response(
+            {
+                "requests": [record_shown(data, secrets) for data in shared],
+                "next_since": shared[-1]["seq"] if shared else since,
+                "more": more,
+            }
+        )
     page, more = session.page(since, limit, PAGE_BYTES)
     next_since = page[-1].seq if page else since
     snapshots = [record.snapshot() for record in page]
@@ -628,37 +698,52 @@ async def one_request(request: web.Request) -> web.Response:
     """One record of the session's view of the journal, with the frames its stream wrote."""
     session = session_of(request)
     seq = whole_number(request.match_info["seq"], "seq", 1)
-    journal = session.journal
-    record = session.record(seq)
+    journal, state = session.journal, gateway_of(request).state
+    if state is not None:
+        data = await state.record(session.name, seq)
+        if data is not None:
+            return web.json_response({"request": record_shown(data, journal.secrets, frames=True)})
+    record = None if state is not None else session.record(seq)
     if record is None:
         raise ControlError(f"no request #{seq} in the journal; it keeps the last {journal.capacity:,}", status=404)
     return web.json_response({"request": record.as_json(journal.secrets, frames=True)})
 
 
 async def clear_requests(request: web.Request) -> web.Response:
-    return web.json_response({"removed": session_of(request).clear_requests()})
+    session, state = session_of(request), gateway_of(request).state
+    removed = session.clear_requests()
+    if state is not None:
+        removed = await state.clear_journal(session.name)
+    return web.json_response({"removed": removed})
 
 
 async def verdict(request: web.Request) -> web.Response:
     """What the client did, judged by every rule: `?session=` picks the session, any other
     parameter sets a rule's threshold. The records are copied here and judged in a thread."""
-    from ..verdicts import Settings, judge, take
+    from ..verdicts import Settings, Taken, judge, script_finder, take
 
-    session = session_named_in(request)
+    session, state = session_named_in(request), gateway_of(request).state
     query = dict(request.query)
     query.pop(SESSION_PARAMETER, None)
     try:
         settings = Settings.from_strings(query)
     except ValueError as exc:
         raise ControlError(str(exc)) from None
-    taken = take(session)
+    if state is None:
+        taken = take(session)
+    else:  # every server's records of the session, on the clock they share: time.time()
+        await state.synced(session)
+        records = [record for record in await state.records(session.name) if record.session == session.name]
+        taken = Taken(records, script_finder(session.library), session.time_scale, session.name, time.time())
     return web.json_response((await asyncio.to_thread(judge, taken, settings)).as_json())
 
 
 async def reset(request: web.Request) -> web.Response:
     """The global session back to how the server started, the server's stored responses
     gone; a named one dropped, to start afresh when next used."""
-    session = session_of(request)
+    session, state = session_of(request), gateway_of(request).state
+    if state is not None:
+        await state.reset(session.name)
     if session.name is None:
         session.reset()
         gateway_of(request).responses.clear()
@@ -677,6 +762,13 @@ async def list_sessions(request: web.Request) -> web.Response:
     """Every named session kept, the one used longest ago (the next to be dropped) first."""
     gateway = gateway_of(request)
     sessions = gateway.sessions
+    if gateway.state is not None:
+        start = gateway.global_session.start
+        settings = {"default": start.default, "time_scale": start.time_scale, "strict": start.strict}
+        shared = [{"session": kept["session"], **settings, **kept} for kept in await gateway.state.sessions()]
+        return web.json_response(
+            {"sessions": shared, "max_sessions": sessions.limit, "idle_timeout": sessions.idle_timeout}
+        )
     requests = Counter(record.session for record in gateway.journal.records)
     now = time.monotonic()
     listed = [
@@ -702,7 +794,11 @@ async def drop_session(request: web.Request) -> web.Response:
         checked_name(name)
     except BadSessionName as exc:
         raise ControlError(str(exc)) from None
-    if not gateway_of(request).sessions.drop(name):
+    state = gateway_of(request).state
+    found = gateway_of(request).sessions.drop(name)  # with --state, this server's copy alone
+    if state is not None:
+        found = await state.reset(name)
+    if not found:
         raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
     gateway_of(request).responses.drop_session(name)
     gateway_of(request).background_runs.drop_session(name)

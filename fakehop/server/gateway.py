@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import hdrs, web
 from multidict import istr
@@ -17,16 +17,18 @@ from ..play.breaks import Break, Latency
 from ..protocols import BY_PATH, PROTOCOLS
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_tool_choice
 from ..scenario.hints import base_url_hint
-from ..scenario.library import DEFAULT_SCENARIO, Library, UnknownScenario
+from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
 from ..scenario.model import HttpError, RateLimit, Script, Timing
 from ..state import journal as jr
 from ..state.faults import FAULT_HEADER, Fault, FaultProblem, Laid, header_faults
+from ..state.redisstate import StateDown
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
     MAX_ADDED_IN_ALL,
     MAX_QUEUED_IN_ALL,
     SCENARIO_HEADER,
+    SCENARIO_HEADER_KEY,
     SESSION_HEADER,
     BadSessionName,
     Session,
@@ -36,7 +38,7 @@ from ..state.sessions import (
     checked_name,
     session_named_by,
 )
-from ..state.stored import Stored, StoredResponses
+from ..state.stored import Stored, StoredResponses, before_of
 from . import background, prerender
 from .intake import (
     LARGE_BODY_BYTES,
@@ -56,6 +58,9 @@ from .intake import (
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
 from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
+
+if TYPE_CHECKING:
+    from ..state.redisstate import RedisState
 
 log = logging.getLogger("fakehop")
 
@@ -94,6 +99,7 @@ class Gateway:
     max_queued: int = MAX_QUEUED_IN_ALL  # queue entries in all sessions together
     max_added: int = MAX_ADDED_IN_ALL  # scenarios added to all sessions together
     timing: Timing | None = None  # the timing of every scenario without its own (`serve --timing`)
+    state: RedisState | None = None  # --state: sessions, queues and the journal shared on Redis
 
     def __post_init__(self) -> None:
         start = SessionStart(self.library, self.default, self.time_scale, self.strict)
@@ -224,6 +230,7 @@ def session_in_record(gateway: Gateway, headers: Mapping[str, str], record: jr.R
 class Answer:
     """One request to a protocol route, from auth to the last byte, with its journal record."""
 
+    shared = False  # whether its state is on Redis (see SharedAnswer)
     kept: ParsedRequest | None = None  # a request whose answer is stored once it ends (Responses' store)
     kept_in: str | None = None  # the session it is stored in
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
@@ -305,9 +312,15 @@ class Answer:
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
+            if self.shared and conversation.continues is not None:
+                await adopted(gateway, conversation.continues, session.name)
             parsed = gateway.settled(parsed, session.name)
         self.record.turn = parsed.conversation.turn
-        label, script = session.script_for(session.select(protocol.NAME, parsed, headers), parsed)
+        if self.shared:
+            choice = await self.shared_choice(session, parsed)
+        else:
+            choice = session.select(protocol.NAME, parsed, headers)
+        label, script = session.script_for(choice, parsed)
         self.record.scenario = label
         if gateway.timing is not None:
             script = gateway.timed(script)
@@ -315,16 +328,19 @@ class Answer:
             self.check_tool_choice(parsed.options["required_tool"], script, label, session.strict)
         asked = headers.get(FAULT_KEY)
         if asked is not None or session.faults:  # a request with neither pays for this test alone
-            laid = laid_faults(asked, session.faults, protocol.NAME, label)
+            if self.shared:
+                laid = await self.shared_laid(asked, session, label)
+            else:
+                laid = laid_faults(asked, session.faults, protocol.NAME, label)
             if laid.kinds:
                 return await self.faulted(laid, session, parsed, script, seed)
         if conversation.keep:
             self.kept, self.kept_in = parsed, session.name
         if script.http_error is not None:
             return self.http_error(script.http_error)
-        if script.rate_limit is not None and (used_up := self.quota_refusal(session, script)) is not None:
+        if script.rate_limit is not None and (used_up := await self.rate_limited(session, script, parsed)) is not None:
             return self.http_error(used_up)
-        meta = self.played_meta(session, parsed, script, seed)
+        meta = self.answer_meta(parsed, script, seed)
         if parsed.variant and parsed.options.get("background"):  # most requests: no dict lookup
             writes = prerender.stream_writes(protocol, script, parsed, meta, session.time_scale)
             return await self.in_background(writes, parsed, session)
@@ -347,9 +363,9 @@ class Answer:
         ending = cast("Break | None", effect)
         if parsed.conversation.keep:
             self.kept, self.kept_in = parsed, session.name
-        if script.rate_limit is not None and (used_up := self.quota_refusal(session, script)) is not None:
+        if script.rate_limit is not None and (used_up := await self.rate_limited(session, script, parsed)) is not None:
             return self.http_error(used_up)
-        meta = self.played_meta(session, parsed, script, seed)
+        meta = self.answer_meta(parsed, script, seed)
         events = breaks.broken(player.timeline(script, parsed.play, scale), script, scale, ending, latencies)
         if parsed.variant and parsed.options.get("background"):
             return await self.in_background(
@@ -361,16 +377,17 @@ class Answer:
             self.malformed = ending.raw
         return await self.whole(meta, parsed, events)
 
-    def quota_refusal(self, session: Session, script: Script) -> HttpError | None:
-        """The 429 of an enforced rate limit whose window is used up; None when the answer may be played."""
+    async def rate_limited(self, session: Session, script: Script, parsed: ParsedRequest) -> HttpError | None:
+        """The answer counted in its rate-limit window: the 429 of an enforced limit whose window is
+        used up (the request takes nothing from it), else None with the headers the answer sends."""
         limit = cast(RateLimit, script.rate_limit)
-        return session.rate_limits.refusal(self.protocol.NAME, limit) if limit.enforce else None
+        if limit.enforce and (used_up := session.rate_limits.refusal(self.protocol.NAME, limit)) is not None:
+            return used_up
+        self.success_headers = session.rate_limits.headers(self.protocol.NAME, script, parsed.play)
+        return None
 
-    def played_meta(self, session: Session, parsed: ParsedRequest, script: Script, seed: int | None) -> Meta:
-        """The Meta of an answer that is played, once its rate-limit headers are counted."""
+    def answer_meta(self, parsed: ParsedRequest, script: Script, seed: int | None) -> Meta:
         model = script.model or parsed.model
-        if script.rate_limit is not None:
-            self.success_headers = session.rate_limits.headers(self.protocol.NAME, script, parsed.play)
         return Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
 
     def check_tool_choice(self, required: str, script: Script, label: str, strict: bool) -> None:
@@ -403,6 +420,12 @@ class Answer:
         await response.prepare(self.request)
         self.record.status = 200
         return await background.follow(run, -1, self.request, response, self.record)
+
+    async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
+        raise NotImplementedError  # pragma: no cover - SharedAnswer's
+
+    async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
+        raise NotImplementedError  # pragma: no cover - SharedAnswer's
 
     def http_error(self, error: HttpError) -> web.Response:
         status, headers, body = http_error_answer(self.protocol, error, self.request_id)
@@ -502,6 +525,109 @@ class Answer:
             transport.close()
 
 
+class SharedAnswer(Answer):
+    """An answer whose state is on Redis (`--state`): its seq from the one numbering, its
+    session's settings read and its queue entry taken (LPOP) where the scenario is chosen, its
+    record filed in the shared journal once it ends. With Redis out of reach it is a 503 in
+    its protocol's error shape, answered from nothing half read."""
+
+    shared = True
+
+    async def run(self) -> web.StreamResponse:
+        state = cast("RedisState", self.gateway.state)
+        try:
+            self.record.seq = await state.next_seq()
+        except StateDown as down:
+            closed_record(self.gateway.journal, self.record, jr.HTTP_ERROR, 503, str(down))
+            return self.unavailable(down)
+        try:
+            return await super().run()
+        finally:
+            try:
+                await state.file(self.record)
+            except StateDown as down:
+                log.warning("request #%s is not in the shared journal: %s", self.record.seq, down)
+
+    async def answer(self) -> web.StreamResponse:
+        try:
+            return await super().answer()
+        except StateDown as down:
+            self.record.close(jr.HTTP_ERROR, 503, str(down))
+            return self.unavailable(down)
+
+    async def end_stream(
+        self, response: web.StreamResponse, data: bytes, events: int, ending: player.Happening
+    ) -> web.StreamResponse:
+        """As Answer's, a Responses answer kept in the shared state before its last write goes
+        out, so that a request continuing it finds it whichever server it reaches."""
+        if self.kept is not None and type(ending) in (player.Finish, player.Failure):
+            await self.share_kept(data, False)
+        return await super().end_stream(response, data, events, ending)
+
+    async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
+        response = await super().whole(meta, parsed, events)
+        if self.kept is not None and self.record.end == jr.COMPLETED:
+            await self.share_kept(cast(bytes, cast(web.Response, response).body), True)
+        return response
+
+    async def share_kept(self, answer: bytes, whole: bool) -> None:
+        """Keep the answer for every server; with Redis gone meanwhile, it goes out kept by this one alone."""
+        state = cast("RedisState", self.gateway.state)
+        try:
+            await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+        except StateDown as down:
+            log.warning("response of request #%s is stored on this server alone: %s", self.record.seq, down)
+
+    async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
+        """The faults laid_faults lays, each of the session's counted once for every server
+        (HINCRBY): one whose last request another server took meanwhile is passed over."""
+        state = cast("RedisState", self.gateway.state)
+        own = list(session.faults)
+        laid = laid_faults(asked, session.faults, self.protocol.NAME, label)
+        if laid.ending in own and not await state.take_fault(session.name, laid.ending):
+            laid.ending = None
+        laid.latencies = [
+            fault for fault in laid.latencies if fault not in own or await state.take_fault(session.name, fault)
+        ]
+        return laid
+
+    async def rate_limited(self, session: Session, script: Script, parsed: ParsedRequest) -> HttpError | None:
+        """As Answer's, the window counted down on Redis for every server; an enforced limit's
+        window is each server's own."""
+        if cast(RateLimit, script.rate_limit).enforce:
+            return await super().rate_limited(session, script, parsed)
+        state = cast("RedisState", self.gateway.state)
+        self.success_headers = await state.rate_limit_headers(session.name, self.protocol.NAME, script, parsed.play)
+        return None
+
+    def unavailable(self, down: StateDown) -> web.Response:
+        return error_response(self.protocol, 503, str(down), self.request_id, code="state_unavailable")
+
+    async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
+        """The scenario, as Session.select chooses it, with the session's settings and queue read from Redis."""
+        state, headers = cast("RedisState", self.gateway.state), self.request.headers
+        entry = await state.synced(session, headers.get(SCENARIO_HEADER_KEY) is None, self.record)
+        if entry is None:
+            choice = session.select(self.protocol.NAME, parsed, headers)
+        else:  # queued through another server, maybe one that has scenarios this one has not
+            session.check_name(entry.name if isinstance(entry, Pinned) else entry)
+            choice = entry
+        if type(choice) is str and session.library[choice].is_sequence:  # its next entry, by the one counter
+            return Pinned(choice, await state.count(session.name, choice))
+        return choice
+
+
+async def adopted(gateway: Gateway, response_id: str, session: str | None) -> None:
+    """With --state: the Responses answer `response_id` as the shared state keeps it, kept in
+    this server's store too (where the answer's lookups find it), or gone from it."""
+    kept = await cast("RedisState", gateway.state).kept_response(response_id, session)
+    if kept is None:
+        gateway.responses.delete(response_id, session)
+    else:
+        holder, before, answer, whole = kept
+        gateway.responses.keep_before(before, answer, whole, holder)
+
+
 # ---------------------------------------------------------------- the application
 
 
@@ -535,10 +661,13 @@ def closed_record(journal: jr.Journal, record: jr.Record, end: str, status: int,
     journal.closed(record)
 
 
-def protocol_handler(protocol, hosts: HostCheck):
+def protocol_handler(protocol, hosts: HostCheck, shared: bool = False):
+    """The handler of `protocol`'s route; `shared`: its state on Redis (see SharedAnswer)."""
+    answering = SharedAnswer if shared else Answer
+
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request)
-        answer = Answer(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
+        answer = answering(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
         response = await answer.run()
         if not response.prepared:  # a stream stamps its own before its headers go out
             stamp_answer(response, request_id, protocol, answer.success_headers)
@@ -555,7 +684,12 @@ async def stored_response(request: web.Request) -> web.StreamResponse:
     protocol = PROTOCOLS["responses"]
     record = opened_record(gateway.journal, request, request_id, protocol.NAME)
     try:
+        if gateway.state is not None:
+            await shared_stored(request, gateway, request.match_info["response_id"])
         response = await stored_answer(request, gateway, record, request_id)
+    except StateDown as down:
+        record.close(jr.HTTP_ERROR, 503, str(down))
+        response = error_response(protocol, 503, str(down), request_id, code="state_unavailable")
     except BadRequest as refused:
         record.close(jr.REJECTED, refused.status, refused.message)
         response = error_response(
@@ -569,9 +703,33 @@ async def stored_response(request: web.Request) -> web.StreamResponse:
         return web.Response()
     finally:
         gateway.journal.closed(record)
+    if gateway.state is not None:
+        await shared_filed(gateway, record)
     if not response.prepared:
         stamp_answer(response, request_id, protocol)
     return response
+
+
+async def shared_filed(gateway: Gateway, record: jr.Record) -> None:
+    """With --state: `record`, ended, in the shared journal under a seq of the one numbering
+    (with Redis out of reach, in this server's memory alone: its answer needed no state)."""
+    state = cast("RedisState", gateway.state)
+    try:
+        record.seq = await state.next_seq()
+        await state.file(record)
+    except StateDown as down:
+        log.warning("a request to %s is not in the shared journal: %s", record.path, down)
+
+
+async def shared_stored(request: web.Request, gateway: Gateway, response_id: str) -> None:
+    """With --state, before a stored answer is looked up: the shared state's, adopted (for a
+    session named wrong, nothing: the lookup refuses it)."""
+    name = session_named_by(request.headers)
+    try:
+        session = gateway.session(name).name
+    except BadSessionName:
+        return
+    await adopted(gateway, response_id, session)
 
 
 async def stored_answer(
@@ -590,6 +748,8 @@ async def stored_answer(
     if run is None and stored is None:
         raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if request.method == "DELETE":
+        if gateway.state is not None:
+            await gateway.state.forget_response(response_id, session.name)
         gateway.responses.delete(response_id, session.name)
         gateway.background_runs.drop(response_id)
         record.close(jr.COMPLETED, 200)
@@ -684,6 +844,8 @@ async def unrouted(request: web.Request) -> web.Response:
     record = opened_record(gateway.journal, request, request_id)
     session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
     closed_record(gateway.journal, record, jr.REJECTED, status, message)
+    if gateway.state is not None:
+        await shared_filed(gateway, record)
     protocol = protocol_for_request(request)
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)
@@ -737,7 +899,7 @@ def models_response(models: list[str], anthropic: bool) -> web.Response:
 
 
 async def start_app(
-    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0
+    app: web.Application, host: str, port: int, *, shutdown_timeout: float = 1.0, reuse_port: bool = False
 ) -> tuple[web.AppRunner, str]:
     """Serve `app` as fakehop serves: handlers cancelled when their client goes, long header
     lines taken, parser errors logged as warnings. Returns the runner and the base URL."""
@@ -751,7 +913,7 @@ async def start_app(
         max_field_size=MAX_HEADER_BYTES,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port or None)
     await site.start()
     server = cast(asyncio.Server, site._server)
     if not server.sockets:  # asyncio passes over an address it cannot open a socket for (no file descriptors left, ...)

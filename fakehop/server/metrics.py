@@ -4,26 +4,35 @@ The counting is a journal listener that keeps each record as it opens, and count
 that have closed a batch at a time (see Counts); the Prometheus families are built from those
 counts only when the endpoint is read, by a custom collector, so an answer costs one append
 and no call into prometheus_client. Every counter counts from the server's start: neither
-reset nor DELETE /requests takes it back.
+reset nor DELETE /requests takes it back. With --state, each server publishes its counts to
+Redis, and each reads every server's, summed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import web
 
 from ..state.journal import IN_PROGRESS, Journal, Record
+from ..state.redisstate import StateDown
 from .control import control_call
+from .shared import GATEWAY_KEY
+
+if TYPE_CHECKING:
+    from ..state.redisstate import RedisState
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is counted as OTHER
 OTHER = "other"
+PUBLISH_INTERVAL = 2.0  # seconds between a server's publishings of its counts, with --state
 NONE = "none"  # the label of a value a record does not have: no protocol, scenario or status
 
 
@@ -127,6 +136,54 @@ class Counts:
             (NONE if protocol is None else protocol,): count for protocol, count in sorted(streaming.items(), key=str)
         }
 
+    def snapshot(self) -> dict:
+        """The counts as JSON, for the other servers on a shared state (see SharedCounts)."""
+        return {
+            "requests": [[*key, count] for key, count in self.request_totals(0, 1, 2, 3).items()],
+            "streams": {
+                protocol: {name: getattr(stream, name) for name in Stream.__slots__}
+                for (protocol,), stream in self.stream_totals().items()
+            },
+            "in_progress": self.in_progress(),
+            "open_streams": {protocol: count for (protocol,), count in self.open_streams().items()},
+        }
+
+
+class SharedCounts:
+    """The counts of every server on a shared state: the sum of their snapshots (Counts.snapshot),
+    read as Collector reads Counts."""
+
+    def __init__(self, snapshots: list[dict]):
+        self.snapshots = snapshots
+
+    def request_totals(self, *labels: int) -> dict[tuple, int]:
+        summed: Counter[tuple] = Counter()
+        for snapshot in self.snapshots:
+            for *key, count in snapshot["requests"]:
+                summed[tuple(key[place] for place in labels)] += count
+        return dict(sorted(summed.items()))
+
+    def stream_totals(self) -> dict[tuple, Stream]:
+        summed: dict[tuple, Stream] = {}
+        for snapshot in self.snapshots:
+            for protocol, sent in snapshot["streams"].items():
+                stream = summed.setdefault((protocol,), Stream())
+                stream.bytes += sent["bytes"]
+                stream.events += sent["events"]
+                stream.keepalives += sent["keepalives"]
+                stream.duration_sum += sent["duration_sum"]
+                stream.durations = [mine + theirs for mine, theirs in zip(stream.durations, sent["durations"])]
+        return dict(sorted(summed.items()))
+
+    def in_progress(self) -> int:
+        return sum(snapshot["in_progress"] for snapshot in self.snapshots)
+
+    def open_streams(self) -> dict[tuple, int]:
+        summed: Counter[tuple] = Counter()
+        for snapshot in self.snapshots:
+            summed.update({(protocol,): count for protocol, count in snapshot["open_streams"].items()})
+        return dict(sorted(summed.items()))
+
 
 LABELS = attrgetter("protocol", "scenario", "end", "status")
 PATH, PROTOCOL, END, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(
@@ -144,7 +201,7 @@ FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold li
 class Collector:
     """The Prometheus families of `counts`, built as they are read."""
 
-    def __init__(self, counts: Counts):
+    def __init__(self, counts: Counts | SharedCounts):
         self.counts = counts
 
     def collect(self) -> Iterator:
@@ -220,11 +277,37 @@ def count_for(app: web.Application, journal: Journal) -> None:
     app.on_cleanup.append(stop_counting)
 
 
+def publish_for(app: web.Application, state: RedisState) -> None:
+    """With --state: this server's counts published every PUBLISH_INTERVAL seconds while `app` runs."""
+
+    async def publishing(_app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(publish_every(app[COUNTS_KEY], state))
+        yield
+        task.cancel()
+
+    app.cleanup_ctx.append(publishing)
+
+
+async def publish_every(counts: Counts, state: RedisState) -> None:
+    while True:
+        try:
+            await state.publish_metrics(counts.snapshot())
+        except StateDown:  # published again once Redis answers
+            pass
+        await asyncio.sleep(PUBLISH_INTERVAL)
+
+
 async def metrics(request: web.Request) -> web.Response:
+    """This server's counts; with --state, every server's together (each as it last published them)."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+    counts: Counts | SharedCounts = request.config_dict[COUNTS_KEY]
+    state = request.config_dict[GATEWAY_KEY].state
+    if state is not None:
+        await state.publish_metrics(cast(Counts, counts).snapshot())
+        counts = SharedCounts(await state.metrics_snapshots())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector(request.config_dict[COUNTS_KEY]))
+    registry.register(Collector(counts))
     return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

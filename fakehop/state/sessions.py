@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import final
+from typing import cast, final
 
 from multidict import istr
 
@@ -134,11 +134,28 @@ class Session:
         self.counters.clear()
         self.rate_limits.clear()
         self.added: set[str] = set()  # the names of the scenarios added to it
+        self.added_version = 0  # with shared state: the version of them this session holds
+        self.faults_version = 0  # and of its faults
         self.library = self.start.library
         self.default = self.start.default
         self.time_scale = self.start.time_scale
         self.strict = self.start.strict
         self.journal_from = self.journal.next_seq
+
+    def apply(self, settings: Mapping[str, object]) -> None:
+        """The settings kept for it elsewhere (shared state): default, time scale and strict flag, the server's where unset."""
+        start = self.start
+        self.default = cast(str, settings.get("default", start.default))
+        self.time_scale = cast(float, settings.get("time_scale", start.time_scale))
+        self.strict = cast(bool, settings.get("strict", start.strict))
+
+    def take_added(self, scenarios: list[Scenario], version: int) -> None:
+        """The session's added scenarios as the shared state holds them (version `version`), in the order added."""
+        library = self.start.library
+        for scenario in scenarios:
+            library = library.with_scenario(scenario)
+            self.counters.forget(scenario.name)
+        self.library, self.added, self.added_version = library, {scenario.name for scenario in scenarios}, version
 
     def check_name(self, name: str) -> None:
         if name not in self.library.scenarios:

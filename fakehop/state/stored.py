@@ -75,12 +75,11 @@ class StoredResponses:
         body of a whole answer. Of the request only what a later one continues is kept (its
         Thread, or the text of its one user message): kept whole, the requests of a load test
         would be so many more objects for the collector."""
-        thread = request.options.get("thread")
-        if thread is None:
-            before = request.prompt[:MAX_TEXT_CHARS]  # as much as a quote reads; the same string when shorter
-            size = len(answer) + len(before)
-        else:
-            before, size = thread, len(answer) + thread.own_bytes()
+        self.keep_before(before_of(request), answer, whole, session)
+
+    def keep_before(self, before: responses.Thread | str, answer: bytes, whole: bool, session: str | None) -> None:
+        """Keep an answer given to a request of which `before` is kept (see before_of)."""
+        size = len(answer) + (len(before) if type(before) is str else cast(responses.Thread, before).own_bytes())
         held = self._held.get(session)
         if held is None:
             held = self._held[session] = Held(session)
@@ -188,6 +187,18 @@ class StoredResponses:
             self.count -= 1
         self._sessions_of.setdefault(response_id, []).append(held.session)
         held.read[response_id] = Stored(answer, whole, responses.thread_after(before, response), size)
+
+
+def before_of(request: ParsedRequest) -> responses.Thread | str:
+    """What is kept of a request whose answer is kept: its Thread, or the text of its one user message."""
+    thread = request.options.get("thread")
+    # as much of the text as a quote reads; the same string when shorter
+    return request.prompt[:MAX_TEXT_CHARS] if thread is None else thread
+
+
+def answer_id(answer: bytes, whole: bool) -> str:
+    """The id of a kept answer (see Stored.answer)."""
+    return (json.loads(answer) if whole else terminal_response(answer))["id"]
 
 
 def terminal_response(last_write: bytes) -> dict:

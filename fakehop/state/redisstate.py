@@ -1,0 +1,574 @@
+"""State shared on Redis (`fakehop serve --state redis://HOST:PORT/DB`): what requests and
+control calls change, kept where every worker and every server given the same URL reads it,
+so that they act as one server.
+
+Each piece is kept with Redis' own atomic operations, with no lock of fakehop's: a session's
+settings in a hash (a field not set is the server's own setting), its queue in a list (LPOP
+hands each entry to exactly one request), its sequences' counters in a hash (HINCRBY), the
+journal's seq from INCR, and the journal's
+records in sorted sets scored by seq (the global session's view holds every session's, a
+named session's its own), each record as the JSON the control API gives. The `redis`
+library is imported here alone, and only by a server given `--state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from ..play.player import PlayRequest
+from ..play.ratelimit import FAMILIES, HEADERS, Window
+from ..protocols.responses import Thread
+from ..scenario.library import Pinned
+from ..scenario.model import RateLimit, Scenario, Script
+from ..scenario.reader import ScenarioError, parse_document, parse_text
+from ..scenario.yamlsource import with_lines
+from . import journal as jr
+from .faults import Fault, parse_fault
+from .sessions import Session
+from .stored import answer_id
+
+log = logging.getLogger("fakehop")
+
+__all__ = ["RedisState", "StateDown", "record_shown", "shown_url"]
+
+KEY_PREFIX = "fakehop:"
+GLOBAL = "~"  # the global session's name in keys: no session name can be it
+CONNECT_TIMEOUT = 1.0  # seconds: an unreachable Redis is told at once, not after the client's own timeout
+REPLY_TIMEOUT = 5.0
+# Connections one process opens to Redis at most; a request finds them all busy waits its turn
+# (at most REPLY_TIMEOUT), as each call takes one round trip.
+MAX_CONNECTIONS = 64
+# One answer's take of a rate-limit window, on Redis' clock: the window opened afresh once it
+# has ended, then one request and the answer's tokens taken (none below 0); what is left, and
+# the seconds until the window ends. KEYS[1]: the session's windows; ARGV: the limits' id, the
+# window's seconds, its requests, input, output and all tokens, then the input and output taken.
+TAKE_FROM_WINDOW = """
+local key, id = KEYS[1], ARGV[1]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local ends = tonumber(redis.call('HGET', key, id .. ':ends') or '0')
+if now >= ends then
+  ends = now + tonumber(ARGV[2])
+  redis.call('HSET', key, id .. ':ends', string.format('%.6f', ends), id .. ':requests', ARGV[3],
+    id .. ':input', ARGV[4], id .. ':output', ARGV[5], id .. ':tokens', ARGV[6])
+end
+local function take(name, amount)
+  if amount == 0 then  -- not HINCRBY by -0, which Lua writes as "-0", no integer to Redis
+    return tonumber(redis.call('HGET', key, id .. ':' .. name))
+  end
+  local left = redis.call('HINCRBY', key, id .. ':' .. name, -amount)
+  if left < 0 then
+    redis.call('HSET', key, id .. ':' .. name, 0)
+    left = 0
+  end
+  return left
+end
+local taken_in, taken_out = tonumber(ARGV[7]), tonumber(ARGV[8])
+return {string.format('%.6f', ends - now), take('requests', 1), take('input', taken_in),
+  take('output', taken_out), take('tokens', taken_in + taken_out)}
+"""
+METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
+KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
+ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
+
+
+# A session's keys, by kind: `session` its settings (a hash; a field not set is the server's
+# own), `queue` its queue (a list), `journal` its view of the journal (a sorted set by seq; the
+# global session's holds every record), `added` the scenarios added to it (a hash by name, each
+# as the source it was added from), `faults` its faults (a hash by id, each as its spec) and
+# `faults-left` what each with `times` will still break (HINCRBY -1 as one is taken),
+# `responses` its stored Responses answers (a hash by id), `rate-limits` its rate-limit windows
+# (see TAKE_FROM_WINDOW), `counters` the requests each sequence has answered (HINCRBY).
+SESSION_KINDS = (
+    "session",
+    "queue",
+    "journal",
+    "added",
+    "faults",
+    "faults-left",
+    "responses",
+    "rate-limits",
+    "counters",
+)
+
+
+def session_key(kind: str, session: str | None) -> str:
+    return f"{KEY_PREFIX}{kind}:{session or GLOBAL}"
+
+
+class StateDown(Exception):
+    """Redis could not be reached (or did not answer): nothing is answered from state not read."""
+
+    def __init__(self, url: str, reason: object):
+        self.url = url
+        super().__init__(
+            f"fakehop's shared state at {url} cannot be reached ({reason}); "
+            "the request was not answered, and service resumes once Redis answers again"
+        )
+
+
+def shown_url(url: str) -> str:
+    """The state URL as fakehop shows it: a password in it left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:****@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def entry_text(entry: str | Pinned) -> str:
+    """A queue entry as the list holds it: a name, or a sequence's entry as JSON `[name, number]`."""
+    return json.dumps(list(entry)) if isinstance(entry, Pinned) else entry
+
+
+def entry_of(text: str) -> str | Pinned:
+    if text.startswith("["):
+        name, number = json.loads(text)
+        return Pinned(name, number)
+    return text
+
+
+def settings_of(fields: Mapping[str, str]) -> dict[str, Any]:
+    """A session's settings as its hash holds them (the ones set), as Python values."""
+    settings: dict[str, Any] = {}
+    if "default" in fields:
+        settings["default"] = fields["default"]
+    if "time_scale" in fields:
+        settings["time_scale"] = float(fields["time_scale"])
+    if "strict" in fields:
+        settings["strict"] = fields["strict"] == "1"
+    return settings
+
+
+def setting_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class RedisState:
+    """The state of every server on `url`, as seen from this one. Every call raises StateDown
+    when Redis cannot be reached; the client connects again by itself on the next call."""
+
+    def __init__(self, url: str, capacity: int = jr.DEFAULT_CAPACITY, session_idle: float = math.inf):
+        import redis.asyncio as aioredis
+
+        self.url = shown_url(url)
+        self.capacity = capacity  # journal records kept, as --journal-size
+        self.session_idle = session_idle  # a named session's keys go after this long unused
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=REPLY_TIMEOUT,
+            decode_responses=True,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=REPLY_TIMEOUT,
+        )
+        self.client = aioredis.Redis.from_pool(pool)  # closed with the client
+        self.errors: tuple[type[BaseException], ...] = (aioredis.ConnectionError, aioredis.TimeoutError, OSError)
+        self.take_from_window = self.client.register_script(TAKE_FROM_WINDOW)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    def down(self, exc: BaseException) -> StateDown:
+        return StateDown(self.url, exc)
+
+    # ------------------------------------------------------------ keys
+
+    # INCR: a new version of some session's added scenarios or faults, and a new fault's id
+    VERSION_KEY = KEY_PREFIX + "version"
+
+    @staticmethod
+    def response_session_key(response_id: str) -> str:
+        """The session that last kept an answer of this id (as the real API, one asked for is found in any session)."""
+        return f"{KEY_PREFIX}response-session:{response_id}"
+
+    SEQ_KEY = KEY_PREFIX + "seq"
+    SESSIONS_KEY = KEY_PREFIX + "sessions"  # the named sessions, each scored by when it was last used (time.time())
+    STARTED_KEY = KEY_PREFIX + "started-at"
+    METRICS_KEY = KEY_PREFIX + "metrics"  # the keys of the processes' published counts
+
+    def session_keys(self, session: str | None) -> list[str]:
+        return [session_key(kind, session) for kind in SESSION_KINDS]
+
+    # ------------------------------------------------------------ calls
+
+    async def ping(self) -> None:
+        try:
+            await self.client.ping()
+        except self.errors as exc:
+            raise self.down(exc) from None
+
+    async def run(self, *commands: tuple) -> list:
+        """`commands` in one round trip, as one transaction (MULTI/EXEC): all of them or none."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                for name, *args in commands:
+                    getattr(pipe, name)(*args)
+                return await pipe.execute()
+        except self.errors as exc:
+            raise self.down(exc) from None
+
+    def touched(self, session: str | None) -> list[tuple]:
+        """A named session's keys kept for `session_idle` more seconds from now."""
+        if session is None:
+            return []
+        used = ("zadd", self.SESSIONS_KEY, {session: time.time()})
+        if math.isinf(self.session_idle):
+            return [used]
+        return [used, *(("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session))]
+
+    async def synced(
+        self, session: Session, take_entry: bool = False, record: jr.Record | None = None
+    ) -> str | Pinned | None:
+        """`session` as the shared state holds it: its settings, and its added scenarios and
+        faults when they changed since it last read them; with `take_entry`, the first queue
+        entry, taken off the queue (LPOP: by this request alone), or None. `record`, a request's
+        under way, is filed in the journal in the same round trip."""
+        name = session.name
+        taking = [("lpop", session_key("queue", name))] if take_entry else []
+        filing = [] if record is None else self.filing(record)
+        fields, left, *rest = await self.run(
+            ("hgetall", session_key("session", name)),
+            ("hgetall", session_key("faults-left", name)),
+            *taking,
+            *self.touched(name),
+            *filing,
+        )
+        session.apply(settings_of(fields))
+        version = int(fields.get("added", 0))
+        if version != session.added_version:
+            (sources,) = await self.run(("hgetall", session_key("added", name)))
+            scenarios = await asyncio.to_thread(added_scenarios, sources.values())
+            session.take_added(scenarios, version)
+        version = int(fields.get("faults", 0))
+        if version != session.faults_version:
+            (specs,) = await self.run(("hgetall", session_key("faults", name)))
+            session.faults[:], session.faults_version = faults_of(specs.values()), version
+        for fault in session.faults:
+            if fault.left is not None:
+                fault.left = int(left.get(fault.id, 0))
+        return entry_of(rest[0]) if take_entry and rest[0] is not None else None
+
+    async def add_fault(self, session: Session, fault: Fault, spec: Mapping[str, Any]) -> None:
+        """Lay `fault` (read from `spec`) over the session's answers on every server; it gets its id here."""
+        (version,) = await self.run(("incr", self.VERSION_KEY))
+        fault.id = f"fault_{version}"
+        kept = json.dumps({"order": version, "id": fault.id, "spec": dict(spec)})
+        left = (
+            [("hset", session_key("faults-left", session.name), fault.id, fault.left)] if fault.left is not None else []
+        )
+        await self.run(
+            ("hset", session_key("faults", session.name), fault.id, kept),
+            *left,
+            ("hset", session_key("session", session.name), "faults", version),
+            *self.touched(session.name),
+        )
+        session.faults_version = version
+
+    async def take_fault(self, session: str | None, fault: Fault) -> bool:
+        """Count a request `fault` breaks; False when another server took its last one first."""
+        if fault.left is None:
+            return True
+        (left,) = await self.run(("hincrby", session_key("faults-left", session), fault.id, -1))
+        if left == 0:
+            await self.remove_faults(session, [fault.id])
+        return left >= 0
+
+    async def remove_faults(self, session: str | None, ids: list[str] | None = None) -> int:
+        """Remove the faults `ids` (None: every one) from the session; how many there were."""
+        (version,) = await self.run(("incr", self.VERSION_KEY))
+        key, left_key = session_key("faults", session), session_key("faults-left", session)
+        removing = (
+            [("hdel", key, *ids), ("hdel", left_key, *ids)] if ids else [("hlen", key), ("delete", key, left_key)]
+        )
+        removed, *_ = await self.run(*removing, ("hset", session_key("session", session), "faults", version))
+        return removed
+
+    async def add(self, session: Session, scenario: Scenario, source: dict) -> None:
+        """Keep `scenario`, added to `session` from `source` (see added_scenarios), for every server."""
+        (version,) = await self.run(("incr", self.VERSION_KEY))
+        kept = json.dumps({"order": version, "name": scenario.name, **source})
+        await self.run(
+            ("hset", session_key("added", session.name), scenario.name, kept),
+            ("hset", session_key("session", session.name), "added", version),
+            ("hdel", session_key("counters", session.name), scenario.name),
+            *self.touched(session.name),
+        )
+        session.added_version = version
+
+    async def set_setting(self, session: str | None, name: str, value: Any) -> None:
+        await self.run(("hset", session_key("session", session), name, setting_text(value)), *self.touched(session))
+
+    async def enqueue(self, session: str | None, entries: list[str | Pinned]) -> int:
+        """Queue `entries` at the end; the queue's length after."""
+        length, *_ = await self.run(
+            ("rpush", session_key("queue", session), *map(entry_text, entries)), *self.touched(session)
+        )
+        return length
+
+    async def queue(self, session: str | None) -> list[str | Pinned]:
+        (texts,) = await self.run(("lrange", session_key("queue", session), 0, -1))
+        return [entry_of(text) for text in texts]
+
+    async def queue_length(self, session: str | None) -> int:
+        (length,) = await self.run(("llen", session_key("queue", session)))
+        return length
+
+    async def clear_queue(self, session: str | None) -> int:
+        """Empty the queue; how many entries it held."""
+        length, _ = await self.run(("llen", session_key("queue", session)), ("delete", session_key("queue", session)))
+        return length
+
+    async def reset(self, session: str | None) -> bool:
+        """The session back to the server's settings, its queue and its view of the journal empty
+        (a named one no longer listed); whether a named one was. The global session's view is the
+        whole journal: emptied, its records go for every view."""
+        _, listed = await self.run(
+            ("delete", *self.session_keys(session)), ("zrem", self.SESSIONS_KEY, session or GLOBAL)
+        )
+        return bool(listed)
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """Every named session used within `session_idle`, the one used longest ago first: its
+        idle seconds, settings (the ones set), queue length and requests in its journal view."""
+        now = time.time()
+        _, used = await self.run(
+            ("zremrangebyscore", self.SESSIONS_KEY, "-inf", now - self.session_idle),
+            ("zrange", self.SESSIONS_KEY, 0, -1, False, True),  # with scores
+        )
+        reads = [
+            command
+            for name, _ in used
+            for command in (
+                ("hgetall", session_key("session", name)),
+                ("llen", session_key("queue", name)),
+                ("zcard", session_key("journal", name)),
+            )
+        ]
+        counts = await self.run(*reads) if reads else []
+        return [
+            {"session": name, "idle": round(now - last, 3), **settings_of(fields), "queue": queue, "requests": requests}
+            for (name, last), fields, queue, requests in zip(used, counts[0::3], counts[1::3], counts[2::3])
+        ]
+
+    async def count(self, session: str | None, sequence: str) -> int:
+        """One more request for `sequence`: its number, counted once for every server (HINCRBY)."""
+        (number,) = await self.run(("hincrby", session_key("counters", session), sequence, 1))
+        return number
+
+    async def keep_response(self, session: str | None, before: Thread | str, answer: bytes, whole: bool) -> None:
+        """Keep a Responses answer (see stored.StoredResponses.keep) where every server finds it by its id."""
+        response_id = answer_id(answer, whole)
+        kept = json.dumps({"before": thread_json(before), "answer": answer.decode(), "whole": whole})
+        key = session_key("responses", session)
+        await self.run(
+            ("hset", key, response_id, kept),
+            ("expire", key, KEPT_RESPONSE_SECONDS),
+            ("setex", self.response_session_key(response_id), KEPT_RESPONSE_SECONDS, session or GLOBAL),
+        )
+
+    async def kept_response(
+        self, response_id: str, session: str | None
+    ) -> tuple[str | None, Thread | str, bytes, bool] | None:
+        """The answer `response_id` as kept: the session holding it (the asking one first), what
+        was kept of its request, the answer, whether whole; None when none is kept."""
+        own, holder = await self.run(
+            ("hget", session_key("responses", session), response_id), ("get", self.response_session_key(response_id))
+        )
+        if own is None and holder is not None:
+            session = None if holder == GLOBAL else holder
+            (own,) = await self.run(("hget", session_key("responses", session), response_id))
+        if own is None:
+            return None
+        kept = json.loads(own)
+        return session, thread_of(kept["before"]), kept["answer"].encode(), kept["whole"]
+
+    async def forget_response(self, response_id: str, session: str | None) -> None:
+        await self.run(("hdel", session_key("responses", session), response_id))
+
+    async def started_at(self) -> float:
+        """When the shared state began (time.time()): a new value means the journal's seq starts again at 1."""
+        _, started = await self.run(
+            ("set", self.STARTED_KEY, repr(time.time()), None, None, True), ("get", self.STARTED_KEY)
+        )
+        return float(started)
+
+    async def rate_limit_headers(
+        self, session: str | None, protocol: str, script: Script, request: PlayRequest
+    ) -> list[tuple[str, str]]:
+        """RateLimits.headers, its window one for every server: one more answer of `script` takes
+        one request, its input tokens and the output tokens the request allows."""
+        limit = cast(RateLimit, script.rate_limit)
+        input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
+        output_tokens = request.max_output_tokens or 0
+        limits = (limit.window, limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens)
+        try:
+            left, *counts = await self.take_from_window(
+                keys=[session_key("rate-limits", session)],
+                args=[limits_id(limit), *limits, input_tokens, output_tokens],
+            )
+        except self.errors as exc:
+            raise self.down(exc) from None
+        now = time.monotonic()
+        window = Window(limit, now)
+        window.ends = now + float(left)
+        window.requests, window.input_tokens, window.output_tokens, window.tokens = counts
+        family = FAMILIES[protocol]
+        ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + float(left)))  # the shared window's end
+        fixed = tuple(
+            (name, ends) if name.endswith("-reset") else (name, value) for name, value in window.fixed[family]
+        )
+        return HEADERS[family](window, fixed, now)
+
+    async def publish_metrics(self, snapshot: dict) -> None:
+        """This process's counts (see metrics.Counts.snapshot), read by every server's GET /metrics until they expire."""
+        key = f"{KEY_PREFIX}metrics:{ANSWERED_BY}"
+        await self.run(("setex", key, METRICS_SECONDS, json.dumps(snapshot)), ("sadd", self.METRICS_KEY, key))
+
+    async def metrics_snapshots(self) -> list[dict]:
+        """The counts every live process published; those that expired go from the set."""
+        (keys,) = await self.run(("smembers", self.METRICS_KEY))
+        keys = sorted(keys)
+        (texts,) = await self.run(("mget", *keys)) if keys else ([],)
+        gone = [key for key, text in zip(keys, texts) if text is None]
+        if gone:
+            await self.run(("srem", self.METRICS_KEY, *gone))
+        return [json.loads(text) for text in texts if text is not None]
+
+    async def next_seq(self) -> int:
+        """The journal's next seq, one numbering for every server (INCR)."""
+        (seq,) = await self.run(("incr", self.SEQ_KEY))
+        return seq
+
+    async def file(self, record: jr.Record) -> None:
+        await self.run(*self.filing(record))
+
+    def filing(self, record: jr.Record) -> list[tuple]:
+        """What writes `record` (as it is now) into the journal: in the global view and its
+        session's, replacing what an earlier write of it held; the oldest go past the journal's capacity."""
+        text = json.dumps({**record.as_json(secrets=True, frames=True), "answered_by": ANSWERED_BY})
+        commands: list[tuple] = []
+        for key in {session_key("journal", None), session_key("journal", record.session)}:
+            commands += [
+                ("zremrangebyscore", key, record.seq, record.seq),
+                ("zadd", key, {text: record.seq}),
+                ("zremrangebyrank", key, 0, -self.capacity - 1),
+            ]
+        return commands
+
+    async def page(self, session: str | None, since: int, limit: float, max_bytes: float) -> tuple[list[dict], bool]:
+        """At most `limit` records of the session's view after `since`, holding at most
+        `max_bytes` of JSON together (but at least one), and whether more follow."""
+        count = -1 if math.isinf(limit) else int(limit) + 1
+        (texts,) = await self.run(("zrangebyscore", session_key("journal", session), f"({since}", "+inf", 0, count))
+        page: list[dict] = []
+        size = 0
+        for text in texts:
+            if len(page) >= limit or (page and size + len(text) > max_bytes):
+                return page, True
+            page.append(json.loads(text))
+            size += len(text)
+        return page, False
+
+    async def records(self, session: str | None) -> list[jr.Record]:
+        """The session's whole view of the journal, as records (see record_of)."""
+        return [record_of(data) for data in (await self.page(session, 0, math.inf, math.inf))[0]]
+
+    async def record(self, session: str | None, seq: int) -> dict | None:
+        (texts,) = await self.run(("zrangebyscore", session_key("journal", session), seq, seq))
+        return json.loads(texts[0]) if texts else None
+
+    async def clear_journal(self, session: str | None) -> int:
+        """Empty the session's view; how many records it held."""
+        held, _ = await self.run(
+            ("zcard", session_key("journal", session)), ("delete", session_key("journal", session))
+        )
+        return held
+
+
+def thread_json(before: Thread | str) -> Any:
+    """What was kept of a request, as JSON: its text, or its Thread with the calls of the whole chain it continues."""
+    if isinstance(before, str):
+        return before
+    chain: list[Thread] = []
+    thread: Thread | None = before
+    while thread is not None:
+        chain.append(thread)
+        thread = thread.continued()
+    calls = {call_id: name for link in reversed(chain) for call_id, name in link.calls.items()}  # the newest wins
+    return {"turns": before.turns, "calls": calls, "system": before.system, "prompt": before.prompt}
+
+
+def thread_of(kept: Any) -> Thread | str:
+    if isinstance(kept, str):
+        return kept
+    return Thread(kept["turns"], kept["calls"], kept["system"], kept["prompt"])
+
+
+def limits_id(limit: RateLimit) -> str:
+    """The same limits' id on every server: a scenario's `rate_limit:` block by what it says."""
+    return hashlib.sha1(repr(limit).encode()).hexdigest()[:16]
+
+
+def faults_of(kept: Any) -> list[Fault]:
+    """A session's faults as the shared state keeps them, oldest first (`left` read apart)."""
+    faults = []
+    for text in sorted(kept, key=lambda text: json.loads(text)["order"]):
+        entry = json.loads(text)
+        fault = parse_fault(entry["spec"])
+        fault.id = entry["id"]
+        faults.append(fault)
+    return faults
+
+
+def added_scenarios(kept: Any) -> list[Scenario]:
+    """The scenarios added to a session, in the order they were added, each read again from
+    its source: `{"text": YAML}` or `{"document": JSON}`, named `name`."""
+    scenarios = []
+    for text in sorted(kept, key=lambda text: json.loads(text)["order"]):
+        source = json.loads(text)
+        try:
+            if "text" in source:
+                scenario = parse_text(source["text"], source["source"], source["name"])
+            else:
+                scenario = parse_document(with_lines(source["document"]), source["source"], source["name"])
+        except ScenarioError as exc:  # written by a server of another version
+            log.warning("scenario %r in the shared state cannot be read here: %s", source["name"], exc)
+            continue
+        scenarios.append(dataclasses.replace(scenario, name=source["name"]))
+    return scenarios
+
+
+def record_of(data: dict) -> jr.Record:
+    """A record filed by any server, on the clock all of them share (time.time()): its arrival,
+    its frames' and its write's times counted from `started_at`."""
+    record = jr.Record.from_json({key: value for key, value in data.items() if key != "frames"})
+    arrived = record._started = record.started_at
+    record.frames = [(arrived + at, text.encode()) for at, text in data["frames"]]
+    if record.write_began is not None:
+        record.write_began += arrived
+    return record
+
+
+def record_shown(data: dict, secrets: bool, frames: bool = False) -> dict:
+    """A record read back from Redis (kept with its secrets and frames) as the control API shows it."""
+    shown = dict(data)
+    if not secrets:
+        shown["headers"] = dict(jr.shown_headers(data["headers"], False))
+    if not frames:
+        shown.pop("frames", None)
+    return shown

@@ -1,0 +1,386 @@
+"""`fakehop serve --state redis://...`: two servers on one real redis-server act as one server:
+queue entries each taken once, settings set through one read by the other, one journal with
+one seq numbering, reset through either; with Redis gone, 503s that name it, and service
+again once it is back, with no restart."""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import aiohttp
+import pytest
+
+from fakehop.protocols import PROTOCOLS
+from fakehop.testing.remote import ControlClient, ControlFailed
+
+from .redis_server import fakehop_servers, redis_server  # noqa: F401 - the fixture, by its name
+
+CONCURRENT = 100
+
+
+async def post(client: aiohttp.ClientSession, url: str, protocol: str = "chat", **headers: str) -> tuple[int, dict]:
+    """One unstreamed request to `url`; its status and JSON body."""
+    body = dict(PROTOCOLS[protocol].EXAMPLE_REQUEST, stream=False)
+    async with client.post(url + PROTOCOLS[protocol].PATH, json=body, headers=headers) as response:
+        return response.status, await response.json()
+
+
+async def requests_to(urls: list[str], count: int, **headers: str) -> list[tuple[int, dict]]:
+    """`count` requests at once, spread over `urls` in turn."""
+    async with aiohttp.ClientSession() as client:
+        return await asyncio.gather(*(post(client, urls[n % len(urls)], **headers) for n in range(count)))
+
+
+def whole_journal(url: str, limit: int = 100, session: str | None = None) -> list[dict]:
+    """Every record of a session's view, read a page of `limit` at a time."""
+    control = ControlClient(url, session=session)
+    records: list[dict] = []
+    since, more = 0, True
+    while more:
+        page = control.call("GET", "/requests", query={"since": since, "limit": limit})
+        records += page["requests"]
+        since, more = page["next_since"], page["more"]
+    return records
+
+
+@pytest.fixture
+def servers(redis_server, tmp_path):
+    with fakehop_servers(tmp_path, 2, "--state", redis_server.url) as urls:
+        yield urls
+
+
+async def test_queue_entries_are_each_taken_once_by_two_servers_under_100_concurrent_requests(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/queue", {"scenario": "rate-limited", "times": CONCURRENT // 2})
+    assert len(ControlClient(second).call("GET", "/queue")["queue"]) == CONCURRENT // 2
+
+    answers = await requests_to(servers, CONCURRENT)
+
+    assert Counter(status for status, _ in answers) == {429: CONCURRENT // 2, 200: CONCURRENT // 2}
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    records = whole_journal(second)
+    assert sorted(record["seq"] for record in records) == list(range(1, CONCURRENT + 1))
+    assert Counter(record["scenario"] for record in records) == {"rate-limited": 50, "hello": 50}
+
+
+async def test_a_queued_sequence_plays_its_entries_in_order_across_servers(servers):
+    first, second = servers
+    ControlClient(second).call("POST", "/queue", {"scenario": "flaky-then-ok"})
+    assert ControlClient(first).call("GET", "/queue")["queue"] == [
+        "flaky-then-ok[1]",
+        "flaky-then-ok[2]",
+        "flaky-then-ok[3]",
+    ]
+    async with aiohttp.ClientSession() as client:
+        statuses = [(await post(client, url))[0] for url in (first, second, first)]
+    assert statuses == [429, 500, 200]
+
+
+async def test_a_sequence_counts_its_requests_once_whichever_server_gets_them(servers):
+    first, second = servers
+    ControlClient(first).call("PUT", "/default", {"scenario": "flaky-then-ok"})
+    async with aiohttp.ClientSession() as client:
+        statuses = [(await post(client, url))[0] for url in (second, first, second, first)]
+    assert statuses == [429, 500, 200, 200]
+    labels = [record["scenario"] for record in whole_journal(first)]
+    assert labels == ["flaky-then-ok[1]", "flaky-then-ok[2]", *["flaky-then-ok[3]->hello"] * 2]
+
+
+async def test_a_scenario_added_through_one_server_is_played_by_the_other(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text="name: greeting\nsteps:\n  - text: Hi from one\n")
+    ControlClient(second).call("POST", "/queue", {"scenario": "greeting"})
+    ControlClient(second).call("PUT", "/default", {"scenario": {"steps": [{"text": "inline default"}]}})
+    names = [scenario["name"] for scenario in ControlClient(second).call("GET", "/scenarios")["scenarios"]]
+    assert "greeting" in names
+
+    async with aiohttp.ClientSession() as client:
+        texts = [(await post(client, url))[1]["choices"][0]["message"]["content"] for url in (first, second)]
+    assert texts == ["Hi from one", "inline default"]
+    ControlClient(second).call("POST", "/reset")
+    with pytest.raises(ControlFailed):
+        ControlClient(first).call("PUT", "/default", {"scenario": "greeting"})
+
+
+async def respond(client: aiohttp.ClientSession, url: str, stream: bool, **fields) -> tuple[int, bytes]:
+    body = {"model": "gpt-5.6-sol", "input": "Hello", "stream": stream, **fields}
+    async with client.post(url + "/v1/responses", json=body) as response:
+        return response.status, await response.read()
+
+
+def response_id_in(answer: bytes, stream: bool) -> str:
+    if not stream:
+        return json.loads(answer)["id"]
+    last = answer.rstrip(b"\n").rsplit(b"\ndata: ", 1)[1]
+    return json.loads(last)["response"]["id"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_a_stored_responses_answer_is_continued_fetched_and_deleted_through_the_other_server(servers, stream):
+    first, second = servers
+    async with aiohttp.ClientSession() as client:
+        status, answer = await respond(client, first, stream)
+        response_id = response_id_in(answer, stream)
+        assert status == 200
+        status, follow_up = await respond(client, second, False, previous_response_id=response_id)
+        assert status == 200, follow_up
+        async with client.get(f"{second}/v1/responses/{response_id}") as fetched:
+            assert fetched.status == 200 and (await fetched.json())["id"] == response_id
+        async with client.delete(f"{second}/v1/responses/{response_id}") as deleted:
+            assert deleted.status == 200
+        async with client.get(f"{first}/v1/responses/{response_id}") as gone:
+            assert gone.status == 404
+    turns = [record["turn"] for record in whole_journal(first) if record["path"] == "/v1/responses"]
+    assert turns == [1, 2]
+
+
+async def test_a_fault_breaks_its_times_requests_in_all_whichever_server_gets_them(servers):
+    first, second = servers
+    laid = ControlClient(first).call("POST", "/faults", {"kind": "server_error", "times": 7})
+    assert [fault["id"] for fault in ControlClient(second).call("GET", "/faults")["faults"]] == [laid["id"]]
+
+    answers = await requests_to(servers, 40)
+
+    assert Counter(status for status, _ in answers) == {500: 7, 200: 33}
+    assert ControlClient(first).call("GET", "/faults")["faults"] == []
+    assert ControlClient(second).call("GET", "/faults")["faults"] == []
+    ControlClient(second).call("POST", "/faults", {"kind": "rate_limit", "times": 0})
+    assert (await requests_to([first], 1))[0][0] == 429
+    assert ControlClient(first).call("DELETE", "/faults")["removed"] == 1
+    assert [status for status, _ in await requests_to(servers, 2)] == [200, 200]
+
+
+async def test_a_stream_breaking_fault_and_a_latency_are_counted_once_whichever_server_takes_them(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/faults", {"kind": "truncate", "after": 1, "times": 3})
+    ControlClient(second).call("POST", "/faults", {"kind": "latency", "first": 0.01, "times": 5})
+
+    async with aiohttp.ClientSession() as client:
+        answers = [post(client, servers[n % 2]) for n in range(12)]
+        outcomes = await asyncio.gather(*answers, return_exceptions=True)
+    assert sum(isinstance(outcome, aiohttp.ServerDisconnectedError) for outcome in outcomes) == 3
+
+    records = [record for record in whole_journal(first) if record["path"] == "/v1/chat/completions"]
+    laid = Counter(kind for record in records for kind in record["faults"])
+    assert laid == {"truncate": 3, "latency": 5}  # each counted once, whichever server took it
+    assert Counter(record["end"] for record in records) == {"disconnected": 3, "completed": 9}
+
+
+LIMITED = "name: limited\nrate_limit: {requests: 3, tokens: 1000, window: 1.5s}\nusage: {input_tokens: 10}\nsteps: [{text: Hi}]\n"
+
+
+async def test_a_rate_limit_window_counts_down_once_for_every_server_and_opens_again(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text=LIMITED)
+    body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=False)
+
+    async def remaining(client: aiohttp.ClientSession, url: str) -> tuple[str, str]:
+        async with client.post(
+            url + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "limited"}
+        ) as answer:
+            return answer.headers["x-ratelimit-remaining-requests"], answer.headers["x-ratelimit-remaining-tokens"]
+
+    async with aiohttp.ClientSession() as client:
+        counted = [await remaining(client, url) for url in (second, first, second, first)]
+        await asyncio.sleep(1.6)
+        reopened = await remaining(client, first)
+    assert counted == [("2", "990"), ("1", "980"), ("0", "970"), ("0", "960")]
+    assert reopened == ("2", "990")
+
+
+async def test_anthropic_rate_limit_headers_tell_the_shared_windows_end_from_every_server(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text=LIMITED.replace("1.5s", "90s"))
+    body = dict(PROTOCOLS["messages"].EXAMPLE_REQUEST, stream=False)
+    resets = []
+    async with aiohttp.ClientSession() as client:
+        for url in (first, second):
+            async with client.post(
+                url + "/v1/messages", json=body, headers={"X-Fakehop-Scenario": "limited"}
+            ) as answer:
+                resets.append(
+                    (
+                        answer.headers["anthropic-ratelimit-requests-reset"],
+                        answer.headers["anthropic-ratelimit-requests-remaining"],
+                    )
+                )
+            await asyncio.sleep(2.1)  # a window of its own would end 2 s later or more
+    assert [remaining for _, remaining in resets] == ["2", "1"]
+    first_end, second_end = (calendar.timegm(time.strptime(reset, "%Y-%m-%dT%H:%M:%SZ")) for reset, _ in resets)
+    assert abs(second_end - first_end) <= 1  # the same end, each told to the second
+
+
+async def test_settings_set_through_one_server_are_the_others_and_reset_through_either(servers):
+    first, second = servers
+    ControlClient(first).call("PUT", "/default", {"scenario": "rate-limited"})
+    ControlClient(first).call("PUT", "/time_scale", {"time_scale": 0.5})
+    health = ControlClient(second).call("GET", "/health")
+    assert (health["default"], health["time_scale"], health["strict"]) == ("rate-limited", 0.5, False)
+    assert (await requests_to([second], 1))[0][0] == 429
+
+    ControlClient(second).call("PUT", "/strict", {"strict": True})
+    ControlClient(second).call("PUT", "/default", {"scenario": "hello"})
+    [(status, body)] = await requests_to([first], 1)
+    assert status == 400 and "strict" in body["error"]["message"]
+
+    ControlClient(second).call("POST", "/queue", {"scenario": "server-error"})
+    ControlClient(first).call("POST", "/reset")
+    health = ControlClient(second).call("GET", "/health")
+    assert (health["default"], health["time_scale"], health["strict"]) == ("hello", 0.01, False)
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    assert whole_journal(second) == []
+    assert (await requests_to([second], 1))[0][0] == 200
+
+
+async def test_a_named_session_is_one_across_servers_and_apart_from_the_global_one(servers):
+    first, second = servers
+    ControlClient(first, session="ci-7").call("POST", "/queue", {"scenario": "server-error", "times": 2})
+    ControlClient(first, session="ci-7").call("PUT", "/strict", {"strict": True})
+    assert ControlClient(second).call("GET", "/queue")["queue"] == []
+    assert ControlClient(second, session="ci-7").call("GET", "/health")["strict"] is True
+
+    session_answers = await requests_to(servers, 3, **{"X-Fakehop-Session": "ci-7"})
+    global_answers = await requests_to(servers, 2)
+
+    assert sorted(status for status, _ in session_answers) == [400, 500, 500]
+    assert [status for status, _ in global_answers] == [200, 200]
+    assert len(whole_journal(first, session="ci-7")) == 3
+    assert len(whole_journal(second)) == 5  # the global session's view holds every session's requests
+    ControlClient(second, session="ci-7").call("POST", "/reset")
+    assert whole_journal(first, session="ci-7") == []
+    assert ControlClient(first, session="ci-7").call("GET", "/health")["strict"] is False
+
+
+async def test_the_sessions_any_server_used_are_listed_and_dropped_through_any(servers):
+    first, second = servers
+    await requests_to([first], 2, **{"X-Fakehop-Session": "from-a-request"})
+    ControlClient(second, session="from-a-call").call("PUT", "/strict", {"strict": True})
+
+    listed = ControlClient(second).call("GET", "/sessions")["sessions"]
+    assert [(kept["session"], kept["strict"], kept["requests"]) for kept in listed] == [
+        ("from-a-request", False, 2),
+        ("from-a-call", True, 0),
+    ]
+    assert ControlClient(first).call("DELETE", "/sessions/from-a-call") == {"dropped": "from-a-call"}
+    assert [kept["session"] for kept in ControlClient(second).call("GET", "/sessions")["sessions"]] == [
+        "from-a-request"
+    ]
+    with pytest.raises(ControlFailed) as unknown:
+        ControlClient(second).call("DELETE", "/sessions/from-a-call")
+    assert unknown.value.status == 404
+
+
+async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
+    first, second = servers
+    await requests_to(servers, 30, Authorization="Bearer sk-test-secret-1234")
+    for url in servers:
+        records = whole_journal(url, limit=7)
+        assert [record["seq"] for record in records] == list(range(1, 31))
+        assert all(record["end"] == "completed" and record["status"] == 200 for record in records)
+    one = ControlClient(first).call("GET", "/requests/12")["request"]
+    assert one["seq"] == 12 and one["frames"] == [] and one["headers"]["Authorization"] == "Bearer ****1234"
+    page = ControlClient(second).call("GET", "/requests", query={"since": 25, "limit": 10})
+    assert ([record["seq"] for record in page["requests"]], page["next_since"], page["more"]) == (
+        [26, 27, 28, 29, 30],
+        30,
+        False,
+    )
+    assert ControlClient(second).call("DELETE", "/requests") == {"removed": 30}
+    assert whole_journal(first) == []
+
+
+async def test_a_request_under_way_on_one_server_is_in_the_journal_the_other_shows(servers):
+    first, second = servers
+    body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=True)
+    async with aiohttp.ClientSession() as client:
+        async with client.post(
+            first + "/v1/chat/completions", json=body, headers={"X-Fakehop-Scenario": "hang"}
+        ) as hung:
+            await hung.content.readline()
+            [record] = whole_journal(second)
+            assert (record["end"], record["stream"]) == ("in_progress", True)
+    for _ in range(100):  # the server sees the client go, then files how it ended
+        [record] = whole_journal(second)
+        if record["end"] != "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    assert record["end"] == "client_disconnected"
+
+
+async def test_the_verdict_judges_what_the_client_did_through_every_server(servers):
+    first, second = servers
+    verdict = ControlClient(second, session="retrying")
+    verdict.call("POST", "/queue", {"scenario": "rate-limited"})
+    headers = {"X-Fakehop-Session": "retrying"}
+    assert [status for status, _ in await requests_to([first], 1, **headers)] == [429]
+    assert [status for status, _ in await requests_to([second], 1, **headers)] == [200]  # at once: Retry-After was 2 s
+
+    judged = verdict.call("GET", "/verdict")
+    assert judged["requests"] == 1 and judged["retried"][0]["seqs"] == [1, 2]
+    assert [(finding["rule"], finding["seqs"]) for finding in judged["findings"]] == [("retry_after_ignored", [1, 2])]
+
+
+async def test_requests_no_route_takes_are_in_the_one_journal_and_health_says_when_the_state_began(servers):
+    first, second = servers
+    async with aiohttp.ClientSession() as client:
+        async with client.post(first + "/chat/completions", json={}) as wrong:
+            assert wrong.status == 404
+        async with client.get(second + "/v1/responses/resp_none") as missing:
+            assert missing.status == 404
+    assert [(record["seq"], record["status"]) for record in whole_journal(second)] == [(1, 404), (2, 404)]
+    began = {ControlClient(url).call("GET", "/health")["started_at"] for url in servers}
+    assert len(began) == 1  # one state, one numbering: a client following the journal sees one server
+
+
+async def test_with_redis_gone_requests_and_control_calls_get_503s_naming_it_and_service_resumes(servers, redis_server):
+    first, second = servers
+    ControlClient(first).call("POST", "/queue", {"scenario": "server-error"})
+    redis_server.stop()
+
+    async with aiohttp.ClientSession() as client:
+        chat_status, chat = await post(client, first)
+        messages_status, messages = await post(client, second, "messages")
+    assert chat_status == messages_status == 503
+    assert redis_server.url in chat["error"]["message"] and chat["error"]["code"] == "state_unavailable"
+    assert messages["type"] == "error" and redis_server.url in messages["error"]["message"]
+    with pytest.raises(ControlFailed) as refused:
+        ControlClient(second).call("POST", "/queue", {"scenario": "hello"})
+    assert refused.value.status == 503 and redis_server.url in str(refused.value)
+    with pytest.raises(ControlFailed) as health:
+        ControlClient(first).call("GET", "/health")
+    assert health.value.status == 503 and health.value.answer["status"] == "unavailable"
+
+    redis_server.start()  # empty: it kept nothing
+    assert ControlClient(first).call("GET", "/health")["status"] == "ok"
+    answers = await requests_to(servers, 4)
+    assert [status for status, _ in answers] == [200] * 4
+    assert [record["seq"] for record in whole_journal(second)] == [1, 2, 3, 4]
+
+
+async def test_a_stream_under_way_when_redis_goes_ends_as_it_would_have(servers, redis_server):
+    first, _ = servers
+    ControlClient(first).call(
+        "POST", "/scenarios", text="name: paused\nsteps:\n  - text: Hi\n  - delay: 150s\n  - text: there\n"
+    )
+    body = {"model": "gpt-5.6-sol", "input": "Hello", "stream": True}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
+        async with client.post(first + "/v1/responses", json=body, headers={"X-Fakehop-Scenario": "paused"}) as answer:
+            await answer.content.readline()
+            redis_server.stop()
+            rest = await answer.read()
+    assert b"event: response.completed" in rest  # stored on this server alone, said in its log
+
+
+def test_a_server_without_state_never_imports_redis():
+    code = (
+        "import sys, fakehop.cli.main, fakehop.server.app, fakehop.server.control, fakehop.state.redisstate; "
+        "print('redis' in sys.modules)"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert ran.stdout == "False\n", ran.stderr
