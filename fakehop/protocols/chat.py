@@ -138,7 +138,7 @@ def parse(body: dict) -> ParsedRequest:
     chars, prompt, history = message_facts(messages)
     conversation = FIRST_TURN if history is None and not tools else conversation_of(history, tools)
     play = PlayRequest(estimate_tokens(chars) + 3 * len(messages), limit, "never")
-    if body.keys() & ANSWER_FIELDS:  # few requests: the usual ones below take no more than they did
+    if not ANSWER_FIELDS.isdisjoint(body):  # few requests: the usual ones below take no more than they did
         return with_answer_fields(
             body,
             model,

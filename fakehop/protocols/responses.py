@@ -31,6 +31,7 @@ message}`, `output` with the items so far (an unfinished one as far as it got, s
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import weakref
 from collections.abc import Iterable
@@ -184,7 +185,13 @@ def parse(body: dict) -> ParsedRequest:
         items, (chars, prompt, history) = len(given_input), input_facts(given_input)
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
-    echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
+    tool_calls_limit = at_least_one("max_tool_calls", max_tool_calls)
+    if varying:
+        echo = echoed_fields(body, varying, limit, tool_calls_limit)
+        options = answer_options(body, echo)
+    else:
+        options = plain_options(limit, tool_calls_limit)
+        echo = options["echo"]
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
     play = PlayRequest(
         estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items,
@@ -193,11 +200,6 @@ def parse(body: dict) -> ParsedRequest:
         echo["tool_choice"] != "none",
     )
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
-    options = (
-        answer_options(body, echo)
-        if varying
-        else {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
-    )
     if history is None and not varying:  # nothing that the conversation facts read: most requests
         return ParsedRequest(
             model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN
@@ -213,6 +215,14 @@ def parse(body: dict) -> ParsedRequest:
         variant,
         conversation,
     )
+
+
+@functools.lru_cache(maxsize=256)  # most requests send one of a few limits, or none
+def plain_options(max_output_tokens: int | None, max_tool_calls: int | None) -> dict:
+    """The options of a request that sends none of the VARIANT_FIELDS, built once for its
+    limits: shared, read, never changed."""
+    echo = echoed_fields({}, [], max_output_tokens, max_tool_calls)
+    return {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
 
 
 def answer_options(body: dict, echo: dict) -> dict:
