@@ -271,7 +271,6 @@ def refuse_constant(name: str):
 
 _DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # built once: json.loads with options builds one per call
 _JSON_SPACE = " \t\n\r"
-_SPACES = re.compile(f"[{_JSON_SPACE}]*")
 
 
 def loads(text: str):
@@ -308,7 +307,8 @@ def decoded(text: str):
         return _DECODER.decode(text)
     value, end = _DECODER.raw_decode(text)
     if end != len(text):
-        raise json.JSONDecodeError("Extra data", text, _SPACES.match(text, end).end())  # where decode says
+        rest = text[end:]
+        raise json.JSONDecodeError("Extra data", text, len(text) - len(rest.lstrip(_JSON_SPACE)))  # where decode says
     return value
 
 
