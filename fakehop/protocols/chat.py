@@ -41,6 +41,7 @@ from .common import (
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
+    openai_request_id,
     require_type,
     required_call,
     served_tier,
@@ -370,6 +371,7 @@ error_body = openai_error_body
 failure_response = openai_failure_response
 error_headers = no_error_headers
 REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
+fresh_request_id = openai_request_id
 
 
 class StreamEncoder(StreamEncoderBase):

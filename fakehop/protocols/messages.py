@@ -37,6 +37,7 @@ from .common import (
     Template,
     ToolResult,
     anthropic_error_body,
+    anthropic_request_id,
     content_text,
     event_frame,
     example_call_id,
@@ -337,6 +338,7 @@ def error_body(
 
 
 REQUEST_ID_HEADER = ANTHROPIC_REQUEST_ID_HEADER
+fresh_request_id = anthropic_request_id
 RETRY = (("x-should-retry", "true"),)
 NO_RETRY = (("x-should-retry", "false"),)
 
