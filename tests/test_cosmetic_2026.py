@@ -6,6 +6,10 @@ from __future__ import annotations
 import re
 
 import aiohttp
+import anthropic
+import pytest
+
+from .inline_scenarios import add, data_events
 
 CLAUDE = "claude-sonnet-5"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
@@ -13,6 +17,8 @@ HI = [{"role": "user", "content": "Hi"}]
 MESSAGES_BODY = {"model": CLAUDE, "max_tokens": 100, "messages": HI}
 ANTHROPIC_REQUEST_ID = re.compile(r"req_011C[1-9A-HJ-NP-Za-km-z]{20}")
 OPENAI_REQUEST_ID = re.compile(r"req_[0-9a-f]{24}")
+OVERLOADED_2026 = "Overloaded. https://docs.claude.com/en/api/errors"
+OVERLOADED = "steps: [{text: Hi}, {fail: {kind: overloaded}}]"
 
 
 async def post(base_url: str, path: str, body: dict, headers: dict) -> tuple[int, dict, dict]:
@@ -59,3 +65,40 @@ async def test_a_seeded_messages_answer_keeps_its_seeded_request_id(base_url):
 async def test_the_anthropic_sdk_reads_the_request_id(anthropic_client):
     message = await anthropic_client.messages.create(model=CLAUDE, max_tokens=100, messages=HI)
     assert ANTHROPIC_REQUEST_ID.fullmatch(message._request_id or "")
+
+
+# ---------------------------------------------------------------- the 529 message of Messages
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_an_overloaded_fail_on_messages_says_what_the_2026_api_says(base_url, gateway, stream):
+    headers = {**ANTHROPIC, **add(gateway, "busy", OVERLOADED)}
+    [*_, error] = await data_events(base_url, "/v1/messages", {**MESSAGES_BODY, "stream": stream}, headers)
+    assert error["error"] == {"type": "overloaded_error", "message": OVERLOADED_2026}
+
+
+async def test_a_529_http_error_on_messages_says_what_the_2026_api_says(base_url, gateway):
+    headers = {**ANTHROPIC, **add(gateway, "busy", "http_error: {status: 529}")}
+    status, _, body = await post(base_url, "/v1/messages", MESSAGES_BODY, headers)
+    assert status == 529 and body["error"]["message"] == OVERLOADED_2026
+
+
+async def test_a_message_the_scenario_gives_stays_its_own(base_url, gateway):
+    headers = {**ANTHROPIC, **add(gateway, "busy", "steps: [{fail: {kind: overloaded, message: Overloaded}}]")}
+    status, _, body = await post(base_url, "/v1/messages", MESSAGES_BODY, headers)
+    assert status == 529 and body["error"]["message"] == "Overloaded"
+
+
+@pytest.mark.parametrize("scenario", [OVERLOADED, "http_error: {status: 529}"])
+async def test_the_openai_protocols_keep_their_overloaded_message(base_url, gateway, scenario):
+    headers = add(gateway, "busy", scenario)
+    _, _, body = await post(base_url, "/v1/chat/completions", {"model": "gpt-5.6-sol", "messages": HI}, headers)
+    assert body["error"]["message"] == "Overloaded"
+
+
+async def test_the_anthropic_sdk_reads_the_2026_overloaded_message(anthropic_client, gateway):
+    headers = add(gateway, "busy", OVERLOADED)
+    with pytest.raises(anthropic.InternalServerError) as raised:
+        await anthropic_client.messages.create(model=CLAUDE, max_tokens=100, messages=HI, extra_headers=headers)
+    assert raised.value.status_code == 529
+    assert raised.value.body["error"]["message"] == OVERLOADED_2026  # type: ignore[index]

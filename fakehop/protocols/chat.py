@@ -49,6 +49,9 @@ from .common import (
     tool_names,
     typed_fields,
 )
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
+)
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -372,6 +375,7 @@ failure_response = openai_failure_response
 error_headers = no_error_headers
 REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 fresh_request_id = openai_request_id
+HTTP_MESSAGES = COMMON_HTTP_MESSAGES
 
 
 class StreamEncoder(StreamEncoderBase):

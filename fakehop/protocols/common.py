@@ -479,8 +479,8 @@ HTTP_MESSAGES = {
 }
 
 
-def default_message(status: int) -> str:
-    return HTTP_MESSAGES.get(status, "Request failed")
+def default_message(status: int, messages: dict[int, str] = HTTP_MESSAGES) -> str:
+    return messages.get(status, "Request failed")
 
 
 def openai_fail_error(failure: p.Failure) -> dict:

@@ -45,6 +45,9 @@ from .common import (
     tool_names,
     typed_fields,
 )
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
+)
 
 NAME = "messages"
 PATH = "/v1/messages"
@@ -94,6 +97,10 @@ FAIL_TYPES = {
     "interrupted": "api_error",
 }
 FAIL_STATUSES = {**FAIL_STATUS, "overloaded": 529}
+OVERLOADED_MESSAGE = "Overloaded. https://docs.claude.com/en/api/errors"  # the 2026 API's words for a 529
+# Where Messages' default words differ from the other protocols': by status, and by fail kind.
+HTTP_MESSAGES = {**COMMON_HTTP_MESSAGES, 529: OVERLOADED_MESSAGE}
+OWN_FAIL_MESSAGES = {"overloaded": OVERLOADED_MESSAGE}
 SIGNATURE_BYTES = 96
 REDACTED_DATA_BYTES = 192
 DIRECT_CALLER = {"type": "direct"}  # who called a tool: the model itself
@@ -352,10 +359,15 @@ def failure_type(failure: p.Failure) -> str:
     return failure.error_type or FAIL_TYPES[failure.kind]
 
 
+def failure_message(failure: p.Failure) -> str:
+    """The failure's message: the scenario's, or the kind's default in Messages' own words."""
+    return failure.message if failure.stated else OWN_FAIL_MESSAGES.get(failure.kind, failure.message)
+
+
 def failure_response(failure: p.Failure, request_id: str | None = None) -> tuple[int, dict]:
     """Status and body of a non-streamed `fail` (overloaded is Anthropic's 529)."""
     status = FAIL_STATUSES[failure.kind]
-    return status, anthropic_error_body(status, failure.message, request_id, failure_type(failure))
+    return status, anthropic_error_body(status, failure_message(failure), request_id, failure_type(failure))
 
 
 # ---------------------------------------------------------------- shared by stream and whole
@@ -593,7 +605,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def failure(self, failure: p.Failure) -> bytes:
         return event_frame(
-            "error", {"type": "error", "error": {"type": failure_type(failure), "message": failure.message}}
+            "error", {"type": "error", "error": {"type": failure_type(failure), "message": failure_message(failure)}}
         )
 
     def finish(self, finish: p.Finish) -> bytes:

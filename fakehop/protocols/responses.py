@@ -72,6 +72,9 @@ from .common import (
     tool_names,
     typed_fields,
 )
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
+)
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -701,6 +704,7 @@ failure_response = openai_failure_response
 error_headers = no_error_headers
 REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
 fresh_request_id = openai_request_id
+HTTP_MESSAGES = COMMON_HTTP_MESSAGES
 
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
