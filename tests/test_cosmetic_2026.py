@@ -102,3 +102,87 @@ async def test_the_anthropic_sdk_reads_the_2026_overloaded_message(anthropic_cli
         await anthropic_client.messages.create(model=CLAUDE, max_tokens=100, messages=HI, extra_headers=headers)
     assert raised.value.status_code == 529
     assert raised.value.body["error"]["message"] == OVERLOADED_2026  # type: ignore[index]
+
+
+# ---------------------------------------------------------------- gpt-5.6's own response fields
+
+SOL = "gpt-5.6-sol"
+SEARCHES = """
+steps:
+  - server_tool: {name: web_search, input: {query: cats}, result: [{url: "https://a.example/cats", title: Cats}]}
+  - server_tool: {name: web_fetch, input: {url: "https://b.example/page"}, result: {content: Text, title: B}}
+  - text: Done.
+"""
+NO_TOOL_USAGE = {
+    "image_gen": {
+        "input_tokens": 0,
+        "input_tokens_details": {"image_tokens": 0, "text_tokens": 0},
+        "output_tokens": 0,
+        "total_tokens": 0,
+    },
+    "web_search": {"num_requests": 0},
+}
+
+
+async def lifecycle(base_url: str, body: dict, headers: dict | None = None) -> list[dict]:
+    """The response objects of a streamed Responses answer's lifecycle events."""
+    events = await data_events(base_url, "/v1/responses", {**body, "stream": True}, headers or {})
+    return [event["response"] for event in events if "response" in event]
+
+
+async def test_a_gpt_5_6_answer_shows_what_it_was_not_asked_for(base_url):
+    created, in_progress, completed = await lifecycle(base_url, {"model": SOL, "input": "Hi"})
+    for shown in (created, in_progress, completed):
+        assert shown["billing"] == {"payer": "developer"} and shown["prompt_cache_retention"] == "24h"
+        assert shown["reasoning"] == {"effort": "medium", "summary": None}
+    assert [created["service_tier"], in_progress["service_tier"], completed["service_tier"]] == [
+        "auto",
+        "auto",
+        "default",
+    ]
+    assert created["tool_usage"] is None and completed["tool_usage"] == NO_TOOL_USAGE
+    keys = list(completed)
+    assert keys[4:7] == ["background", "billing", "completed_at"]
+    assert keys[keys.index("tool_choice") : keys.index("tool_choice") + 3] == ["tool_choice", "tool_usage", "tools"]
+
+
+async def test_what_a_gpt_5_6_request_asks_for_wins(base_url):
+    body = {
+        "model": SOL,
+        "input": "Hi",
+        "service_tier": "priority",
+        "prompt_cache_retention": "in_memory",
+        "reasoning": {"effort": "high", "summary": "auto", "context": "all_turns", "mode": "pro"},
+    }
+    created, _, completed = await lifecycle(base_url, body)
+    assert created["service_tier"] == completed["service_tier"] == "priority"
+    assert completed["prompt_cache_retention"] == "in_memory"
+    assert completed["reasoning"] == {"effort": "high", "summary": "auto", "context": "all_turns", "mode": "pro"}
+
+
+async def test_tool_usage_counts_the_searches_not_the_pages_opened(base_url, gateway):
+    *_, completed = await lifecycle(base_url, {"model": SOL, "input": "Hi"}, add(gateway, "search", SEARCHES))
+    assert completed["tool_usage"]["web_search"] == {"num_requests": 1}
+
+
+@pytest.mark.parametrize("model", ["gpt-5.5", "gpt-4o", "o3"])
+async def test_other_models_answer_as_before(base_url, model):
+    """Even right after a gpt-5.6 answer of the same scenario, whose stream the server keeps."""
+    await lifecycle(base_url, {"model": SOL, "input": "Hi"})
+    for shown in await lifecycle(base_url, {"model": model, "input": "Hi"}):
+        assert "billing" not in shown and "tool_usage" not in shown
+        assert shown["service_tier"] == "default" and shown["prompt_cache_retention"] is None
+        assert shown["reasoning"] == {"effort": None, "summary": None}
+
+
+async def test_the_openai_sdk_types_the_gpt_5_6_fields(openai_client):
+    async with openai_client.responses.stream(model=SOL, input="Hi") as stream:
+        created = [event async for event in stream][0]
+        response = await stream.get_final_response()
+    assert created.type == "response.created" and created.response.service_tier == "auto"
+    assert response.service_tier == "default" and response.prompt_cache_retention == "24h"
+    assert response.reasoning is not None and response.reasoning.effort == "medium"
+    assert response.tool_usage is not None and response.tool_usage.web_search.num_requests == 0
+    assert (response.model_extra or {})["billing"] == {"payer": "developer"}  # no typed field in openai 3.63
+    whole = await openai_client.responses.create(model=SOL, input="Hi")
+    assert whole.service_tier == "default" and whole.tool_usage == response.tool_usage

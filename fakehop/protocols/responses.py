@@ -162,6 +162,20 @@ RESPONSE_FIELDS = (
 )  # fmt: skip
 # The same with the `conversation` of a request that names one.
 CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:])
+# gpt-5.6's answers carry fields no request asks for (see latest_fields): who pays, and the
+# hosted tools' usage, in the API's order.
+LATEST_MODELS = "gpt-5.6"  # the prefix of their names
+LATEST_FIELDS = tuple(
+    field
+    for key in RESPONSE_FIELDS
+    for field in {"background": ("background", "billing"), "tool_choice": ("tool_choice", "tool_usage")}.get(
+        key, (key,)
+    )
+)
+LATEST_CONVERSATION_FIELDS = (*LATEST_FIELDS[:7], "conversation", *LATEST_FIELDS[7:])
+BILLING = {"payer": "developer"}
+LATEST_EFFORT = "medium"  # the reasoning effort a request that names none gets
+UNDER_WAY = ("queued", "in_progress")  # statuses whose service_tier is the one asked for, `auto` by default
 UNFLAGGED_SCORE = 1e-06  # a moderation result's score for a category it does not flag
 FLAGGED_SCORE = 0.92  # and for one it flags
 
@@ -189,6 +203,9 @@ def parse(body: dict) -> ParsedRequest:
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     echo = echoed_fields(body, varying, limit, at_least_one("max_tool_calls", max_tool_calls))
+    latest = model.startswith(LATEST_MODELS)
+    if latest:
+        latest_fields(echo)
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
     play = PlayRequest(
         estimate_tokens(chars + len(echo["instructions"] or "")) + 3 * items,
@@ -197,6 +214,8 @@ def parse(body: dict) -> ParsedRequest:
         echo["tool_choice"] != "none",
     )
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
+    if latest:  # its bytes are not another model's with the same fields
+        variant = LATEST_MODELS + variant
     options = (
         answer_options(body, echo)
         if varying
@@ -565,6 +584,17 @@ def echoed_fields(body: dict, sent: list[str], max_output_tokens: int | None, ma
     return echo
 
 
+def latest_fields(echo: dict) -> None:
+    """Set in `echo` what gpt-5.6's answers show unasked: `billing`, the 24-hour prompt cache
+    retention and the reasoning effort used, unless the request named its own."""
+    echo["billing"] = BILLING
+    echo["tool_usage"] = None
+    if echo["prompt_cache_retention"] is None:
+        echo["prompt_cache_retention"] = "24h"
+    if echo["reasoning"]["effort"] is None:  # the default is shared: replaced, never changed
+        echo["reasoning"] = {**echo["reasoning"], "effort": LATEST_EFFORT}
+
+
 # ---------------------------------------------------------------- objects both answers share
 
 
@@ -600,7 +630,34 @@ def response_object(
         "usage": None,
         **fields,
     }
+    if "billing" in values:
+        return latest_object(values, request.options["echo"], status, output)
     return {key: values[key] for key in (CONVERSATION_FIELDS if "conversation" in values else RESPONSE_FIELDS)}
+
+
+def latest_object(values: dict, echo: dict, status: str, output: list) -> dict:
+    """The response object of a gpt-5.6 answer: `service_tier` is the one asked for (`auto`)
+    while it is under way, the one that served it after; `tool_usage` comes at the end."""
+    if status in UNDER_WAY:
+        values["service_tier"] = echo.get("service_tier", "auto")
+    else:
+        values["tool_usage"] = tool_usage(output)
+    return {key: values[key] for key in (LATEST_CONVERSATION_FIELDS if "conversation" in values else LATEST_FIELDS)}
+
+
+def tool_usage(output: list) -> dict:
+    """The hosted tools' usage: the searches among the output's web search calls (opening a
+    page is not one); no image tokens."""
+    searches = sum(item["type"] == "web_search_call" and item["action"]["type"] == "search" for item in output)
+    return {
+        "image_gen": {
+            "input_tokens": 0,
+            "input_tokens_details": {"image_tokens": 0, "text_tokens": 0},
+            "output_tokens": 0,
+            "total_tokens": 0,
+        },
+        "web_search": {"num_requests": searches},
+    }
 
 
 def output_text_part(text: str, logprobs: list | None = None, annotations: list | None = None) -> dict:
