@@ -186,3 +186,29 @@ async def test_the_openai_sdk_types_the_gpt_5_6_fields(openai_client):
     assert (response.model_extra or {})["billing"] == {"payer": "developer"}  # no typed field in openai 3.63
     whole = await openai_client.responses.create(model=SOL, input="Hi")
     assert whole.service_tier == "default" and whole.tool_usage == response.tool_usage
+
+
+# ---------------------------------------------------------------- bytes in Responses' delta logprobs
+
+WORDS = "steps: [{text: Héllo}, {text: ' there'}]"
+WITH_LOGPROBS = {"model": SOL, "input": "Hi", "include": ["message.output_text.logprobs"], "top_logprobs": 2}
+
+
+async def test_a_text_deltas_logprobs_carry_each_tokens_utf8_bytes(base_url, gateway):
+    events = await data_events(base_url, "/v1/responses", {**WITH_LOGPROBS, "stream": True}, add(gateway, "w", WORDS))
+    [first, second] = [event["logprobs"] for event in events if event["type"] == "response.output_text.delta"]
+    assert [list(entry) for entry in first] == [["token", "logprob", "bytes", "top_logprobs"]]
+    assert first[0]["bytes"] == list("Héllo".encode()) and second[0]["bytes"] == list(b" there")
+    assert all(other["bytes"] == list(other["token"].encode()) for other in first[0]["top_logprobs"])
+    plain = await data_events(base_url, "/v1/responses", {"model": SOL, "input": "Hi", "stream": True}, {})
+    assert all(event["logprobs"] == [] for event in plain if event["type"] == "response.output_text.delta")
+
+
+async def test_the_openai_sdk_reads_the_delta_bytes(openai_client, gateway):
+    headers = add(gateway, "w", WORDS)
+    async with openai_client.responses.stream(**WITH_LOGPROBS, extra_headers=headers) as stream:
+        deltas = [event async for event in stream if event.type == "response.output_text.delta"]
+    assert [(delta.logprobs[0].model_extra or {})["bytes"] for delta in deltas] == [  # not typed in openai 3.63
+        list("Héllo".encode()),
+        list(b" there"),
+    ]

@@ -688,7 +688,7 @@ def custom_tool_call_item(item_id: str, status: str, call_id: str | None, name: 
 
 def text_logprobs(tokens: list[str], top: int | None, with_bytes: bool) -> list:
     """The logprobs of text deltas, one entry each, when the request includes them (the part's
-    entries have `bytes`, the events' do not); [] otherwise."""
+    and the delta events' entries have `bytes`, `output_text.done`'s do not); [] otherwise."""
     return [] if top is None else [token_logprob(token, top, with_bytes) for token in tokens]
 
 
@@ -1033,7 +1033,7 @@ class StreamEncoder(StreamEncoderBase):
         item: OpenItem = self.open  # type: ignore[assignment]  # deltas come only while an item is open
         if item.top_logprobs is not None:
             item.parts.append(delta.text)
-            logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
+            logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=True)
             padding = (
                 {} if self.obfuscation is None else {"obfuscation": self.obfuscation.padding(len(delta.text)).decode()}
             )
