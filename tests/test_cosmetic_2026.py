@@ -101,7 +101,7 @@ async def test_the_anthropic_sdk_reads_the_2026_overloaded_message(anthropic_cli
     with pytest.raises(anthropic.InternalServerError) as raised:
         await anthropic_client.messages.create(model=CLAUDE, max_tokens=100, messages=HI, extra_headers=headers)
     assert raised.value.status_code == 529
-    assert raised.value.body["error"]["message"] == OVERLOADED_2026  # type: ignore[index]
+    assert raised.value.body["error"]["message"] == OVERLOADED_2026
 
 
 # ---------------------------------------------------------------- gpt-5.6's own response fields
