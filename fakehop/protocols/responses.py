@@ -165,13 +165,8 @@ CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:
 # gpt-5.6's answers carry fields no request asks for (see latest_fields): who pays, and the
 # hosted tools' usage, in the API's order.
 LATEST_MODELS = "gpt-5.6"  # the prefix of their names
-LATEST_FIELDS = tuple(
-    field
-    for key in RESPONSE_FIELDS
-    for field in {"background": ("background", "billing"), "tool_choice": ("tool_choice", "tool_usage")}.get(
-        key, (key,)
-    )
-)
+LATEST_ADDED = {"background": "billing", "tool_choice": "tool_usage"}  # each after the field it follows
+LATEST_FIELDS = tuple(field for key in RESPONSE_FIELDS for field in (key, LATEST_ADDED.get(key)) if field is not None)
 LATEST_CONVERSATION_FIELDS = (*LATEST_FIELDS[:7], "conversation", *LATEST_FIELDS[7:])
 BILLING = {"payer": "developer"}
 LATEST_EFFORT = "medium"  # the reasoning effort a request that names none gets
