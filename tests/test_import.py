@@ -686,7 +686,16 @@ def test_response_failed_alone_is_written_as_it_came(tmp_path):
             {"type": "timeout_error", "message": "Too slow"},
             '{kind: server_error, message: "Too slow", type: timeout_error}',
         ),
-        ("messages", {"type": "overloaded_error", "message": "Overloaded"}, "overloaded"),
+        (
+            "messages",
+            {"type": "overloaded_error", "message": "Overloaded. https://docs.claude.com/en/api/errors"},
+            "overloaded",
+        ),
+        (
+            "messages",
+            {"type": "overloaded_error", "message": "Overloaded"},
+            '{kind: overloaded, message: "Overloaded"}',
+        ),
     ],
 )
 def test_an_errors_kind_is_read_from_its_code_else_its_type(tmp_path, protocol, error, written):

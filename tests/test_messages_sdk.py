@@ -71,7 +71,7 @@ FAILING = {
     "fail-rate-limit": ("rate_limit_error", "Rate limit reached, please retry after a short wait"),
     "fail-server-error": ("api_error", "upstream went away"),
     "fail-invalid-prompt": ("invalid_request_error", "Invalid prompt: the request was flagged by the content policy"),
-    "fail-overloaded": ("overloaded_error", "Overloaded"),
+    "fail-overloaded": ("overloaded_error", "Overloaded. https://docs.claude.com/en/api/errors"),
     "interrupted": ("api_error", INTERRUPTED),
     "stall": ("api_error", "Stream stalled: no output for 120s"),
 }

@@ -140,7 +140,7 @@ async def test_a_named_conversation_is_in_every_lifecycle_event_and_the_whole_an
     events = await data_events(base_url, "/v1/responses", body, {})
     lifecycle = [event["response"] for event in events if "response" in event]
     assert len(lifecycle) == 3 and all(shown["conversation"] == {"id": "conv_456"} for shown in lifecycle)
-    assert list(lifecycle[0])[5:8] == ["completed_at", "conversation", "error"]
+    assert list(lifecycle[0])[5:9] == ["billing", "completed_at", "conversation", "error"]
 
 
 async def test_moderation_gives_a_result_that_flags_nothing(openai_client):

@@ -94,7 +94,7 @@ async def test_responses_logprobs_when_included(base_url, gateway, openai_client
     events = await data_events(base_url, "/v1/responses", body, headers)
     deltas = [e["logprobs"] for e in events if e["type"] == "response.output_text.delta"]
     assert [[entry["token"] for entry in logprobs] for logprobs in deltas] == [["Hello"], [" there"], [" friend"]]
-    assert set(deltas[0][0]) == {"token", "logprob", "top_logprobs"} and len(deltas[0][0]["top_logprobs"]) == 2
+    assert set(deltas[0][0]) == {"token", "logprob", "bytes", "top_logprobs"} and len(deltas[0][0]["top_logprobs"]) == 2
     part = next(e for e in events if e["type"] == "response.content_part.done")["part"]
     assert [entry["bytes"] for entry in part["logprobs"]] == [list(b"Hello"), list(b" there"), list(b" friend")]
     async with openai_client.responses.stream(

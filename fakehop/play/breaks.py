@@ -109,7 +109,8 @@ def breaking(offset: float, ending: Break, script: sc.Script, time_scale: float,
     """The happenings that end the answer at `offset`; a stall that resumes plays `rest` after it."""
     kind = ending.kind
     if kind == "interrupt":
-        yield offset, Failure(ending.error, ending.message or FAIL_MESSAGES[ending.error])
+        message = ending.message or FAIL_MESSAGES[ending.error]
+        yield offset, Failure(ending.error, message, stated=bool(ending.message))
     elif kind == "truncate":
         yield offset, Disconnect()
     elif kind == "hang":

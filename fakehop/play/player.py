@@ -93,7 +93,8 @@ class Keepalive:
 @dataclass(frozen=True, slots=True)
 class Failure:
     """An error inside the stream; the stream ends after it. `error_type`, `code` and `param`,
-    when set, replace what the kind says; `error_event`: see scenario.Fail."""
+    when set, replace what the kind says; `error_event`: see scenario.Fail; `stated`: False when
+    `message` is the kind's default (FAIL_MESSAGES), which a protocol may word its own way."""
 
     kind: str
     message: str
@@ -101,6 +102,7 @@ class Failure:
     code: str | None = None
     param: str | None = None
     error_event: bool = True
+    stated: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +532,9 @@ class _Layout:
                 step = cast(sc.Fail, step)
                 message = step.message or FAIL_MESSAGES[step.kind]
                 yield from self.at(
-                    Failure(step.kind, message, step.error_type, step.code, step.param, step.error_event)
+                    Failure(
+                        step.kind, message, step.error_type, step.code, step.param, step.error_event, bool(step.message)
+                    )
                 )
                 return
             elif kind is sc.Disconnect:

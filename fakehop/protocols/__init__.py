@@ -8,7 +8,9 @@ happening to a method for its kind); complete(meta, request, outcome) -> dict, t
 answer; error_body(status, message, request_id, param=, code=, error_type=) -> dict;
 failure_response(failure, request_id) -> (status, body), a `fail` in a non-streamed answer;
 error_headers(status) -> ((name, value), ...), the headers of the protocol's error answers;
-REQUEST_ID_HEADER, the header its SDK reads an answer's request id from.
+HTTP_MESSAGES, an error answer's default message by status;
+REQUEST_ID_HEADER, the header its SDK reads an answer's request id from; fresh_request_id() -> a new
+request id in the form its real API writes.
 """
 
 from . import chat, messages, responses

@@ -41,12 +41,16 @@ from .common import (
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
+    openai_request_id,
     require_type,
     required_call,
     served_tier,
     token_logprob,
     tool_names,
     typed_fields,
+)
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
 )
 
 NAME = "chat"
@@ -370,6 +374,8 @@ error_body = openai_error_body
 failure_response = openai_failure_response
 error_headers = no_error_headers
 REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
+fresh_request_id = openai_request_id
+HTTP_MESSAGES = COMMON_HTTP_MESSAGES
 
 
 class StreamEncoder(StreamEncoderBase):

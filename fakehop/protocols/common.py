@@ -479,8 +479,8 @@ HTTP_MESSAGES = {
 }
 
 
-def default_message(status: int) -> str:
-    return HTTP_MESSAGES.get(status, "Request failed")
+def default_message(status: int, messages: dict[int, str] = HTTP_MESSAGES) -> str:
+    return messages.get(status, "Request failed")
 
 
 def openai_fail_error(failure: p.Failure) -> dict:
@@ -522,6 +522,18 @@ def openai_error_body(
 
 OPENAI_REQUEST_ID_HEADER = "x-request-id"  # the header each SDK reads its answers' request id from
 ANTHROPIC_REQUEST_ID_HEADER = "request-id"
+BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+BASE58_OF_BYTE = bytes((BASE58 * 5).encode()[:256])  # a random byte as a base58 digit, in C (the slight bias is moot)
+
+
+def openai_request_id() -> str:
+    """A fresh request id as fakehop writes them for the OpenAI protocols."""
+    return "req_" + FRESH.randbytes(12).hex()
+
+
+def anthropic_request_id() -> str:
+    """A fresh request id as the Anthropic API writes them: `req_011C` and 20 base58 digits."""
+    return "req_011C" + FRESH.randbytes(20).translate(BASE58_OF_BYTE).decode()
 
 
 def no_error_headers(status: int) -> tuple[tuple[str, str], ...]:

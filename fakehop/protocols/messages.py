@@ -37,12 +37,16 @@ from .common import (
     Template,
     ToolResult,
     anthropic_error_body,
+    anthropic_request_id,
     content_text,
     event_frame,
     example_call_id,
     required_call,
     tool_names,
     typed_fields,
+)
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
 )
 
 NAME = "messages"
@@ -93,6 +97,10 @@ FAIL_TYPES = {
     "interrupted": "api_error",
 }
 FAIL_STATUSES = {**FAIL_STATUS, "overloaded": 529}
+OVERLOADED_MESSAGE = "Overloaded. https://docs.claude.com/en/api/errors"  # the 2026 API's words for a 529
+# Where Messages' default words differ from the other protocols': by status, and by fail kind.
+HTTP_MESSAGES = {**COMMON_HTTP_MESSAGES, 529: OVERLOADED_MESSAGE}
+OWN_FAIL_MESSAGES = {"overloaded": OVERLOADED_MESSAGE}
 SIGNATURE_BYTES = 96
 REDACTED_DATA_BYTES = 192
 DIRECT_CALLER = {"type": "direct"}  # who called a tool: the model itself
@@ -337,6 +345,7 @@ def error_body(
 
 
 REQUEST_ID_HEADER = ANTHROPIC_REQUEST_ID_HEADER
+fresh_request_id = anthropic_request_id
 RETRY = (("x-should-retry", "true"),)
 NO_RETRY = (("x-should-retry", "false"),)
 
@@ -350,10 +359,15 @@ def failure_type(failure: p.Failure) -> str:
     return failure.error_type or FAIL_TYPES[failure.kind]
 
 
+def failure_message(failure: p.Failure) -> str:
+    """The failure's message: the scenario's, or the kind's default in Messages' own words."""
+    return failure.message if failure.stated else OWN_FAIL_MESSAGES.get(failure.kind, failure.message)
+
+
 def failure_response(failure: p.Failure, request_id: str | None = None) -> tuple[int, dict]:
     """Status and body of a non-streamed `fail` (overloaded is Anthropic's 529)."""
     status = FAIL_STATUSES[failure.kind]
-    return status, anthropic_error_body(status, failure.message, request_id, failure_type(failure))
+    return status, anthropic_error_body(status, failure_message(failure), request_id, failure_type(failure))
 
 
 # ---------------------------------------------------------------- shared by stream and whole
@@ -591,7 +605,7 @@ class StreamEncoder(StreamEncoderBase):
 
     def failure(self, failure: p.Failure) -> bytes:
         return event_frame(
-            "error", {"type": "error", "error": {"type": failure_type(failure), "message": failure.message}}
+            "error", {"type": "error", "error": {"type": failure_type(failure), "message": failure_message(failure)}}
         )
 
     def finish(self, finish: p.Finish) -> bytes:

@@ -65,12 +65,16 @@ from .common import (
     openai_error_body,
     openai_fail_error,
     openai_failure_response,
+    openai_request_id,
     require_type,
     required_call,
     served_tier,
     token_logprob,
     tool_names,
     typed_fields,
+)
+from .common import (
+    HTTP_MESSAGES as COMMON_HTTP_MESSAGES,
 )
 
 NAME = "responses"
@@ -159,6 +163,15 @@ RESPONSE_FIELDS = (
 )  # fmt: skip
 # The same with the `conversation` of a request that names one.
 CONVERSATION_FIELDS = (*RESPONSE_FIELDS[:6], "conversation", *RESPONSE_FIELDS[6:])
+# gpt-5.6's answers carry fields no request asks for (see latest_fields): who pays, and the
+# hosted tools' usage, in the API's order.
+LATEST_MODELS = "gpt-5.6"  # the prefix of their names
+LATEST_ADDED = {"background": "billing", "tool_choice": "tool_usage"}  # each after the field it follows
+LATEST_FIELDS = tuple(field for key in RESPONSE_FIELDS for field in (key, LATEST_ADDED.get(key)) if field is not None)
+LATEST_CONVERSATION_FIELDS = (*LATEST_FIELDS[:7], "conversation", *LATEST_FIELDS[7:])
+BILLING = {"payer": "developer"}
+LATEST_EFFORT = "medium"  # the reasoning effort a request that names none gets
+UNDER_WAY = ("queued", "in_progress")  # statuses whose service_tier is the one asked for, `auto` by default
 UNFLAGGED_SCORE = 1e-06  # a moderation result's score for a category it does not flag
 FLAGGED_SCORE = 0.92  # and for one it flags
 
@@ -186,11 +199,14 @@ def parse(body: dict) -> ParsedRequest:
     limit = at_least_one("max_output_tokens", max_output_tokens)
     varying = sorted(body.keys() & VARIANT_FIELDS)  # most requests send few of them, or none
     tool_calls_limit = at_least_one("max_tool_calls", max_tool_calls)
+    latest = model.startswith(LATEST_MODELS)
     if varying:
         echo = echoed_fields(body, varying, limit, tool_calls_limit)
+        if latest:
+            latest_fields(echo)
         options = answer_options(body, echo)
     else:
-        options = plain_options(limit, tool_calls_limit)
+        options = plain_options(limit, tool_calls_limit, latest)
         echo = options["echo"]
     shown = "shown" if echo["reasoning"]["summary"] in SUMMARY_ASKED else "summary-unasked"
     play = PlayRequest(
@@ -200,6 +216,8 @@ def parse(body: dict) -> ParsedRequest:
         echo["tool_choice"] != "none",
     )
     variant = repr([(key, body[key]) for key in varying]) if varying else ""
+    if latest:  # its bytes are not another model's with the same fields
+        variant = LATEST_MODELS + variant
     if history is None and not varying:  # nothing that the conversation facts read: most requests
         return ParsedRequest(
             model, bool(stream), prompt or "", play, options, variant, KEPT_FIRST_TURN
@@ -218,10 +236,12 @@ def parse(body: dict) -> ParsedRequest:
 
 
 @functools.lru_cache(maxsize=256)  # most requests send one of a few limits, or none
-def plain_options(max_output_tokens: int | None, max_tool_calls: int | None) -> dict:
+def plain_options(max_output_tokens: int | None, max_tool_calls: int | None, latest: bool) -> dict:
     """The options of a request that sends none of the VARIANT_FIELDS, built once for its
-    limits: shared, read, never changed."""
+    limits (and whether its model is one of LATEST_MODELS): shared, read, never changed."""
     echo = echoed_fields({}, [], max_output_tokens, max_tool_calls)
+    if latest:
+        latest_fields(echo)
     return {"echo": echo, "encrypted_reasoning": False, "top_logprobs": None, "obfuscation": True}
 
 
@@ -571,6 +591,17 @@ def echoed_fields(body: dict, sent: list[str], max_output_tokens: int | None, ma
     return echo
 
 
+def latest_fields(echo: dict) -> None:
+    """Set in `echo` what gpt-5.6's answers show unasked: `billing`, the 24-hour prompt cache
+    retention and the reasoning effort used, unless the request named its own."""
+    echo["billing"] = BILLING
+    echo["tool_usage"] = None
+    if echo["prompt_cache_retention"] is None:
+        echo["prompt_cache_retention"] = "24h"
+    if echo["reasoning"]["effort"] is None:  # the default is shared: replaced, never changed
+        echo["reasoning"] = {**echo["reasoning"], "effort": LATEST_EFFORT}
+
+
 # ---------------------------------------------------------------- objects both answers share
 
 
@@ -606,7 +637,34 @@ def response_object(
         "usage": None,
         **fields,
     }
+    if "billing" in values:
+        return latest_object(values, request.options["echo"], status, output)
     return {key: values[key] for key in (CONVERSATION_FIELDS if "conversation" in values else RESPONSE_FIELDS)}
+
+
+def latest_object(values: dict, echo: dict, status: str, output: list) -> dict:
+    """The response object of a gpt-5.6 answer: `service_tier` is the one asked for (`auto`)
+    while it is under way, the one that served it after; `tool_usage` comes at the end."""
+    if status in UNDER_WAY:
+        values["service_tier"] = echo.get("service_tier", "auto")
+    else:
+        values["tool_usage"] = tool_usage(output)
+    return {key: values[key] for key in (LATEST_CONVERSATION_FIELDS if "conversation" in values else LATEST_FIELDS)}
+
+
+def tool_usage(output: list) -> dict:
+    """The hosted tools' usage: the searches among the output's web search calls (opening a
+    page is not one); no image tokens."""
+    searches = sum(item["type"] == "web_search_call" and item["action"]["type"] == "search" for item in output)
+    return {
+        "image_gen": {
+            "input_tokens": 0,
+            "input_tokens_details": {"image_tokens": 0, "text_tokens": 0},
+            "output_tokens": 0,
+            "total_tokens": 0,
+        },
+        "web_search": {"num_requests": searches},
+    }
 
 
 def output_text_part(text: str, logprobs: list | None = None, annotations: list | None = None) -> dict:
@@ -637,7 +695,7 @@ def custom_tool_call_item(item_id: str, status: str, call_id: str | None, name: 
 
 def text_logprobs(tokens: list[str], top: int | None, with_bytes: bool) -> list:
     """The logprobs of text deltas, one entry each, when the request includes them (the part's
-    entries have `bytes`, the events' do not); [] otherwise."""
+    and the delta events' entries have `bytes`, `output_text.done`'s do not); [] otherwise."""
     return [] if top is None else [token_logprob(token, top, with_bytes) for token in tokens]
 
 
@@ -709,6 +767,8 @@ error_body = openai_error_body
 failure_response = openai_failure_response
 error_headers = no_error_headers
 REQUEST_ID_HEADER = OPENAI_REQUEST_ID_HEADER
+fresh_request_id = openai_request_id
+HTTP_MESSAGES = COMMON_HTTP_MESSAGES
 
 
 def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
@@ -980,7 +1040,7 @@ class StreamEncoder(StreamEncoderBase):
         item: OpenItem = self.open  # type: ignore[assignment]  # deltas come only while an item is open
         if item.top_logprobs is not None:
             item.parts.append(delta.text)
-            logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=False)
+            logprobs = text_logprobs([delta.text], item.top_logprobs, with_bytes=True)
             padding = (
                 {} if self.obfuscation is None else {"obfuscation": self.obfuscation.padding(len(delta.text)).decode()}
             )

@@ -34,7 +34,7 @@ from multidict import CIMultiDict
 from ..protocols import PROTOCOLS
 from ..protocols.common import BadRequest
 from ..server.gateway import error_response, protocol_for_request, start_app
-from ..server.intake import INFLATED, MAX_BODY_BYTES, check_shape, new_request_id
+from ..server.intake import INFLATED, MAX_BODY_BYTES, check_shape
 from .capture import (
     CUT,
     FAILED,
@@ -232,13 +232,13 @@ class Exchange:
         except aiohttp.ClientConnectorError as exc:
             message = f"fakehop record could not reach the upstream {shown_url(self.recorder.upstream)}: {exc.os_error.strerror or exc}"
             self.not_recorded(message)
-            return error_response(self.protocol, 502, message, new_request_id())
+            return error_response(self.protocol, 502, message, self.protocol.fresh_request_id())
         except aiohttp.ClientResponseError as exc:  # an answer whose head is not HTTP, or too long
             shown = shown_url(self.recorder.upstream)
             said = " ".join(str(exc.message).split())  # aiohttp's may take lines
             message = f"fakehop record could not read the answer of the upstream {shown}: {said}"[:MAX_MESSAGE_CHARS]
             self.not_recorded(message)
-            return error_response(self.protocol, 502, message, new_request_id())
+            return error_response(self.protocol, 502, message, self.protocol.fresh_request_id())
         except aiohttp.ClientError:  # connected, then the upstream closed without an answer
             self.record(self.unanswered().end(self.now(), CUT))
             return self.drop_client(web.Response())
@@ -373,7 +373,7 @@ def recording_handler(protocol):
         try:
             exchange = Exchange(request, protocol, await request.read())
         except BadRequest as exc:
-            return error_response(protocol, exc.status, exc.message, new_request_id())
+            return error_response(protocol, exc.status, exc.message, protocol.fresh_request_id())
         return await exchange.run()
 
     return handle
@@ -389,9 +389,9 @@ async def forward_models(request: web.Request) -> web.StreamResponse:
         ) as upstream:
             return await passed_on(request, upstream)
     except aiohttp.ClientError as exc:
-        return error_response(
-            protocol_for_request(request), 502, f"fakehop record could not reach the upstream: {exc}", new_request_id()
-        )
+        protocol = protocol_for_request(request)
+        message = f"fakehop record could not reach the upstream: {exc}"
+        return error_response(protocol, 502, message, protocol.fresh_request_id())
 
 
 async def passed_on(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -416,12 +416,9 @@ async def passed_on(request: web.Request, upstream: aiohttp.ClientResponse) -> w
 
 async def unrouted(request: web.Request) -> web.Response:
     paths = ", ".join([protocol.PATH for protocol in PROTOCOLS.values()] + ["/v1/models"])
-    return error_response(
-        protocol_for_request(request),
-        404,
-        f"fakehop record forwards only {paths}; not {request.path}",
-        new_request_id(),
-    )
+    protocol = protocol_for_request(request)
+    message = f"fakehop record forwards only {paths}; not {request.path}"
+    return error_response(protocol, 404, message, protocol.fresh_request_id())
 
 
 async def upstream_session(app: web.Application):

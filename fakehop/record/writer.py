@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple, cast
 
 from ..play.player import FAIL_MESSAGES, estimate_tokens
+from ..protocols import messages
 from ..scenario.model import DEFAULT_KEEPALIVE, MATCH_PREFIX_CHARS
 from ..scenario.reader import MAX_FILE_BYTES, MIN_KEEPALIVE, SCENARIO_SUFFIXES, USAGE_ALIASES, split_deltas
 from ..server.jsonshape import shape_of
@@ -511,12 +512,18 @@ def placed(citation: CapturedCitation, text: str) -> tuple[int, int] | None:
     return (start, end) if 0 <= start < end <= len(text) else None
 
 
+def default_fail_message(protocol: str, kind: str) -> str:
+    """The message a `fail` of `kind` that names none plays with on `protocol`."""
+    own = messages.OWN_FAIL_MESSAGES if protocol == messages.NAME else {}
+    return own.get(kind, FAIL_MESSAGES[kind])
+
+
 def fail_value(captured: Captured, yaml: Yaml) -> str:
     """The `fail` that gives the captured error again: its kind, and its message, type, code
     and param and Responses' `error_event: false` where they are not the kind's."""
     failure = cast(CapturedFailure, captured.failure)  # asked only of an answer that failed
     fields = [f"kind: {failure.kind}"]
-    if failure.message != FAIL_MESSAGES[failure.kind]:
+    if failure.message != default_fail_message(captured.protocol, failure.kind):
         fields.append(f"message: {yaml.string(failure.message)}")
     fields.extend(f"{name}: {yaml.name(value)}" for name, value in detail_fields(failure.details))
     if not failure.error_event:

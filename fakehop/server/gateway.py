@@ -666,7 +666,7 @@ def protocol_handler(protocol, hosts: HostCheck, shared: bool = False):
     answering = SharedAnswer if shared else Answer
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        request_id = request_id_for(request)
+        request_id = request_id_for(request, protocol.fresh_request_id)
         answer = answering(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
         response = await answer.run()
         if not response.prepared:  # a stream stamps its own before its headers go out
@@ -827,7 +827,8 @@ async def unrouted(request: web.Request) -> web.Response:
     """Every request that no route takes: a 404, or a 405 on a path that takes other methods,
     in the error shape of the protocol the client speaks, and in the journal, so a test can
     see where it went. (The control API answers its own, in JSON.)"""
-    request_id = request_id_for(request)
+    protocol = protocol_for_request(request)
+    request_id = request_id_for(request, protocol.fresh_request_id)
     allowed = allowed_methods(request.app, request.path)
     refused = refusal(request, request.app[HOSTS_KEY], None)
     if refused is not None:
@@ -846,7 +847,6 @@ async def unrouted(request: web.Request) -> web.Response:
     closed_record(gateway.journal, record, jr.REJECTED, status, message)
     if gateway.state is not None:
         await shared_filed(gateway, record)
-    protocol = protocol_for_request(request)
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)
     return response
@@ -861,7 +861,8 @@ def known_models(library: Library) -> list[str]:
 
 async def list_models(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
-    request_id = request_id_for(request)
+    anthropic = "anthropic-version" in request.headers
+    request_id = request_id_for(request, PROTOCOLS["messages" if anthropic else "chat"].fresh_request_id)
     refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
     if refused is None:
         try:
@@ -874,7 +875,6 @@ async def list_models(request: web.Request) -> web.Response:
             protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
         )
     else:
-        anthropic = "anthropic-version" in request.headers
         protocol = PROTOCOLS["messages" if anthropic else "chat"]
         response = models_response(known_models(session.library), anthropic)
     stamp_answer(response, request_id, protocol)

@@ -23,7 +23,7 @@ from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import istr
 
-from ..protocols.common import FRESH, BadRequest
+from ..protocols.common import BadRequest, openai_request_id
 from ..state.faults import FAULT_HEADER
 from ..state.sessions import SCENARIO_HEADER, SESSION_HEADER
 from .jsonshape import Shape, shape_of
@@ -355,19 +355,15 @@ def parse_seed(text: str) -> int:
     return int(text)
 
 
-def new_request_id() -> str:
-    return "req_" + FRESH.randbytes(12).hex()
-
-
-def request_id_for(request: web.Request) -> str:
-    """A fresh id, or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
+def request_id_for(request: web.Request, fresh: Callable[[], str] = openai_request_id) -> str:
+    """A fresh id (`fresh`'s), or with X-Fakehop-Seed the one `fakehop play --seed` writes."""
     seed = request.headers.get(SEED_KEY)
     if seed is not None:  # most requests send none: no exception is raised and caught for them
         try:
             return seeded_request_id(parse_seed(seed))
         except ValueError:
             pass  # seed_of refuses the request, naming the header
-    return new_request_id()
+    return fresh()
 
 
 def stamp_request_id(response: web.StreamResponse, request_id: str) -> None:

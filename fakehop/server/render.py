@@ -39,7 +39,7 @@ def http_error_answer(protocol, error: HttpError, request_id: str) -> tuple[int,
     headers = dict(error.headers)
     if error.retry_after is not None:
         headers["Retry-After"] = error.retry_after
-    message = error.message or default_message(error.status)
+    message = error.message or default_message(error.status, protocol.HTTP_MESSAGES)
     body = protocol.error_body(
         error.status, message, request_id, param=error.param, code=error.code, error_type=error.error_type
     )
