@@ -110,24 +110,34 @@ class Target:
 
 
 class Window:
-    """CPU time of the server and of this client, and wall time, over a measured stretch."""
+    """CPU time of the server (all its processes) and of this client, and wall time, over a measured
+    stretch; and of Redis, when the server keeps its state there."""
 
-    def __init__(self, server_pid: int):
-        self.server_pid = server_pid
+    def __init__(self, server_pids: list[int], redis_pid: int | None = None):
+        self.server_pids = server_pids
+        self.redis_pid = redis_pid
         self.wall = time.monotonic()
-        self.server_cpu = cpu_seconds(server_pid)
+        self.server_cpu = sum(map(cpu_seconds, server_pids))
+        self.redis_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
         self.client_cpu = cpu_seconds()
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> Window:
+        return cls(spec.get("server_pids") or [spec["server_pid"]], spec.get("redis_pid"))
 
     def close(self) -> dict:
         wall = time.monotonic() - self.wall
-        server_cpu = cpu_seconds(self.server_pid) - self.server_cpu
-        return {
+        server_cpu = sum(map(cpu_seconds, self.server_pids)) - self.server_cpu
+        measured = {
             "seconds": round(wall, 3),
             "server_cpu_seconds": round(server_cpu, 3),
             "server_cpu_percent": round(100 * server_cpu / wall, 1),
             "client_cpu_percent": round(100 * (cpu_seconds() - self.client_cpu) / wall, 1),
             "loadavg_1min": os.getloadavg()[0],
         }
+        if self.redis_pid:
+            measured["redis_cpu_seconds"] = round(cpu_seconds(self.redis_pid) - self.redis_cpu, 3)
+        return measured
 
 
 def new_session(connections: int) -> aiohttp.ClientSession:
@@ -162,10 +172,12 @@ async def throughput(spec: dict) -> dict:
                 errors += 1
 
     async with new_session(concurrency) as session:
-        window = Window(spec["server_pid"])
+        window = Window.from_spec(spec)
         stop_at = time.monotonic() + duration
         await asyncio.gather(*(worker(stop_at) for _ in range(concurrency)))
         measured = window.close()
+    if "redis_cpu_seconds" in measured:
+        measured["redis_us_per_request"] = round(1e6 * measured["redis_cpu_seconds"] / done, 1) if done else None
     return {
         **measured,
         "requests": done,
@@ -248,7 +260,7 @@ async def idle(spec: dict) -> dict:
         overflows = listen_overflows() - overflows
         await asyncio.sleep(spec["settle"])
         frames_before = list(streams.frames)
-        window = Window(pid)
+        window = Window([pid])
         await asyncio.sleep(hold_seconds)
         measured = window.close()
         held_kb = rss_kb(pid)
@@ -405,7 +417,7 @@ async def timing(spec: dict) -> dict:
             connection.transport.close()
             await connection.closed
 
-    window = Window(spec["server_pid"])
+    window = Window.from_spec(spec)
     with collector_paused():
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     measured = window.close()

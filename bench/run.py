@@ -522,6 +522,26 @@ def aimock_summary(results: dict) -> str:
     return side_by_side.summary(results)
 
 
+# ---------------------------------------------------------------- workers and shared state
+
+
+def scale(quick: bool) -> dict:
+    """Requests a second with --workers 1 and N, server CPU per request with --state and without,
+    from bench/scale.py."""
+    from . import scale as bench_scale
+
+    try:
+        return bench_scale.measure(bench_scale.Sizes.quick() if quick else bench_scale.Sizes())
+    except (BenchError, OSError, subprocess.SubprocessError) as error:  # the rest of the bench's figures still count
+        return {"status": f"failed: {error}"}
+
+
+def scale_summary(results: dict) -> str:
+    from . import scale as bench_scale
+
+    return bench_scale.summary(results)
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -625,6 +645,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="skip bench/side_by_side.py (aimock beside fakehop and the ceiling; needs node and npm)",
     )
     parser.add_argument(
+        "--no-scale",
+        action="store_true",
+        help="skip bench/scale.py (--workers 1 and N, --state redis:// and not; needs redis-server)",
+    )
+    parser.add_argument(
         "--console",
         action="store_true",
         help="with one console watching fakehop's push throughout (and its instructions per request counted both ways)",
@@ -708,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_aimock:
         progress("aimock side by side")
         results["aimock"] = aimock(args.protocols, args.quick, not args.no_pinning)
+    if not args.no_scale:
+        progress("workers and shared state")
+        results["scale"] = scale(args.quick)
     guarded = guard_counts(results)
     results["machine_after"] = machine()
     results["seconds"] = round(time.monotonic() - started, 1)
@@ -719,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + instructions_summary(results["instructions"]))
     if "aimock" in results:
         print("\n" + aimock_summary(results["aimock"]))
+    if "scale" in results:
+        print("\n" + scale_summary(results["scale"]))
     if guarded:
         print("\n" + guarded)
     print(
