@@ -36,7 +36,7 @@ def create_app(
     metrics.count_for(app, gateway.journal)
     if gateway.state is not None:
         metrics.publish_for(app, gateway.state)
-    console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from)
+    console.push_for(app, gateway.journal, lambda: gateway.global_session.journal_from, gateway.state)
     app.add_subapp(CONTROL_PREFIX, control.create_app(console.add_routes, metrics.add_routes))
     app.router.add_route("*", "/{path:.*}", unrouted)  # last: only what no other route takes
     return app

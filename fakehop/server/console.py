@@ -8,7 +8,8 @@ the token, and every call it makes then sends it. The push costs the
 answering path nothing while no console is open: its journal listeners are added when the
 first console connects and removed when the last one goes. While consoles are open, a request
 costs an append to a deque as its record opens and as it closes; every FLUSH_INTERVAL the
-records changed since are made into rows (at most MAX_ROWS) once, for every console.
+records changed since are made into rows (at most MAX_ROWS) once, for every console. With
+--state, the rows are those of every server, read from Redis while a console is open (SharedPush).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import functools
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -29,6 +31,7 @@ from aiohttp import web
 from .. import CONTROL_PREFIX, __version__
 from ..protocols.common import event_frame
 from ..state.journal import IN_PROGRESS, Journal, Record
+from ..state.redisstate import RedisState, StateDown
 from .control import ROUTES, control_call, gateway_of, json_error, refused_host, refused_origin, refused_without_token
 from .intake import request_id_for, stamp_request_id
 from .shared import STREAM_HEADERS
@@ -136,7 +139,7 @@ class Watcher:
         if self.behind:
             self.behind = False
             self.waiting.clear()
-            return self.push.snapshot()
+            return await self.push.current_snapshot()
         data = b"".join(self.waiting)
         self.waiting.clear()
         return data
@@ -191,12 +194,15 @@ class Push:
     async def flush_every(self) -> None:
         for tick in itertools.count(1):
             await asyncio.sleep(FLUSH_INTERVAL)
-            data = self.next_push()
+            data = await self.next_data()
             if data is None and tick % PING_EVERY == 0:
                 data = PING
             if data is not None:
                 for watcher in self.watchers:
                     watcher.offer(data)
+
+    async def next_data(self) -> bytes | None:
+        return self.next_push()
 
     def next_push(self) -> bytes | None:
         """The rows of the records changed since the last push, or a snapshot when notes were
@@ -254,13 +260,116 @@ class Push:
         self.forget_oldest_live()
         return rows_event(records, reset=True)
 
+    async def current_snapshot(self) -> bytes:
+        return self.snapshot()
+
+
+class SharedPush(Push):
+    """The push of the journal shared on Redis (--state): every server's requests, read from
+    Redis every FLUSH_INTERVAL while a console is open here (a server with none reads nothing):
+    the newest MAX_ROWS records filed since the last read (the rest counted as skipped), and
+    again the rows shown in progress and the seqs passed over. A seq is taken before its record
+    is filed, so a record may be filed after a newer one: the seqs missing among those read are
+    looked for again for GAP_SECONDS."""
+
+    GAP_SECONDS = 10.0
+
+    def __init__(self, state: RedisState):
+        self.state = state
+        self.watchers = set()
+        self.live = {}
+        self.flusher = None
+        self.newest_seen: int | None = None  # None: the consoles' first snapshot not read yet
+        self.gaps: dict[int, float] = {}  # seqs passed over, by when they were noticed
+
+    def start(self) -> None:
+        self.flusher = asyncio.get_running_loop().create_task(self.flush_every())
+
+    def stop(self) -> None:
+        cast(asyncio.Task, self.flusher).cancel()
+        self.flusher = None
+        self.live.clear()
+        self.gaps.clear()
+        self.newest_seen = None
+
+    async def next_data(self) -> bytes | None:
+        if self.newest_seen is None:
+            return None
+        since, looked_for = self.newest_seen, [*self.live, *self.gaps]
+        try:
+            count, newest, oldest, taken, again = await self.state.journal_news(since, MAX_ROWS, looked_for)
+        except StateDown:
+            return None
+        if since and (oldest is None or oldest > since or taken < since):
+            return await self.snapshot_for_all()  # emptied, more came than it holds, or its numbering began again
+        fresh = self.found_again(again) + newest
+        self.note_gaps(since, newest, whole=count == len(newest))
+        updated = self.moved_live()
+        fresh = [record for record in fresh if record.seq not in updated]
+        if not fresh and not updated:
+            return None
+        sent = sorted([*updated.values(), *fresh], key=attrgetter("seq"))
+        self.keep_live(sent)
+        return rows_event(sent, reset=False, skipped=count - len(newest))
+
+    def found_again(self, again: list[Record]) -> list[Record]:
+        """The records read again: those of rows shown in progress replace theirs (as they are
+        now, with the events last sent), those of seqs passed over are new; the rest are forgotten."""
+        fresh, held = [], {record.seq for record in again}
+        for record in again:
+            if record.seq in self.live:
+                self.live[record.seq] = (record, self.live[record.seq][1])
+            elif self.gaps.pop(record.seq, None) is not None:
+                fresh.append(record)
+        for seq in [seq for seq in self.live if seq not in held]:
+            del self.live[seq]
+        return fresh
+
+    def note_gaps(self, since: int, newest: list[Record], whole: bool) -> None:
+        """The seqs missing among the records just read (`whole`: every record after `since`),
+        taken by requests whose records were not filed yet; those noticed too long ago forgotten."""
+        now = time.monotonic()
+        for seq in [seq for seq, noticed in self.gaps.items() if now - noticed > self.GAP_SECONDS]:
+            del self.gaps[seq]
+        if not newest:
+            return
+        read, last = {record.seq for record in newest}, newest[-1].seq
+        first = max(since + 1 if whole else newest[0].seq, last - MAX_LIVE)
+        self.gaps.update((seq, now) for seq in range(first, last) if seq not in read)
+        while len(self.gaps) > MAX_LIVE:
+            del self.gaps[next(iter(self.gaps))]
+        self.newest_seen = last
+
+    async def snapshot_for_all(self) -> bytes:
+        """A snapshot sent to every console: what they show begins afresh from it."""
+        self.live.clear()
+        self.gaps.clear()
+        return await self.current_snapshot(for_all=True)
+
+    async def current_snapshot(self, for_all: bool = False) -> bytes:
+        """The newest SNAPSHOT_ROWS records of every server, read from Redis."""
+        try:
+            records = await self.state.newest_records(SNAPSHOT_ROWS)
+        except StateDown:
+            records = []
+        if for_all or self.newest_seen is None:
+            self.newest_seen = records[-1].seq if records else 0
+        for record in records:
+            if record.end == IN_PROGRESS:
+                self.live.setdefault(record.seq, (record, record.events))
+        self.forget_oldest_live()
+        return rows_event(records, reset=True)
+
 
 PUSH_KEY: web.AppKey[Push] = web.AppKey("console_push", Push)
 
 
-def push_for(app: web.Application, journal: Journal, first_shown: Callable[[], int]) -> None:
-    """The push of `journal` to the consoles of `app`, from the record `first_shown()` gives."""
-    app[PUSH_KEY] = Push(journal, first_shown)
+def push_for(
+    app: web.Application, journal: Journal, first_shown: Callable[[], int], state: RedisState | None = None
+) -> None:
+    """The push of `journal` to the consoles of `app`, from the record `first_shown()` gives; with
+    `state`, of the journal every server on it shares."""
+    app[PUSH_KEY] = Push(journal, first_shown) if state is None else SharedPush(state)
 
 
 def greeting() -> bytes:
@@ -278,7 +387,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     with push.watching() as watcher:
         try:
-            await response.write(greeting() + push.snapshot())
+            await response.write(greeting() + await push.current_snapshot())
             while True:
                 await response.write(await watcher.next_write())
         except ConnectionError:  # the console went away

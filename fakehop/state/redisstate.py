@@ -492,6 +492,30 @@ class RedisState:
         (texts,) = await self.run(("zrangebyscore", session_key("journal", session), seq, seq))
         return json.loads(texts[0]) if texts else None
 
+    async def journal_news(
+        self, since: int, newest: int, seqs: list[int]
+    ) -> tuple[int, list[jr.Record], int | None, int, list[jr.Record]]:
+        """What a console's push reads of the whole journal, in one round trip: how many records
+        it holds after `since`, the newest `newest` of them (oldest first), the seq of the oldest
+        it holds (None when it is empty), the newest seq taken (lower than `since` once the
+        numbering began again), and the records of `seqs` it still holds, as they are now."""
+        key = session_key("journal", None)
+        count, texts, oldest, taken, *held = await self.run(
+            ("zcount", key, f"({since}", "+inf"),
+            ("zrevrangebyscore", key, "+inf", f"({since}", 0, newest),
+            ("zrange", key, 0, 0, False, True),
+            ("get", self.SEQ_KEY),
+            *(("zrangebyscore", key, seq, seq) for seq in seqs),
+        )
+        records = [record_of(json.loads(text)) for text in reversed(texts)]
+        again = [record_of(json.loads(found[0])) for found in held if found]
+        return count, records, int(oldest[0][1]) if oldest else None, int(taken or 0), again
+
+    async def newest_records(self, count: int) -> list[jr.Record]:
+        """The whole journal's newest `count` records, oldest first."""
+        (texts,) = await self.run(("zrevrange", session_key("journal", None), 0, count - 1))
+        return [record_of(json.loads(text)) for text in reversed(texts)]
+
     async def clear_journal(self, session: str | None) -> int:
         """Empty the session's view; how many records it held."""
         held, _ = await self.run(
