@@ -579,8 +579,13 @@ def table(results: dict) -> str:
                         spreads,
                     )
                 )
+    return "\n".join(aligned(rows))
+
+
+def aligned(rows: list[tuple[str, ...]], indent: str = "") -> list[str]:
+    """Rows of text as lines, each column as wide as its widest cell."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
 def instructions_summary(counts: dict) -> str:

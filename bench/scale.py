@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import plan as bench_plan
-from .run import BenchError, Client, Server, fakehop_command, progress
+from .run import BenchError, Client, Server, aligned, fakehop_command, progress
 
 PROTOCOL = "chat"
 SCENARIO = "bench-short"
@@ -224,8 +224,7 @@ def summary(results: dict) -> str:
     for name, cell in results["cells"].items():
         median = cell["median"]
         rows.append((name, *(format_value(median[metric]) for metric in METRICS), str(cell["errors"])))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines += ["  " + "  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in rows]
+    lines += aligned(rows, "  ")
     compared = results["compared"]
     lines.append(f"  server CPU per request with --state / without: {format_value(compared['state_cpu_ratio'])}")
     if "workers_requests_ratio" in compared:

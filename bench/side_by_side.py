@@ -34,7 +34,7 @@ from pathlib import Path
 import aiohttp
 
 from . import plan as bench_plan
-from .run import BenchError, Client, Placement, Server, ceiling_command, fakehop_command, progress
+from .run import BenchError, Client, Placement, Server, aligned, ceiling_command, fakehop_command, progress
 
 NODE_DIR = Path(__file__).parent / "aimock"
 AIMOCK_CLI = NODE_DIR / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
@@ -240,8 +240,7 @@ def summary(results: dict) -> str:
                     "/".join(str(figures["answer_bytes"][target]) for target in TARGETS),
                 )
             )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines += ["  " + "  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in rows]
+    lines += aligned(rows, "  ")
     return "\n".join(lines)
 
 
