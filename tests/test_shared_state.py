@@ -140,6 +140,24 @@ async def test_a_stored_responses_answer_is_continued_fetched_and_deleted_throug
     assert turns == [1, 2]
 
 
+async def test_a_finished_background_answer_is_fetched_and_continued_through_the_other_server(servers):
+    first, second = servers
+    async with aiohttp.ClientSession() as client:
+        status, answer = await respond(client, first, False, background=True)
+        assert status == 200 and json.loads(answer)["status"] == "queued"
+        response_id = json.loads(answer)["id"]
+        fetched: dict = {}
+        for _ in range(100):  # the answer plays in the first server; the second sees it once it is kept
+            async with client.get(f"{second}/v1/responses/{response_id}") as reply:
+                fetched = await reply.json() if reply.status == 200 else {}
+            if fetched.get("status") == "completed":
+                break
+            await asyncio.sleep(0.05)
+        assert fetched.get("status") == "completed"
+        status, follow_up = await respond(client, second, False, previous_response_id=response_id)
+        assert status == 200, follow_up
+
+
 async def test_a_fault_breaks_its_times_requests_in_all_whichever_server_gets_them(servers):
     first, second = servers
     laid = ControlClient(first).call("POST", "/faults", {"kind": "server_error", "times": 7})

@@ -405,13 +405,8 @@ class Answer:
     ) -> web.StreamResponse:
         """A background answer: played in the server whatever the client does; a request not
         streamed gets the queued response object at once, a streamed one reads the events as they come."""
-        responses, session_name = self.gateway.responses, session.name
-        keep = (
-            (lambda data, whole: responses.keep(parsed, data, whole, session_name))
-            if parsed.conversation.keep
-            else None
-        )
-        run = self.gateway.background_runs.start(writes, keep, session_name)
+        keep = self.background_keep(parsed, session.name) if parsed.conversation.keep else None
+        run = self.gateway.background_runs.start(writes, keep, session.name)
         if not parsed.stream:
             self.record.close(jr.COMPLETED, 200)
             return web.json_response(run.created, dumps=dumps)
@@ -420,6 +415,11 @@ class Answer:
         await response.prepare(self.request)
         self.record.status = 200
         return await background.follow(run, -1, self.request, response, self.record)
+
+    def background_keep(self, parsed: ParsedRequest, session_name: str | None) -> background.Keep:
+        """How a background answer is stored once it ends: in this server's store."""
+        responses = self.gateway.responses
+        return lambda data, whole: responses.keep(parsed, data, whole, session_name)
 
     async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
         raise NotImplementedError  # pragma: no cover - SharedAnswer's
@@ -525,6 +525,9 @@ class Answer:
             transport.close()
 
 
+SHARING: set[asyncio.Future] = set()  # background answers being kept in the shared state
+
+
 class SharedAnswer(Answer):
     """An answer whose state is on Redis (`--state`): its seq from the one numbering, its
     session's settings read and its queue entry taken (LPOP) where the scenario is chosen, its
@@ -571,12 +574,28 @@ class SharedAnswer(Answer):
         return response
 
     async def share_kept(self, answer: bytes, whole: bool) -> None:
+        await self.share_answer(cast(ParsedRequest, self.kept), self.kept_in, answer, whole)
+
+    async def share_answer(self, parsed: ParsedRequest, session_name: str | None, answer: bytes, whole: bool) -> None:
         """Keep the answer for every server; with Redis gone meanwhile, it goes out kept by this one alone."""
         state = cast("RedisState", self.gateway.state)
         try:
-            await state.keep_response(self.kept_in, before_of(cast(ParsedRequest, self.kept)), answer, whole)
+            await state.keep_response(session_name, before_of(parsed), answer, whole)
         except StateDown as down:
             log.warning("response of request #%s is stored on this server alone: %s", self.record.seq, down)
+
+    def background_keep(self, parsed: ParsedRequest, session_name: str | None) -> background.Keep:
+        """As Answer's, and then kept for every server, so that a finished background answer is
+        fetched and continued through any of them."""
+        keep_here = super().background_keep(parsed, session_name)
+
+        def keep(data: bytes, whole: bool) -> None:
+            keep_here(data, whole)
+            sharing = asyncio.ensure_future(self.share_answer(parsed, session_name, data, whole))
+            SHARING.add(sharing)  # held until done: the loop keeps only a weak reference to a task
+            sharing.add_done_callback(SHARING.discard)
+
+        return keep
 
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         """The faults laid_faults lays, each of the session's counted once for every server
