@@ -108,16 +108,21 @@ class RateLimits:
         if used_up is None:
             return None
         wait = max(1, math.ceil(window.ends - now))
-        count = limit.requests if used_up == "requests" else limit.tokens
-        return HttpError(
-            429,
-            QUOTA_MESSAGES[family].format(what=used_up, count=count, window=duration(limit.window), wait=wait),
-            retry_after=str(wait),
-            headers=tuple(HEADERS[family](window, window.fixed[family], now)),
-            error_type=used_up
-            if family == "openai"
-            else None,  # OpenAI's type says which limit; Anthropic's is its own
-        )
+        return quota_refusal(family, window, used_up, wait, HEADERS[family](window, window.fixed[family], now))
+
+
+def quota_refusal(family: str, window: Window, used_up: str, wait: int, headers: list[tuple[str, str]]) -> HttpError:
+    """The 429 of a request in `family` while `window` has `used_up` (requests or tokens) used up,
+    `wait` whole seconds before it opens again; `headers` tell what is left."""
+    limit = window.limit
+    count = limit.requests if used_up == "requests" else limit.tokens
+    return HttpError(
+        429,
+        QUOTA_MESSAGES[family].format(what=used_up, count=count, window=duration(limit.window), wait=wait),
+        retry_after=str(wait),
+        headers=tuple(headers),
+        error_type=used_up if family == "openai" else None,  # OpenAI's type says which limit; Anthropic's is its own
+    )
 
 
 def duration(seconds: float) -> str:

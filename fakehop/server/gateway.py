@@ -612,10 +612,13 @@ class SharedAnswer(Answer):
 
     async def rate_limited(self, session: Session, script: Script, parsed: ParsedRequest) -> HttpError | None:
         """As Answer's, the window counted down on Redis for every server; an enforced limit's
-        window is each server's own."""
-        if cast(RateLimit, script.rate_limit).enforce:
-            return await super().rate_limited(session, script, parsed)
+        refusal decided there too, in the same step, so that every server refuses together."""
         state = cast("RedisState", self.gateway.state)
+        if cast(RateLimit, script.rate_limit).enforce:
+            refusal, headers = await state.enforced_rate_limit(session.name, self.protocol.NAME, script, parsed.play)
+            if refusal is None:
+                self.success_headers = headers
+            return refusal
         self.success_headers = await state.rate_limit_headers(session.name, self.protocol.NAME, script, parsed.play)
         return None
 

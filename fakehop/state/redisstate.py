@@ -27,10 +27,10 @@ from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from ..play.player import PlayRequest
-from ..play.ratelimit import FAMILIES, HEADERS, Window
+from ..play.ratelimit import FAMILIES, HEADERS, Window, quota_refusal
 from ..protocols.responses import Thread
 from ..scenario.library import Pinned
-from ..scenario.model import RateLimit, Scenario, Script
+from ..scenario.model import HttpError, RateLimit, Scenario, Script
 from ..scenario.reader import ScenarioError, parse_document, parse_text
 from ..scenario.yamlsource import with_lines
 from . import journal as jr
@@ -52,7 +52,9 @@ MAX_CONNECTIONS = 64
 # One answer's take of a rate-limit window, on Redis' clock: the window opened afresh once it
 # has ended, then one request and the answer's tokens taken (none below 0); what is left, and
 # the seconds until the window ends. KEYS[1]: the session's windows; ARGV: the limits' id, the
-# window's seconds, its requests, input, output and all tokens, then the input and output taken.
+# window's seconds, its requests, input, output and all tokens, then the input and output taken,
+# and for an enforced limit the protocol's family: then a window used up is told (what ran out, as its
+# 429 names it) and nothing taken.
 TAKE_FROM_WINDOW = """
 local key, id = KEYS[1], ARGV[1]
 local clock = redis.call('TIME')
@@ -62,6 +64,20 @@ if now >= ends then
   ends = now + tonumber(ARGV[2])
   redis.call('HSET', key, id .. ':ends', string.format('%.6f', ends), id .. ':requests', ARGV[3],
     id .. ':input', ARGV[4], id .. ':output', ARGV[5], id .. ':tokens', ARGV[6])
+end
+local family = ARGV[9]  -- given for an enforced limit: a window used up for it refuses, taking nothing
+if family then
+  local function held(name) return tonumber(redis.call('HGET', key, id .. ':' .. name)) end
+  local requests, input, output, tokens = held('requests'), held('input'), held('output'), held('tokens')
+  local used_up = false
+  if requests == 0 then
+    used_up = 'requests'
+  elseif tokens == 0 or (family == 'anthropic' and (input == 0 or output == 0)) then
+    used_up = 'tokens'
+  end
+  if used_up then
+    return {string.format('%.6f', ends - now), requests, input, output, tokens, used_up}
+  end
 end
 local function take(name, amount)
   if amount == 0 then  -- not HINCRBY by -0, which Lua writes as "-0", no integer to Redis
@@ -412,27 +428,40 @@ class RedisState:
     ) -> list[tuple[str, str]]:
         """RateLimits.headers, its window one for every server: one more answer of `script` takes
         one request, its input tokens and the output tokens the request allows."""
+        left, *counts = await self.taken_from_window(session, script, request)
+        return shared_headers(cast(RateLimit, script.rate_limit), FAMILIES[protocol], float(left), counts)[1]
+
+    async def enforced_rate_limit(
+        self, session: str | None, protocol: str, script: Script, request: PlayRequest
+    ) -> tuple[HttpError | None, list[tuple[str, str]]]:
+        """RateLimits.refusal and then headers, as one step for every server (one Lua script, so
+        that two servers refuse together): the 429 while the shared window is used up (the request
+        takes nothing from it, Retry-After the whole seconds until it opens on Redis' clock), else
+        None and the headers of the answer, which takes its share as rate_limit_headers does."""
+        limit, family = cast(RateLimit, script.rate_limit), FAMILIES[protocol]
+        left, *counts = await self.taken_from_window(session, script, request, family)
+        if len(counts) == 4:
+            return None, shared_headers(limit, family, float(left), counts)[1]
+        *counts, used_up = counts
+        window, headers = shared_headers(limit, family, float(left), counts)
+        return quota_refusal(family, window, used_up, max(1, math.ceil(float(left))), headers), headers
+
+    async def taken_from_window(
+        self, session: str | None, script: Script, request: PlayRequest, family: str | None = None
+    ) -> list:
+        """TAKE_FROM_WINDOW's answer for one more answer of `script` (refusing for `family`'s enforced limit)."""
         limit = cast(RateLimit, script.rate_limit)
         input_tokens = request.input_tokens if script.usage.input_tokens is None else script.usage.input_tokens
         output_tokens = request.max_output_tokens or 0
         limits = (limit.window, limit.requests, limit.input_tokens, limit.output_tokens, limit.tokens)
+        enforcing = [] if family is None else [family]
         try:
-            left, *counts = await self.take_from_window(
+            return await self.take_from_window(
                 keys=[session_key("rate-limits", session)],
-                args=[limits_id(limit), *limits, input_tokens, output_tokens],
+                args=[limits_id(limit), *limits, input_tokens, output_tokens, *enforcing],
             )
         except self.errors as exc:
             raise self.down(exc) from None
-        now = time.monotonic()
-        window = Window(limit, now)
-        window.ends = now + float(left)
-        window.requests, window.input_tokens, window.output_tokens, window.tokens = counts
-        family = FAMILIES[protocol]
-        ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + float(left)))  # the shared window's end
-        fixed = tuple(
-            (name, ends) if name.endswith("-reset") else (name, value) for name, value in window.fixed[family]
-        )
-        return HEADERS[family](window, fixed, now)
 
     async def publish_metrics(self, snapshot: dict) -> None:
         """This process's counts (see metrics.Counts.snapshot), read by every server's GET /metrics until they expire."""
@@ -541,6 +570,20 @@ def thread_of(kept: Any) -> Thread | str:
     if isinstance(kept, str):
         return kept
     return Thread(kept["turns"], kept["calls"], kept["system"], kept["prompt"])
+
+
+def shared_headers(
+    limit: RateLimit, family: str, left: float, counts: list[int]
+) -> tuple[Window, list[tuple[str, str]]]:
+    """A shared window, `left` seconds before it ends with `counts` left (requests, input, output
+    and all tokens), and its rate-limit headers in `family`'s names."""
+    now = time.monotonic()
+    window = Window(limit, now)
+    window.ends = now + left
+    window.requests, window.input_tokens, window.output_tokens, window.tokens = counts
+    ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + left))  # the shared window's end
+    fixed = tuple((name, ends) if name.endswith("-reset") else (name, value) for name, value in window.fixed[family])
+    return window, HEADERS[family](window, fixed, now)
 
 
 def limits_id(limit: RateLimit) -> str:
