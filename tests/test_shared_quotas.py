@@ -66,3 +66,31 @@ async def test_concurrent_requests_through_two_servers_get_exactly_the_windows_a
     assert all(int(headers["Retry-After"]) in range(55, 61) for headers in refused)
     # a refused request took nothing: the window still holds its three
     assert all(headers["x-ratelimit-remaining-requests"] == "0" for headers in refused)
+
+
+async def test_max_sessions_caps_the_sessions_of_every_server_dropping_the_one_idle_longest(servers):
+    first, second = servers
+    ControlClient(second, session="s2").call("PUT", "/strict", {"strict": True})
+    for url, session in ((first, "s1"), (first, "s3"), (second, "s1"), (first, "s4")):
+        await requests_in(url, session)
+        await asyncio.sleep(0.05)  # each used after the last, on the clock the listing orders by
+
+    listing = ControlClient(second).call("GET", "/sessions")
+    assert [kept["session"] for kept in listing["sessions"]] == ["s3", "s1", "s4"]
+    assert listing["max_sessions"] == 3
+    dropped = ControlClient(first, session="s2").call("GET", "/health")
+    assert dropped["strict"] is False  # made again, from the server's settings
+    assert [kept["session"] for kept in ControlClient(first).call("GET", "/sessions")["sessions"]] == [
+        "s1",
+        "s4",
+        "s2",
+    ]
+
+
+async def requests_in(url: str, session: str) -> None:
+    async with aiohttp.ClientSession() as client:
+        body = dict(PROTOCOLS["chat"].EXAMPLE_REQUEST, stream=False)
+        async with client.post(
+            url + "/v1/chat/completions", json=body, headers={"X-Fakehop-Session": session}
+        ) as answer:
+            assert answer.status == 200

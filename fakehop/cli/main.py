@@ -583,7 +583,7 @@ def shared_state(args: argparse.Namespace):
         from ..state.redisstate import RedisState
     except ImportError:  # pragma: no cover - the test extra installs it
         sys.exit(fail("--state needs the redis package: pip install 'fakehop[redis]'"))
-    return RedisState(args.state, args.journal_size, args.session_idle)
+    return RedisState(args.state, args.journal_size, args.session_idle, args.max_sessions)
 
 
 @contextmanager

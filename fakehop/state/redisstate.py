@@ -35,7 +35,7 @@ from ..scenario.reader import ScenarioError, parse_document, parse_text
 from ..scenario.yamlsource import with_lines
 from . import journal as jr
 from .faults import Fault, parse_fault
-from .sessions import Session
+from .sessions import DEFAULT_MAX_SESSIONS, Session
 from .stored import answer_id
 
 log = logging.getLogger("fakehop")
@@ -93,6 +93,20 @@ end
 local taken_in, taken_out = tonumber(ARGV[7]), tonumber(ARGV[8])
 return {string.format('%.6f', ends - now), take('requests', 1), take('input', taken_in),
   take('output', taken_out), take('tokens', taken_in + taken_out)}
+"""
+# The named sessions capped at --max-sessions for every server: while more are listed, the one
+# used longest ago (never the one this call uses) goes, with its keys, as a single server drops it.
+# KEYS[1]: the listed sessions; ARGV: the cap, the session used, then each kind's key prefix.
+DROP_OVER_CAP = """
+local key, cap, used = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+while redis.call('ZCARD', key) > cap do
+  local oldest = redis.call('ZRANGE', key, 0, 1)
+  local name = oldest[1] == used and oldest[2] or oldest[1]
+  redis.call('ZREM', key, name)
+  for i = 3, #ARGV do
+    redis.call('DEL', ARGV[i] .. name)
+  end
+end
 """
 METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
@@ -178,12 +192,19 @@ class RedisState:
     """The state of every server on `url`, as seen from this one. Every call raises StateDown
     when Redis cannot be reached; the client connects again by itself on the next call."""
 
-    def __init__(self, url: str, capacity: int = jr.DEFAULT_CAPACITY, session_idle: float = math.inf):
+    def __init__(
+        self,
+        url: str,
+        capacity: int = jr.DEFAULT_CAPACITY,
+        session_idle: float = math.inf,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ):
         import redis.asyncio as aioredis
 
         self.url = shown_url(url)
         self.capacity = capacity  # journal records kept, as --journal-size
         self.session_idle = session_idle  # a named session's keys go after this long unused
+        self.max_sessions = max_sessions  # named sessions listed at most, for every server
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=MAX_CONNECTIONS,
@@ -220,6 +241,11 @@ class RedisState:
     def session_keys(self, session: str | None) -> list[str]:
         return [session_key(kind, session) for kind in SESSION_KINDS]
 
+    def capped(self, session: str) -> tuple:
+        """What drops the sessions used longest ago (not `session`) while more than `max_sessions` are listed."""
+        prefixes = (f"{KEY_PREFIX}{kind}:" for kind in SESSION_KINDS)
+        return ("eval", DROP_OVER_CAP, 1, self.SESSIONS_KEY, self.max_sessions, session, *prefixes)
+
     # ------------------------------------------------------------ calls
 
     async def ping(self) -> None:
@@ -244,8 +270,12 @@ class RedisState:
             return []
         used = ("zadd", self.SESSIONS_KEY, {session: time.time()})
         if math.isinf(self.session_idle):
-            return [used]
-        return [used, *(("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session))]
+            return [used, self.capped(session)]
+        return [
+            used,
+            self.capped(session),
+            *(("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)),
+        ]
 
     async def synced(
         self, session: Session, take_entry: bool = False, record: jr.Record | None = None
