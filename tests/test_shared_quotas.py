@@ -68,6 +68,20 @@ async def test_concurrent_requests_through_two_servers_get_exactly_the_windows_a
     assert all(headers["x-ratelimit-remaining-requests"] == "0" for headers in refused)
 
 
+INPUT_CAPPED = "name: enforced\nrate_limit: {input_tokens: 20, window: 60s, enforce: true}\nusage: {input_tokens: 10}\n"
+
+
+async def test_a_window_whose_tokens_are_used_up_refuses_the_protocols_that_count_them_on_every_server(servers):
+    first, second = servers
+    ControlClient(first).call("POST", "/scenarios", text=INPUT_CAPPED + "steps: [{text: Hi}]\n")
+    async with aiohttp.ClientSession() as client:
+        messages = [await limited(client, url, "messages") for url in (first, second, first)]
+        chat = [await limited(client, url, "chat") for url in (second, first)]
+    assert [status for status, _ in messages] == [200, 200, 429]
+    assert messages[2][1]["anthropic-ratelimit-input-tokens-remaining"] == "0"
+    assert [status for status, _ in chat] == [200, 200]  # OpenAI tells no input limit of its own
+
+
 async def test_max_sessions_caps_the_sessions_of_every_server_dropping_the_one_idle_longest(servers):
     first, second = servers
     ControlClient(second, session="s2").call("PUT", "/strict", {"strict": True})
