@@ -54,6 +54,7 @@ class BlockStart:
     data: str | None = None
     phase: str | None = None
     cited: bool = False  # a text block whose first step cites
+    caller: str | None = None  # a tool call's: the id of the code execution whose code makes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +403,7 @@ class _Layout:
         if isinstance(step, sc.ToolCall):
             self.tool_calls += 1
             kind = "custom_tool_call" if step.custom else "tool_call"
-            start, part_starts = BlockStart(kind, self.blocks, step.name, step.call_id), ()
+            start, part_starts = BlockStart(kind, self.blocks, step.name, step.call_id, caller=step.caller), ()
         else:
             citations = step.citations
             start, part_starts = (
@@ -721,6 +722,7 @@ class Block:
     pieces: list[str] = field(default_factory=list)  # the text, as the deltas it came in
     citations: tuple[sc.Citation, ...] = ()  # a text block's, with its offsets
     whole: HostedCall | Compacted | None = None  # a block that came whole, as it came
+    caller: str | None = None  # as BlockStart's
 
     def close(self, pieces: list[str]) -> None:
         """The block's last part is `pieces`, and its text is complete."""
@@ -765,6 +767,7 @@ class Outcome:
                         happening.signature,
                         happening.data,
                         happening.phase,
+                        caller=happening.caller,
                     )
                 )
             elif kind is NextPart:

@@ -104,6 +104,7 @@ OWN_FAIL_MESSAGES = {"overloaded": OVERLOADED_MESSAGE}
 SIGNATURE_BYTES = 96
 REDACTED_DATA_BYTES = 192
 DIRECT_CALLER = {"type": "direct"}  # who called a tool: the model itself
+CODE_EXECUTION_CALLER = "code_execution_20250825"  # or the code of a code execution, named by its server_tool_use id
 PING_FRAME = event_frame("ping", {"type": "ping"})
 MESSAGE_STOP_FRAME = event_frame("message_stop", {"type": "message_stop"})
 
@@ -392,13 +393,15 @@ def redacted_data(meta: Meta, data: str | None) -> str:
     return data or meta.random_base64(REDACTED_DATA_BYTES)
 
 
-def tool_use_block(meta: Meta, call_id: str | None, name: str | None, tool_input: dict) -> dict:
+def tool_use_block(
+    meta: Meta, call_id: str | None, name: str | None, tool_input: dict, caller: str | None = None
+) -> dict:
     return {
         "type": "tool_use",
         "id": tool_use_id(meta, call_id),
         "name": name,
         "input": tool_input,
-        "caller": DIRECT_CALLER,
+        "caller": DIRECT_CALLER if caller is None else {"type": CODE_EXECUTION_CALLER, "tool_id": caller},
     }
 
 
@@ -543,7 +546,7 @@ class StreamEncoder(StreamEncoderBase):
                 {"type": "thinking_delta", "thinking": Template.SLOT},
             )
         elif start.kind == "tool_call":
-            block = tool_use_block(self.meta, start.call_id, start.name, {})
+            block = tool_use_block(self.meta, start.call_id, start.name, {}, start.caller)
             delta = {"type": "input_json_delta", "partial_json": Template.SLOT}
         elif start.kind == "custom_tool_call":
             return self.custom_call_start(start)
@@ -695,7 +698,7 @@ def content_block(meta: Meta, block: p.Block) -> dict:
     if block.kind == "reasoning":
         return {"type": "thinking", "thinking": block.text, "signature": signature(meta, block.signature)}
     if block.kind == "tool_call":
-        return tool_use_block(meta, block.call_id, block.name, tool_input(block.text))
+        return tool_use_block(meta, block.call_id, block.name, tool_input(block.text), block.caller)
     if block.kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": redacted_data(meta, block.data)}
     return {"type": "text", "text": block.text}

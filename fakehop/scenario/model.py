@@ -129,6 +129,7 @@ class ToolCall:
     interval: float
     custom: bool = False  # a custom tool's call: `arguments` is its free-text input, not JSON
     paced: bool = True  # as Output's
+    caller: str | None = None  # a call the code of a code execution makes: that execution's server_tool_use id
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ surfaces in the middle of somebody's test run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -116,6 +117,8 @@ class _Checker:
     source: str
     problems: list[Problem] = field(default_factory=list)
     text_chars: int = 0  # so far, towards MAX_TEXT_CHARS
+    code_run: tuple[ServerTool, int] | None = None  # the latest code_execution step, and its line
+    code_ids: dict[int, tuple[ServerTool, str]] = field(default_factory=dict)  # id() of a called one: it, its id
 
     def add(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.source, line, message))
@@ -262,7 +265,9 @@ STEP_KEYS = {
     "server_tool": ("chunk",),
 }  # what else a step of these kinds takes
 PHASES = ("commentary", "final_answer")
-TOOL_CALL_KEYS = ("name", "arguments", "id")  # the name, its text's, the id
+TOOL_CALL_KEYS = ("name", "arguments", "id", "caller")  # the name, its text's, the id, who calls it
+TOOL_CALLERS = ("code_execution",)
+ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 CUSTOM_TOOL_CALL_KEYS = ("name", "input", "id")
 CITATION_KEYS = ("url", "title", "cited_text", "start", "end")
 ERROR_DETAIL_KEYS = ("type", "code", "param")
@@ -548,7 +553,35 @@ def _tool_call(check: _Checker, step: LineDict, interval: float, chunk: Any) -> 
     if arguments is None:
         return None
     text, deltas = arguments
-    return ToolCall(name=name, arguments=text, call_id=_string(check, spec, "id"), deltas=deltas, interval=interval)
+    call_id = _string(check, spec, "id")
+    if "caller" not in spec:
+        return ToolCall(name=name, arguments=text, call_id=call_id, deltas=deltas, interval=interval)
+    caller = _caller_id(check, spec)
+    return None if caller is None else ToolCall(name, text, call_id, deltas, interval, caller=caller)
+
+
+def _caller_id(check: _Checker, spec: LineDict) -> str | None:
+    """`caller: code_execution`: the server_tool_use id of the latest code_execution step before
+    the call, whose code makes it. A step without an id of its own is given a fixed one, so that
+    every answer, and a later turn's call, names the same."""
+    line, caller = _line_of(spec, "caller"), spec["caller"]
+    if caller not in TOOL_CALLERS:
+        check.add(line, f"tool_call caller: expected one of {', '.join(TOOL_CALLERS)}, got {caller!r}")
+        return None
+    if check.code_run is None:
+        check.add(line, "tool_call caller: code_execution needs a server_tool code_execution step before the call")
+        return None
+    tool, tool_line = check.code_run
+    if tool.call_id is not None:
+        return tool.call_id
+    named = check.code_ids.setdefault(id(tool), (tool, fixed_server_tool_id(check.source, tool_line)))
+    return named[1]
+
+
+def fixed_server_tool_id(source: str, line: int) -> str:
+    """A server_tool_use id that stays the same for the step at `line` of `source`."""
+    digest = hashlib.sha256(f"{source}:{line}".encode()).digest()
+    return "srvtoolu_01" + "".join(ID_ALPHABET[byte % len(ID_ALPHABET)] for byte in digest[:22])
 
 
 def _arguments(check: _Checker, step: LineDict, spec: LineDict, chunk: Any) -> tuple[str, tuple[str, ...]] | None:
@@ -718,7 +751,10 @@ def _server_tool(check: _Checker, raw: LineDict) -> ServerTool | None:
         return None
     text, chunk = _json_text(tool_input), _chunking(check, raw)
     code = split_deltas(str(tool_input.get("code", "")), chunk) if name == "code_execution" else ()
-    return ServerTool(name, text, result, split_deltas(text, chunk), code, _string(check, spec, "id"), server, tool)
+    step = ServerTool(name, text, result, split_deltas(text, chunk), code, _string(check, spec, "id"), server, tool)
+    if name == "code_execution":
+        check.code_run = (step, line)
+    return step
 
 
 def _json_text(value: Any) -> str:
@@ -839,6 +875,21 @@ def _check_pause(check: _Checker, doc: LineDict, steps: tuple[Step, ...], finish
             _line_of(doc, "finish"),
             "finish: pause_turn goes with a turn that ends on a server_tool call without a result",
         )
+
+
+def _with_code_ids(check: _Checker, entries: list[Entry]) -> list[Entry]:
+    """The entries, each code_execution step a tool call names as its caller given the id it names."""
+
+    def named(step: Step) -> Step:
+        found = check.code_ids.get(id(step))
+        return replace(cast(ServerTool, step), call_id=found[1]) if found is not None and found[0] is step else step
+
+    return [
+        replace(entry, script=replace(entry.script, steps=tuple(named(step) for step in entry.script.steps)))
+        if entry.script is not None
+        else entry
+        for entry in entries
+    ]
 
 
 def _check_protocol_tools(check: _Checker, protocol: str | None, entries: list[Entry]) -> None:
@@ -1487,6 +1538,8 @@ def parse_document(doc: Any, source: str, default_name: str | None) -> Scenario:
         entries = [] if script is None else [Entry(script=script, line=doc.line)]
     match = _match(check, doc)
     _check_protocol_tools(check, match.protocol if match is not None else None, entries)
+    if check.code_ids:
+        entries = _with_code_ids(check, entries)
     if check.problems:
         raise ScenarioError(check.problems)
     return Scenario(

@@ -187,6 +187,12 @@ def _steps() -> dict:
                 "anyOf": [{"type": "object"}, {"type": "string"}, PIECES],
             },
             "id": {"type": "string", "description": "Call id; generated when left out."},
+            "caller": {
+                "enum": ["code_execution"],
+                "description": "A call the code of the latest earlier code_execution server_tool step makes "
+                "(programmatic tool calling): Messages names that server_tool_use as the tool_use's caller, "
+                "Responses makes the code a program item the function_call names; Chat Completions leaves it out.",
+            },
         },
         "required": ["name"],
         "additionalProperties": False,
