@@ -1,6 +1,7 @@
 """Programmatic tool calling: a `tool_call` with `caller: code_execution` is made by the code of
 the latest code_execution step; Messages names that server_tool_use as the tool_use's caller, on
-real sockets and through the official SDK."""
+real sockets and through the official SDK; Responses makes the code a `program` item the
+function_call names; Chat Completions leaves the caller out."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import json
 import jsonschema
 import pytest
 import yaml
+from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses.response_function_tool_call import CallerProgram
+from openai.types.responses.response_output_item import Program, ProgramOutput
 
 from fakehop.scenario.model import ServerTool, ToolCall
 
@@ -171,3 +175,54 @@ def test_the_schema_takes_a_caller_and_no_other():
     jsonschema.validate(yaml.safe_load(CALLED), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(yaml.safe_load(CALLED.replace("caller: code_execution", "caller: web_search")), schema)
+
+
+# ---------------------------------------------------------------- Responses and Chat Completions
+
+
+async def test_responses_stream_the_code_as_a_program_the_function_call_names(serve, make_gateway):
+    url, headers = await served(serve, make_gateway, "called", CALLED)
+    events = await data_events(url, "/v1/responses", request("responses"), headers)
+    added = [event["item"] for event in events if event["type"] == "response.output_item.added"]
+    assert [item["type"] for item in added] == ["program", "program_output", "function_call"]
+    program, output, call = added
+    assert (program["code"], output["call_id"], output["result"]) == (
+        "print(get_weather('Paris'))",
+        program["call_id"],
+        "",
+    )
+    assert call["caller"] == {"type": "program", "caller_id": program["call_id"]}
+    [completed] = [event for event in events if event["type"] == "response.completed"]
+    assert completed["response"]["output"][2]["caller"] == call["caller"]
+
+
+async def test_the_openai_sdk_reads_the_program_and_the_caller(serve, make_gateway):
+    url, headers = await served(serve, make_gateway, "called", CALLED)
+    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client:
+        response = await client.responses.create(model="gpt-5.6", input="Weather?", extra_headers=headers)
+        stream = await client.responses.create(model="gpt-5.6", input="Weather?", stream=True, extra_headers=headers)
+        done = [event.item async for event in stream if event.type == "response.output_item.done"]
+    for output in (response.output, done):
+        program, result, call = output
+        assert isinstance(program, Program) and isinstance(result, ProgramOutput)
+        assert isinstance(call, ResponseFunctionToolCall) and isinstance(call.caller, CallerProgram)
+        assert call.caller.caller_id == program.call_id == result.call_id
+        assert program.code == "print(get_weather('Paris'))" and program.fingerprint
+
+
+async def test_responses_without_caller_keep_the_code_interpreter_call(serve, make_gateway):
+    url, headers = await served(serve, make_gateway, "direct", CALLED.replace("      caller: code_execution\n", ""))
+    events = await data_events(url, "/v1/responses", request("responses"), headers)
+    added = [event["item"] for event in events if event["type"] == "response.output_item.added"]
+    assert [item["type"] for item in added] == ["code_interpreter_call", "function_call"]
+    assert "caller" not in added[1]
+
+
+async def test_chat_completions_leave_the_caller_out(serve, make_gateway):
+    url, headers = await served(serve, make_gateway, "called", CALLED)
+    async with clients.openai_async(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client:
+        completion = await client.chat.completions.create(
+            model="gpt-5.6", messages=[{"role": "user", "content": "Weather?"}], extra_headers=headers
+        )
+    [call] = completion.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather" and "caller" not in call.model_dump()

@@ -788,19 +788,18 @@ def complete(meta: Meta, request: ParsedRequest, outcome: p.Outcome) -> dict:
         call_id = (block.call_id or meta.new_id("call_")) if block.kind in CALL_KINDS else None
         cut = incomplete is not None and number == len(outcome.blocks) - 1
         logprobs = text_logprobs(block.pieces, request.options["top_logprobs"], with_bytes=True)
-        output.append(
-            item_object(
-                block.kind,
-                item_id,
-                block.text,
-                "incomplete" if cut else "completed",
-                block.name,
-                call_id,
-                block.phase,
-                logprobs,
-                [url_citation(citation) for citation in block.citations],
-            )
+        item = item_object(
+            block.kind,
+            item_id,
+            block.text,
+            "incomplete" if cut else "completed",
+            block.name,
+            call_id,
+            block.phase,
+            logprobs,
+            [url_citation(citation) for citation in block.citations],
         )
+        output.append(item if block.caller is None else called_by(block.caller, item))
     moderation = scenario_moderation(request, outcome.start)
     if incomplete is None:
         return response_object(
@@ -880,6 +879,7 @@ class OpenItem:
     encrypted: str | None = None
     phase: str | None = None
     top_logprobs: int | None = None  # a text item's, when the request includes logprobs
+    caller: str | None = None  # a function call's: the call id of the program item whose code makes it
     annotations: list | None = None  # a text item's url_citation annotations, once it has any
 
     def where(self) -> dict:
@@ -894,7 +894,7 @@ class OpenItem:
                 self.item_id, self.summaries + ([self.text()] if self.delta is not None else []), self.encrypted
             )
         logprobs = text_logprobs(self.parts, self.top_logprobs, with_bytes=True)
-        return item_object(
+        item = item_object(
             self.kind,
             self.item_id,
             self.text(),
@@ -905,6 +905,7 @@ class OpenItem:
             logprobs,
             self.annotations,
         )
+        return item if self.caller is None else called_by(self.caller, item)
 
 
 REASONING_KINDS = (
@@ -1032,8 +1033,10 @@ class StreamEncoder(StreamEncoderBase):
         """A call's item (made by `make_item`), its text to come in `delta_type` events."""
         call_id = start.call_id or self.meta.new_id("call_")
         delta = self.delta_template(delta_type, item_id=item_id, output_index=index, delta=Template.SLOT)
-        self.open = OpenItem(start.kind, item_id, index, delta, start.name, call_id)
+        self.open = OpenItem(start.kind, item_id, index, delta, start.name, call_id, caller=start.caller)
         item = make_item(item_id, "in_progress", call_id, start.name, "")
+        if start.caller is not None:
+            called_by(start.caller, item)
         return self.event("response.output_item.added", output_index=index, item=item)
 
     def delta(self, delta: p.Delta) -> bytes:
@@ -1141,6 +1144,8 @@ class StreamEncoder(StreamEncoderBase):
         """A hosted tool's item: added, `in_progress`, its work (a search's `searching`, code's or
         an MCP call's deltas), `completed`, done."""
         tool = call.tool
+        if tool.calls_tools:
+            return self.program(tool)
         listed = self.tools_listed(tool) if unlisted_server(tool, self.items) else b""
         prefix, _, word = HOSTED_ITEMS[tool.name]
         item_id, index = self.meta.new_id(prefix), len(self.items)
@@ -1175,6 +1180,19 @@ class StreamEncoder(StreamEncoderBase):
             self.event("response.output_item.done", output_index=index, item=done),
         ]
         return listed + b"".join(frames)
+
+    def program(self, tool: sc.ServerTool) -> bytes:
+        """A code execution whose code calls the client's tools: a `program` item, then (with a
+        result) its `program_output`, each added and done whole, as no events stream their parts."""
+        frames = []
+        for item in program_items(self.meta, tool):
+            index = len(self.items)
+            self.items.append(item)
+            frames += [
+                self.event("response.output_item.added", output_index=index, item=item),
+                self.event("response.output_item.done", output_index=index, item=item),
+            ]
+        return b"".join(frames)
 
     def tools_listed(self, tool: sc.ServerTool) -> bytes:
         """An `mcp_list_tools` item: the tools of the server an MCP call is the first of this response to call."""
@@ -1224,6 +1242,7 @@ WORKING_EVENTS = {
     "file_search_call": "searching",
     "image_generation_call": "generating",
 }
+PROGRAM_FINGERPRINT_BYTES = 48  # opaque, to be sent back as given
 COMPACTION_PREFIX = "gAAAAAB"  # an encrypted_content's opening, as the real one's
 
 
@@ -1275,10 +1294,39 @@ def whole_items(meta: Meta, whole: p.HostedCall | p.Compacted, output: list[dict
     if type(whole) is p.Compacted:
         return [compaction_item(meta.new_id("cmp_"), whole.text)]
     tool = cast(p.HostedCall, whole).tool
+    if tool.calls_tools:
+        return program_items(meta, tool)
     listed = [mcp_list_item(meta.new_id("mcpl_"), tool, listed=True)] if unlisted_server(tool, output) else []
     item_id = meta.new_id(HOSTED_ITEMS[tool.name][0])
     container_id = meta.new_id("cntr_") if tool.name == "code_execution" else None
     return [*listed, hosted_item(tool, item_id, container_id, done=True)]
+
+
+def program_items(meta: Meta, tool: sc.ServerTool) -> list[dict]:
+    """A code execution whose code calls the client's tools, as programmatic tool calling shows it:
+    a `program` item holding the code, and with a result its `program_output` (the code's stdout)."""
+    call_id = cast(str, tool.call_id)  # the reader gives every code execution a call names its id
+    code = str(json.loads(tool.input).get("code", ""))
+    fingerprint = meta.random_base64(PROGRAM_FINGERPRINT_BYTES)
+    items = [
+        {"id": meta.new_id("prg_"), "type": "program", "call_id": call_id, "code": code, "fingerprint": fingerprint}
+    ]
+    if tool.result is not None:
+        result = json.loads(tool.result)
+        output = {
+            "type": "program_output",
+            "call_id": call_id,
+            "result": result.get("stdout", ""),
+            "status": "completed",
+        }
+        items.append({"id": meta.new_id("prgo_"), **output})
+    return items
+
+
+def called_by(program_call_id: str, item: dict) -> dict:
+    """A function call item the code of a program makes: it names the program as its caller."""
+    item["caller"] = {"type": "program", "caller_id": program_call_id}
+    return item
 
 
 def unlisted_server(tool: sc.ServerTool, items: list[dict]) -> bool:

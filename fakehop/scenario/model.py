@@ -191,6 +191,7 @@ class ServerTool:
     call_id: str | None = None
     server: str | None = None
     tool: str | None = None
+    calls_tools: bool = False  # a code execution whose code calls the client's tools (a tool_call's caller)
 
 
 @dataclass(frozen=True, slots=True)

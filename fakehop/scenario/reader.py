@@ -572,9 +572,7 @@ def _caller_id(check: _Checker, spec: LineDict) -> str | None:
         check.add(line, "tool_call caller: code_execution needs a server_tool code_execution step before the call")
         return None
     tool, tool_line = check.code_run
-    if tool.call_id is not None:
-        return tool.call_id
-    named = check.code_ids.setdefault(id(tool), (tool, fixed_server_tool_id(check.source, tool_line)))
+    named = check.code_ids.setdefault(id(tool), (tool, tool.call_id or fixed_server_tool_id(check.source, tool_line)))
     return named[1]
 
 
@@ -878,11 +876,13 @@ def _check_pause(check: _Checker, doc: LineDict, steps: tuple[Step, ...], finish
 
 
 def _with_code_ids(check: _Checker, entries: list[Entry]) -> list[Entry]:
-    """The entries, each code_execution step a tool call names as its caller given the id it names."""
+    """The entries, each code_execution step a tool call names as its caller marked so, with the id it names."""
 
     def named(step: Step) -> Step:
         found = check.code_ids.get(id(step))
-        return replace(cast(ServerTool, step), call_id=found[1]) if found is not None and found[0] is step else step
+        if found is None or found[0] is not step:
+            return step
+        return replace(cast(ServerTool, step), call_id=found[1], calls_tools=True)
 
     return [
         replace(entry, script=replace(entry.script, steps=tuple(named(step) for step in entry.script.steps)))
