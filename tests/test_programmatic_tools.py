@@ -18,7 +18,7 @@ from fakehop.scenario.model import ServerTool, ToolCall
 
 from . import clients
 from .cli_runs import fakehop_here
-from .hosted_scenarios import request, served, streamed_message, validate_problems
+from .hosted_scenarios import answer_bytes, imported_script, request, served, streamed_message, validate_problems
 from .inline_scenarios import data_events, problems_of
 
 CALLED = """
@@ -226,3 +226,35 @@ async def test_chat_completions_leave_the_caller_out(serve, make_gateway):
         )
     [call] = completion.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather" and "caller" not in call.model_dump()
+
+
+# ---------------------------------------------------------------- import
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_messages_capture_imports_the_caller_back(serve, make_gateway, tmp_path, stream):
+    url, headers = await served(serve, make_gateway, "called", CALLED)
+    capture = await answer_bytes(url, "messages", messages_body(stream), headers)
+    script, text = await imported_script(tmp_path, capture, ".sse" if stream else ".json")
+    assert "caller: code_execution" in text
+    run, call = [step for step in script.steps if isinstance(step, (ServerTool, ToolCall))]
+    assert isinstance(run, ServerTool) and isinstance(call, ToolCall)
+    assert run.calls_tools and call.caller == run.call_id and run.call_id.startswith("srvtoolu_01")
+
+
+async def test_a_caller_of_another_answers_code_execution_imports_as_a_direct_call(tmp_path):
+    call = {"type": "tool_use", "id": "toolu_01a", "name": "f", "input": {}}
+    caller = {"type": "code_execution_20250825", "tool_id": "srvtoolu_01elsewhere"}
+    body = {
+        "id": "msg_01a",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5",
+        "content": [{**call, "caller": caller}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+    }
+    script, text = await imported_script(tmp_path, json.dumps(body).encode(), ".json")
+    assert "caller" not in text.split("steps:", 1)[1]
+    [step] = [step for step in script.steps if isinstance(step, ToolCall)]
+    assert step.caller is None

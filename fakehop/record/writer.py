@@ -443,6 +443,8 @@ class Steps:
         self.lines.append(f"      name: {self.yaml.name(block.name or 'tool')}")
         if block.call_id:
             self.lines.append(f"      id: {self.yaml.name(block.call_id)}")
+        if block.caller:
+            self.lines.append(f"      caller: {block.caller}")
         json_only = block.kind == "tool_call"
         self.lines.append(f"      {field}: " + self.text(run.pieces, indent=6, chunk_indent=4, json_only=json_only))
         self.interval(run)

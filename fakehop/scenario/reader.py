@@ -882,7 +882,7 @@ def _with_code_ids(check: _Checker, entries: list[Entry]) -> list[Entry]:
         found = check.code_ids.get(id(step))
         if found is None or found[0] is not step:
             return step
-        return replace(cast(ServerTool, step), call_id=found[1], calls_tools=True)
+        return replace(found[0], call_id=found[1], calls_tools=True)
 
     return [
         replace(entry, script=replace(entry.script, steps=tuple(named(step) for step in entry.script.steps)))

@@ -87,6 +87,7 @@ class CapturedBlock:
     part: Any = None  # the protocol's key of the part the last piece went to
     citations: list[CapturedCitation] = field(default_factory=list)  # a text block's
     hosted: dict | None = None  # a server_tool block's step, but for its input (its pieces): see HostedCall
+    caller: str | None = None  # a tool call's: "code_execution" when the code of the capture's latest one made it
 
     def text(self) -> str:
         return "".join(piece.text for piece in self.pieces)

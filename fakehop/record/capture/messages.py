@@ -89,7 +89,13 @@ class MessagesReader(Reader):
                 json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""
             )  # a streamed one starts at {}
             found = self.piece(
-                index, kind, text, at, name=clean(block.get("name")) or None, call_id=clean(block.get("id")) or None
+                index,
+                kind,
+                text,
+                at,
+                name=clean(block.get("name")) or None,
+                call_id=clean(block.get("id")) or None,
+                caller=self.caller(block.get("caller")),
             )
         elif kind == "redacted_thinking":
             found = self.piece(index, kind, "", at, data=clean(block.get("data")) or None)
@@ -98,6 +104,25 @@ class MessagesReader(Reader):
             for citation in block.get("citations") or []:
                 self.citation(found, citation if isinstance(citation, dict) else {}, streamed=False)
         found.signature = clean(block.get("signature")) or found.signature
+
+    def caller(self, caller: Any) -> str | None:
+        """A tool_use's caller: "code_execution" when it names the latest code execution before it
+        (the caller a scenario can say); None when the model called it, or named another answer's."""
+        if not isinstance(caller, dict) or caller.get("type") == "direct":
+            return None
+        runs = [
+            found.hosted
+            for found in self.captured.blocks()
+            if found.hosted and found.hosted["name"] == "code_execution"
+        ]
+        if (
+            runs
+            and str(caller.get("type", "")).startswith("code_execution")
+            and runs[-1].get("id") == caller.get("tool_id")
+        ):
+            return "code_execution"
+        self.captured.left_out["tool_use callers other than the latest code execution (replayed as direct)"] += 1
+        return None
 
     def citation(self, block: CapturedBlock | None, citation: dict, streamed: bool = True) -> None:
         """A web search citation: Messages gives no offsets, so a streamed one cites the last
