@@ -24,7 +24,8 @@ from soak.server import ServerProcess
 
 pytestmark = pytest.mark.xdist_group("hostile-state")  # one xdist worker runs them all: they share one server process
 
-HEALTH_BOUND_MS = 1000.0  # the goal is 100 ms; a loaded 2-core machine holds processes up now and then
+HEALTH_BOUND_MS = 3000.0  # the goal is 100 ms (make soak); a 2-core machine running the whole suite holds the
+# server up for 1-1.5 s now and then, where alone it answers within 200 ms
 ANSWER_TIMEOUT = aiohttp.ClientTimeout(total=30)
 YAML = {"Content-Type": "application/yaml"}
 ADDED_HERE = "<POST /_fakehop/scenarios>"
