@@ -19,6 +19,8 @@ import resource
 
 from aiohttp import web
 
+from fakehop.cli.loops import LOOPS, runner_for
+
 STREAM_HEADERS = {
     "Content-Type": "text/event-stream; charset=utf-8",
     "Cache-Control": "no-cache",
@@ -82,12 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Stream a bench plan's bytes with a bare aiohttp handler.")
     parser.add_argument("plan", help="the plan JSON written by the bench")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--loop", choices=LOOPS, default="auto", help="the event loop, as fakehop serve's --loop")
     args = parser.parse_args()
     raise_open_file_limit()
     with open(args.plan) as file:
         plan = json.load(file)
     try:
-        asyncio.run(serve(plan, args.port))
+        runner_for(args.loop)(serve(plan, args.port))
     except KeyboardInterrupt:
         pass
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from fakehop.protocols import PROTOCOLS
 
 from . import instructions
+from .run import add_loop_option, loop_in_use
 
 BASELINE = Path(__file__).parent / "baseline.json"
 TOLERANCE_PERCENT = 3.0
@@ -56,6 +57,12 @@ class Cell:
 
 def versions() -> dict:
     return {"python": platform.python_version(), "aiohttp": importlib.metadata.version("aiohttp")}
+
+
+def other_loop(baseline: dict) -> str | None:
+    """The loop the baseline was counted on when it is not this run's: ratios on two loops do not compare."""
+    counted_on = baseline.get("loop", "asyncio")
+    return counted_on if counted_on != loop_in_use() else None
 
 
 def compare(baseline: dict, counts: dict) -> list[Cell]:
@@ -125,6 +132,7 @@ def load(path: Path = BASELINE) -> dict:
 def write(counts: dict, requests: int, path: Path = BASELINE) -> None:
     baseline = {
         **versions(),
+        "loop": loop_in_use(),
         "requests": requests,
         "per_request": counts,
     }
@@ -138,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, help="requests counted per server and cell (default: the baseline's)")
     parser.add_argument("--update", action="store_true", help="rewrite bench/baseline.json with this run's counts")
     parser.add_argument("--baseline", type=Path, default=BASELINE, help=argparse.SUPPRESS)
+    add_loop_option(parser)
     args = parser.parse_args(argv)
     protocols, scenarios = args.protocols.split(","), args.scenarios.split(",")
     for option, chosen, known in (
@@ -147,10 +156,17 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [name for name in chosen if name not in known]
         if unknown:
             parser.error(f"--{option}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    baseline = load(args.baseline)
+    if not args.update and (counted_on := other_loop(baseline)) is not None:
+        print(
+            f"python -m bench.guard: the baseline was counted on {counted_on}, this run's servers use {loop_in_use()}: "
+            f"give --loop {counted_on}",
+            file=sys.stderr,
+        )
+        return 2
     if not instructions.available():
         print("python -m bench.guard: valgrind (with callgrind_control) is not installed", file=sys.stderr)
         return 2
-    baseline = load(args.baseline)
     requests = args.requests or baseline.get("requests", 200)
     counts = instructions.measure(protocols, scenarios, requests)
     if args.update:

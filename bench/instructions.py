@@ -34,7 +34,7 @@ from fakehop.protocols import PROTOCOLS
 
 from . import console as bench_console
 from . import plan as bench_plan
-from .run import Server, ceiling_command, fakehop_command
+from .run import Server, add_loop_option, ceiling_command, fakehop_command
 
 SCENARIOS = ("bench-short", "bench-long")
 WARM_UP = 16
@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--console", action="store_true", help="also count fakehop's with one console watching its push"
     )
+    add_loop_option(parser)
     args = parser.parse_args(argv)
     if not available():
         print("python -m bench.instructions: valgrind (with callgrind_control) is not installed", file=sys.stderr)

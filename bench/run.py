@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from fakehop.cli.loops import LOOPS
 from fakehop.cli.main import raise_open_file_limit
 from fakehop.protocols import PROTOCOLS
 
@@ -231,6 +233,35 @@ class Server:
         self.log.close()
 
 
+def bench_loop() -> str:
+    """The event loop both servers run on: $BENCH_LOOP (see fakehop.cli.loops.LOOPS), auto by default."""
+    return os.environ.get("BENCH_LOOP", "auto")
+
+
+def loop_in_use() -> str:
+    """The loop `bench_loop()` names, auto resolved as the servers resolve it."""
+    chosen = bench_loop()
+    if chosen != "auto":
+        return chosen
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+def add_loop_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        type=chosen_loop,
+        default=None,
+        help="the event loop of fakehop and the ceiling alike (default $BENCH_LOOP, else auto: uvloop where installed)",
+    )
+
+
+def chosen_loop(name: str) -> str:
+    """--loop's value, also put in $BENCH_LOOP for every server this process starts."""
+    os.environ["BENCH_LOOP"] = name
+    return name
+
+
 def fakehop_command() -> list[str]:
     """`fakehop serve` as a load test runs it: no line printed per request."""
     return [
@@ -245,11 +276,13 @@ def fakehop_command() -> list[str]:
         "1",
         "--scenarios",
         str(bench_plan.SCENARIO_DIR),
+        "--loop",
+        bench_loop(),
     ]
 
 
 def ceiling_command(plan_path: Path) -> list[str]:
-    return [sys.executable, "-m", "bench.ceiling", str(plan_path)]
+    return [sys.executable, "-m", "bench.ceiling", str(plan_path), "--loop", bench_loop()]
 
 
 @contextlib.contextmanager
@@ -633,6 +666,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sections", default=",".join(SECTIONS), help=f"comma-separated (default: all, {','.join(SECTIONS)})"
     )
     parser.add_argument("--json", type=Path, default=DEFAULT_RESULTS, metavar="PATH", help="where to write the results")
+    add_loop_option(parser)
     parser.add_argument("--no-fixture-overhead", action="store_true", help="skip bench/fixture_overhead.py")
     parser.add_argument(
         "--no-pinning",
@@ -698,6 +732,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "loadavg": list(os.getloadavg()),
+        "loop": loop_in_use(),
     }
 
 

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import plan as bench_plan
-from .run import BenchError, Client, Server, aligned, fakehop_command, progress
+from .run import BenchError, Client, Server, add_loop_option, aligned, fakehop_command, progress
 
 PROTOCOL = "chat"
 SCENARIO = "bench-short"
@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int)
     parser.add_argument("--redis-server", default="redis-server", help="the redis-server to start (default: on PATH)")
     parser.add_argument("--json", type=Path, help="also write the results there")
+    add_loop_option(parser)
     args = parser.parse_args(argv)
     base = Sizes.quick() if args.quick else defaults
     sizes = Sizes(

@@ -34,7 +34,17 @@ from pathlib import Path
 import aiohttp
 
 from . import plan as bench_plan
-from .run import BenchError, Client, Placement, Server, aligned, ceiling_command, fakehop_command, progress
+from .run import (
+    BenchError,
+    Client,
+    Placement,
+    Server,
+    add_loop_option,
+    aligned,
+    ceiling_command,
+    fakehop_command,
+    progress,
+)
 
 NODE_DIR = Path(__file__).parent / "aimock"
 AIMOCK_CLI = NODE_DIR / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
@@ -252,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=defaults.seconds, help="each server's run in a round")
     parser.add_argument("--clients", type=int, default=defaults.clients)
     parser.add_argument("--json", type=Path, help="also write the results there")
+    add_loop_option(parser)
     args = parser.parse_args(argv)
     sizes = Sizes(
         rounds=args.rounds, seconds=args.seconds, clients=args.clients, warmup=min(defaults.warmup, args.seconds)

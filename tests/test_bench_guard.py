@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import guard, instructions
+from bench import guard, instructions, run
 from bench.run import guard_counts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,3 +124,15 @@ def test_a_real_count_fails_against_a_baseline_it_grew_from(tmp_path):
     done = run_guard("--baseline", str(path))
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "guard FAILED: chat bench-short." in done.stdout
+
+
+def test_a_baseline_counted_on_another_loop_is_not_compared(tmp_path):
+    """Ratios on uvloop and on asyncio's loop differ by more than the guard's tolerance: a
+    baseline of the other loop is refused (exit 2) with the option that matches it, before any count."""
+    other = guard.load()
+    other["loop"] = "asyncio" if run.loop_in_use() == "uvloop" else "uvloop"
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(other))
+    done = run_guard("--baseline", str(path))
+    assert done.returncode == 2
+    assert f"give --loop {other['loop']}" in done.stderr

@@ -45,6 +45,7 @@ from ..state.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..style import Tint, plain, tinter
 from ..testing.remote import ControlClient, ControlFailed, default_admin_token, default_url
 from ..verdicts import Finding, Settings, setting_value
+from .loops import LOOPS, LoopUnavailable, runner_for
 from .readyfile import ready_file_holding
 
 WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
@@ -226,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="answer on the port with N processes (SO_REUSEPORT); more than 1 needs --state (default 1)",
+    )
+    serve.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="auto",
+        help="the event loop: uvloop, asyncio's own, or auto: uvloop where it is installed (default auto)",
     )
     serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # one of --workers' processes
     serve.set_defaults(run=run_serve)
@@ -533,6 +540,10 @@ def run_serve(args: argparse.Namespace) -> int:
             f"--workers {args.workers} needs --state redis://HOST:PORT/DB: each worker is a process of its own, "
             "and only state kept in Redis is shared by them"
         )
+    try:
+        run_loop = runner_for(args.loop)
+    except LoopUnavailable as exc:
+        return fail(str(exc))
     raise_open_file_limit()
     library = Library.load(args.scenarios)
     scale = time_scale_of(args)
@@ -569,7 +580,7 @@ def run_serve(args: argparse.Namespace) -> int:
         gateway.journal.listeners.append(functools.partial(print_finished, tint=tinter(sys.stdout)))
     try:
         with port_in_use_said(args):
-            asyncio.run(serve_until_stopped(gateway, args.host, args.port, args.ready_file, args.reuse_port))
+            run_loop(serve_until_stopped(gateway, args.host, args.port, args.ready_file, args.reuse_port))
     except KeyboardInterrupt:
         pass
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
@@ -229,7 +230,6 @@ async def follow(
 ) -> web.StreamResponse:
     """Write `run`'s events after sequence number `after` to `response` (prepared), then each
     as it comes, until the run is over; `record` is closed as the stream ends."""
-    loop = asyncio.get_running_loop()
     read = 0
     while True:
         changed = run.changed
@@ -237,7 +237,7 @@ async def follow(
         read += len(frames)
         data = b"".join([frame for number, frame in frames if number > after])
         if data:
-            record.sending(loop.time(), data)
+            record.sending(time.monotonic(), data)
             await response.write(data)
             record.sent(jr.sse_events(data))
         if run.over:

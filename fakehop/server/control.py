@@ -375,6 +375,11 @@ async def scenario_named_by(request: web.Request, session: Session, body: dict, 
 # ---------------------------------------------------------------- health and scenarios
 
 
+def loop_name() -> str:
+    """The event loop this server runs on: uvloop or asyncio (see cli.loops)."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+
+
 async def health(request: web.Request) -> web.Response:
     session, gateway = session_of(request), gateway_of(request)
     shared: dict[str, Any] = {}
@@ -397,6 +402,7 @@ async def health(request: web.Request) -> web.Response:
             "session": session.name,
             "lenient_conversations": gateway.lenient_conversations,
             "started_at": gateway.started_at,
+            "loop": loop_name(),
             **shared,
         }
     )

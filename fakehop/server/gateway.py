@@ -446,14 +446,14 @@ class Answer:
         await response.prepare(self.request)
         record = self.record
         record.status = 200
-        loop = asyncio.get_running_loop()
-        start = now = loop.time()
+        clock = time.monotonic  # the journal's: uvloop's loop.time() is in whole milliseconds, read once a turn
+        start = now = clock()
         unpaused = 0  # bytes written since the loop last went to other clients
         for offset, data, events, last in writes:
             due = start + offset
-            if due > now and due > (now := loop.time()):  # the clock is read only when `now` is not late enough
+            if due > now and due > (now := clock()):  # the clock is read only when `now` is not late enough
                 await asyncio.sleep(due - now)
-                now, unpaused = loop.time(), 0
+                now, unpaused = clock(), 0
             if type(last) in player.ENDINGS:
                 return await self.end_stream(response, data, events, last)
             if data:
@@ -472,7 +472,7 @@ class Answer:
         """The last write and how the stream ends. A stream that ends well sends its last frames
         and the end of the chunked body in one write (`write_eof(data)`)."""
         kind = type(ending)
-        self.record.sending(asyncio.get_running_loop().time(), data)
+        self.record.sending(time.monotonic(), data)
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
             if self.kept is not None:
