@@ -150,6 +150,15 @@ def spec(server: Server, protocol_plan: dict, scenario: str, sizes: Sizes, group
     }
 
 
+def ratio(cpu: float, other: float) -> float | None:
+    """cpu / other; None when the other server's CPU came to less than a clock tick (too short a run to say)."""
+    return round(cpu / other, 3) if other else None
+
+
+def shown_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def cell(runs: dict[str, list[dict]], answer_bytes: dict[str, int]) -> dict:
     """Each server's median CPU per request and the ratios of fakehop's to the others'."""
     median = {
@@ -158,8 +167,8 @@ def cell(runs: dict[str, list[dict]], answer_bytes: dict[str, int]) -> dict:
     }
     return {
         "server_us_per_request": {target: round(value, 1) for target, value in median.items()},
-        "fakehop_to_ceiling": round(median["fakehop"] / median["ceiling"], 3),
-        "fakehop_to_aimock": round(median["fakehop"] / median["aimock"], 3),
+        "fakehop_to_ceiling": ratio(median["fakehop"], median["ceiling"]),
+        "fakehop_to_aimock": ratio(median["fakehop"], median["aimock"]),
         "errors": {target: sum(run["errors"] for run in target_runs) for target, target_runs in runs.items()},
         "answer_bytes": answer_bytes,
         "runs": runs,
@@ -245,8 +254,8 @@ def summary(results: dict) -> str:
                     protocol,
                     f"{SCENARIOS[scenario]} deltas",
                     *(f"{cpu[target]:g}" for target in TARGETS),
-                    f"{figures['fakehop_to_ceiling']:g}",
-                    f"{figures['fakehop_to_aimock']:g}",
+                    shown_ratio(figures["fakehop_to_ceiling"]),
+                    shown_ratio(figures["fakehop_to_aimock"]),
                     "/".join(str(figures["answer_bytes"][target]) for target in TARGETS),
                 )
             )
