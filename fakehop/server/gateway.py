@@ -184,6 +184,17 @@ def stamp_answer(
         headers.setdefault(name, value)
 
 
+def stream_response(request_id: str, protocol, success_headers: Sequence[tuple[str, str]] = ()) -> web.StreamResponse:
+    """A stream's response, stamped as stamp_answer stamps a success: written out for the status a stream
+    always has, it costs about 1k instructions a request less."""
+    response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
+    headers = response.headers
+    headers[protocol.REQUEST_ID_HEADER] = request_id
+    if success_headers:
+        headers.extend(success_headers)
+    return response
+
+
 def body_message(body: dict) -> str:
     error = body.get("error")
     return error.get("message", "") if isinstance(error, dict) else ""
@@ -410,8 +421,7 @@ class Answer:
         if not parsed.stream:
             self.record.close(jr.COMPLETED, 200)
             return web.json_response(run.created, dumps=dumps)
-        response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-        stamp_answer(response, self.request_id, self.protocol, self.success_headers)
+        response = stream_response(self.request_id, self.protocol, self.success_headers)
         await response.prepare(self.request)
         self.record.status = 200
         return await background.follow(run, -1, self.request, response, self.record)
@@ -441,8 +451,7 @@ class Answer:
 
         The pacing is player.play's, written out here: a stream paced by play itself (writes
         batched by an async generator) cost 8-12% more instructions per request on the bench."""
-        response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-        stamp_answer(response, self.request_id, self.protocol, self.success_headers)
+        response = stream_response(self.request_id, self.protocol, self.success_headers)
         await response.prepare(self.request)
         record = self.record
         record.status = 200
@@ -820,8 +829,7 @@ async def replay(
         ) from None
     protocol = PROTOCOLS["responses"]
     record.stream = True
-    response = web.StreamResponse(status=200, headers=STREAM_HEADERS)
-    stamp_answer(response, request_id, protocol)
+    response = stream_response(request_id, protocol)
     await response.prepare(request)
     record.status = 200
     return await background.follow(run, after, request, response, record)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 
 from ..play import player
-from ..protocols.common import Meta, ParsedRequest
+from ..protocols.common import Asks, Meta, ParsedRequest
 from ..scenario.model import Script
 from ..state.journal import sse_events
 
@@ -39,6 +39,7 @@ LARGEST_RENDERING = 4 * 1024 * 1024
 _MODEL = "m"
 _CREATED = "c"
 _CREATED_MARK = 7_391_062_845_173
+_TIME = 1  # where the time sits among the values a Holes takes
 _HOLE = re.compile(rb"\\u0000fakehop:(m|\d{1,9})\\u0000|" + str(_CREATED_MARK).encode())
 
 
@@ -82,12 +83,14 @@ class Holes:
     _pick: Callable = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        literals = (b"", *self.between, b"")
-        object.__setattr__(self, "_format", b"%b".join(literal.replace(b"%", b"%%") for literal in literals))
+        # the time is an int, written by its %d (as b"%d" % time would be, a call fewer); the rest are bytes
+        specs = [b"%d" if index == _TIME else b"%b" for index in self.indices]
+        literals = [literal.replace(b"%", b"%%") for literal in (*self.between, b"")]
+        object.__setattr__(self, "_format", b"".join(itertools.chain.from_iterable(zip(specs, literals))))
         pick = operator.itemgetter(*self.indices)
         object.__setattr__(self, "_pick", pick if len(self.indices) > 1 else lambda values: (pick(values),))
 
-    def fill(self, values: list[bytes]) -> bytes:
+    def fill(self, values: list) -> bytes:
         return self._format % self._pick(values)
 
 
@@ -131,20 +134,25 @@ class Write:
 class Rendering:
     writes: tuple[Write, ...]
     holes: tuple[Holes, ...]  # each distinct Holes of the writes once
-    asks: tuple[tuple[str, tuple], ...]
+    asks: Asks
 
     def filled_holes(self, meta: Meta) -> tuple[bytes, ...]:
         """Every Holes filled for `meta`, for `Write.fill`; the random values are drawn here,
         in the encoders' order."""
-        values = [_inside_json_string(meta.model), b"%d" % meta.created]
-        for method, args in self.asks:
-            values.append(getattr(meta, method)(*args).encode())
-        return tuple([holes.fill(values) for holes in self.holes])
+        values = [_inside_json_string(meta.model), meta.created, *self.asks.answers(meta)]
+        holes = self.holes
+        if len(holes) == 1:  # most renderings: a comprehension's frame fewer
+            return (holes[0].fill(values),)
+        return tuple([each.fill(values) for each in holes])
 
     def writes_for(self, meta: Meta) -> Iterator[TimedWrite]:
+        """The writes filled for `meta`, each when it is read; an answer of one write (most of them) at once."""
         filled = self.filled_holes(meta)
-        for write in self.writes:
-            yield write.offset, write.fill(filled), write.events, write.last
+        writes = self.writes
+        if len(writes) == 1:
+            write = writes[0]
+            return iter(((write.offset, write.fill(filled), write.events, write.last),))
+        return ((write.offset, write.fill(filled), write.events, write.last) for write in writes)
 
     def size(self) -> int:
         return sum(write.size() for write in self.writes)
@@ -165,7 +173,7 @@ def _inside_json_string(text: str) -> bytes:
 def _value_index(hole: bytes | None) -> int:
     """Where a marker's value sits among the model, the time and the asks' answers (the time's marker has no name)."""
     if hole is None:
-        return 1
+        return _TIME
     return 0 if hole == _MODEL.encode() else 1 + int(hole)
 
 
@@ -307,7 +315,7 @@ def rendered(
             for holes, literals in _runs(data)
         )
         writes.append(Write(offset, runs, event_count, last))
-    rendering = Rendering(tuple(writes), tuple(numbered), tuple(marking.asks))
+    rendering = Rendering(tuple(writes), tuple(numbered), Asks(tuple(marking.asks)))
     if rendering.size() > LARGEST_RENDERING or not rendering.fillable():
         return None
     expected = [data for _, data, _, _ in encoded_writes(protocol, _probe_meta(meta), parsed, laid_out)]
