@@ -681,9 +681,7 @@ def laid_faults(asked: str | None, faults: list[Fault], protocol: str, label: st
 
 def opened_record(journal: jr.Journal, request: web.Request, request_id: str, protocol: str | None = None) -> jr.Record:
     """The journal's record of `request`, opened as it comes in (on a protocol's route, `protocol`'s)."""
-    record = journal.open(request_id, request.method, request.path, request.headers)
-    record.protocol = protocol
-    return record
+    return journal.open(request_id, request.method, request.path, request.headers, protocol)
 
 
 def closed_record(journal: jr.Journal, record: jr.Record, end: str, status: int, message: str | None = None) -> None:

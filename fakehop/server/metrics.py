@@ -11,10 +11,9 @@ Redis, and each reads every server's, summed.
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_left
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from functools import partial
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
 from typing import TYPE_CHECKING, cast
@@ -79,24 +78,51 @@ class Counts:
         self.open = list(compress(records, under_way))
         self.fold_at = len(self.open) + FOLD_BATCH
         closed = list(compress(records, map(not_, under_way)))
-        self.requests.update(map(LABELS, closed))
+        # Records alike in all that is counted but their durations are counted together:
+        # answers to the same requests mostly are. A record costs one look-up, in C.
+        alike = Counter(map(COUNTED, closed))
+        for (protocol, scenario, end, status, sent_bytes, events, keepalives, _), count in alike.items():
+            self.requests[protocol, scenario, end, status] += count
+            stream = self.stream_of(protocol)
+            stream.bytes += sent_bytes * count
+            stream.events += events * count
+            stream.keepalives += keepalives * count
         if len(self.requests) > MAX_SERIES:
             self.lump_scenarios()
-        for _, group in groupby(sorted(closed, key=PATH), key=PATH):  # a path's records are one protocol's
-            same = list(group)
-            self.add_streams(same[0].protocol, same)
+        streamed = [(key[7], key[3]) == STREAMED_200 for key in alike]
+        if all(streamed):  # most batches: no need to look at each record again
+            answered = closed
+        elif any(streamed):
+            answered = list(compress(closed, map(eq, map(STREAM_STATUS, closed), repeat(STREAMED_200))))
+        else:
+            return
+        protocols = {key[0] for key in alike}
+        if len(protocols) == 1:  # most batches: no need to sort the records by protocol
+            self.add_durations(self.stream_of(protocols.pop()), answered)
+        else:
+            for _, group in groupby(sorted(answered, key=PATH), key=PATH):  # a path's records are one protocol's
+                same = list(group)
+                self.add_durations(self.stream_of(same[0].protocol), same)
 
-    def add_streams(self, protocol: str | None, records: list[Record]) -> None:
+    def stream_of(self, protocol: str | None) -> Stream:
         stream = self.streams.get(protocol)
         if stream is None:
             stream = self.streams[protocol] = Stream()
-        stream.bytes += sum(map(SENT_BYTES, records))
-        stream.events += sum(map(EVENTS, records))
-        stream.keepalives += sum(map(KEEPALIVES, records))
-        answered = list(map(DURATION, compress(records, map(eq, map(STREAM_STATUS, records), repeat(STREAMED_200)))))
-        stream.duration_sum += sum(answered)
-        for bucket, count in Counter(map(BUCKET_OF, answered)).items():
-            stream.durations[bucket] += count
+        return stream
+
+    @staticmethod
+    def add_durations(stream: Stream, records: list[Record]) -> None:
+        """The durations of the streams of `records` in `stream`'s histogram: each bucket's
+        count found by bisecting them sorted, not by bisecting the bounds for each one."""
+        durations = list(map(DURATION, records))
+        stream.duration_sum += sum(durations)
+        durations.sort()
+        below = 0
+        for bucket, bound in enumerate(DURATION_BUCKETS):
+            up_to = bisect_right(durations, bound)
+            stream.durations[bucket] += up_to - below
+            below = up_to
+        stream.durations[-1] += len(durations) - below
 
     def lump_scenarios(self) -> None:
         """Past MAX_SERIES label sets (scenarios added by calls have no bound), the newest
@@ -185,16 +211,13 @@ class SharedCounts:
         return dict(sorted(summed.items()))
 
 
-LABELS = attrgetter("protocol", "scenario", "end", "status")
-PATH, PROTOCOL, END, SENT_BYTES, EVENTS, KEEPALIVES, DURATION = map(
-    attrgetter, ("path", "protocol", "end", "sent_bytes", "events", "keepalives", "duration")
-)
+COUNTED = attrgetter("protocol", "scenario", "end", "status", "sent_bytes", "events", "keepalives", "stream")
+PATH, PROTOCOL, END, DURATION = map(attrgetter, ("path", "protocol", "end", "duration"))
 STREAM_STATUS = attrgetter("stream", "status")
 STREAMED_200 = (
     True,
     200,
 )  # a stream that went out (or is going out): open while under way, in the histogram once ended
-BUCKET_OF = partial(bisect_left, DURATION_BUCKETS)
 FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
 
 

@@ -30,6 +30,10 @@ BODY_ALLOWANCE = 16 * SMALL_BODY_BYTES
 SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"))
 SHOWN_SECRET_CHARS = 4  # of a secret longer than twice as many
 KEPT_FRAME_BYTES = 32 * 1024  # of one stream's writes; later ones are counted, not kept
+# The write that goes past KEPT_FRAME_BYTES, when at most this long, is held whole (and counted
+# so) and its head cut only when the frames are read: copying 32 KiB of each long answer as it
+# is written cost 33,000 instructions a request (callgrind counts a copy byte by byte).
+WHOLE_CUT_WRITE_BYTES = 2 * KEPT_FRAME_BYTES
 _JOIN = "".join
 
 # How an answer ended (`Record.end`).
@@ -129,8 +133,12 @@ def cut_body(raw: bytes) -> str:
     )
 
 
-@dataclass(slots=True)
+@dataclass(init=False)
 class Record:
+    """One request's entry in the journal. Only what every request has is set when it opens;
+    the other fields are class-level defaults until set: a record whose 33 fields were all
+    set on opening cost some 2,500 more instructions a request (callgrind)."""
+
     seq: int
     id: str
     method: str
@@ -154,19 +162,45 @@ class Record:
     retry_after_ms: str | None = None  # and its retry-after-ms, which the SDKs read before Retry-After
     # A stream's writes, each as (the monotonic time it began, its bytes), as far as they come
     # to KEPT_FRAME_BYTES; `frames_cut` says that what followed was left out. As JSON, times
-    # are seconds since the request arrived.
-    frames: list = field(default_factory=list)
+    # are seconds since the request arrived. (A property: see `_frames`.)
     frame_bytes: int = 0  # the bytes of the frames kept
     frames_cut: bool = False
+    # The frames that fit whole; with `_cut`, the write that went past KEPT_FRAME_BYTES, held
+    # whole (see WHOLE_CUT_WRITE_BYTES), and `_cut_bytes` of it beyond what is kept of it.
+    _frames: list = field(default_factory=list, repr=False)
+    _cut: tuple[float, bytes] | None = field(default=None, repr=False)
+    _cut_bytes: int = field(default=0, repr=False)
     # When the write under way began (the monotonic clock), None when no write waits: a write
     # waits only while the client does not read what was sent before.
     write_began: float | None = None
     turn: int | None = None  # the request's turn in its conversation (1 + the assistant turns it sends)
     faults: tuple[str, ...] = ()  # the kinds of the faults laid over its answer
     notes: tuple[str, ...] = ()  # what fakehop noticed of it: a scenario the real API could not give it
-    _started: float = field(default_factory=time.monotonic, repr=False)
-    # what it holds: its path and headers, its body as parsed, its kept frames once it has ended
+    _started: float = field(default=0.0, repr=False)  # when it arrived, on the monotonic clock
+    # what it holds: its path and headers, its body as parsed, its kept frames (and all of a
+    # `_cut` write) once it has ended
     held_bytes: int = field(default=0, repr=False)
+
+    def __init__(
+        self,
+        seq: int,
+        id: str,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        started_at: float,
+        protocol: str | None = None,
+    ) -> None:
+        self.seq = seq
+        self.id = id
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.started_at = started_at
+        self._started = time.monotonic()
+        self._frames = []
+        if protocol is not None:
+            self.protocol = protocol
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
@@ -178,11 +212,27 @@ class Record:
         size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
             self.frame_bytes = size
-            self.frames.append((now, data))
+            self._frames.append((now, data))
         elif not self.frames_cut:  # the first write that does not fit: its head is kept
             self.frames_cut = True
-            self.frames.append((now, data[: KEPT_FRAME_BYTES - self.frame_bytes]))
+            room = KEPT_FRAME_BYTES - self.frame_bytes
+            if length <= WHOLE_CUT_WRITE_BYTES:
+                self._cut, self._cut_bytes = (now, data), length - room
+            else:
+                self._frames.append((now, data[:room]))
             self.frame_bytes = KEPT_FRAME_BYTES
+
+    @property
+    def frames(self) -> list[tuple[float, bytes]]:
+        """The kept frames, each (the monotonic time its write began, its bytes)."""
+        if self._cut is None:
+            return self._frames
+        at, data = self._cut
+        return [*self._frames, (at, data[: len(data) - self._cut_bytes])]
+
+    @frames.setter
+    def frames(self, frames: list[tuple[float, bytes]]) -> None:
+        self._frames, self._cut, self._cut_bytes = frames, None, 0
 
     def sent(self, events: int) -> None:
         """The write begun by `sending` is done; it held `events` SSE events."""
@@ -233,8 +283,9 @@ class Record:
     @classmethod
     def from_json(cls, data: dict) -> Record:
         """A record read back from the control API (keys this version does not know are left out)."""
-        known = set(JSON_FIELDS) | {"frames"}
-        record = cls(**{key: value for key, value in data.items() if key in known})
+        record = cls(*(data[name] for name in OPENING_FIELDS))
+        for name in KNOWN_FIELDS.intersection(data):
+            setattr(record, name, data[name])
         record.faults = tuple(record.faults)
         record.notes = tuple(record.notes)
         return record
@@ -272,6 +323,8 @@ class Record:
 JSON_FIELDS = tuple(
     f.name for f in fields(Record) if not f.name.startswith("_") and f.name not in ("frames", "held_bytes")
 )
+OPENING_FIELDS = JSON_FIELDS[:6]  # what Record() is given: seq to started_at
+KNOWN_FIELDS = frozenset(JSON_FIELDS[6:]) | {"frames"}  # what from_json sets after
 
 
 class Journal:
@@ -291,15 +344,18 @@ class Journal:
         self.listeners: list[Callable[[Record], None]] = []  # each told of a record once it has closed
         self.overflow_listeners: list[Callable[[], None]] = []  # each told when records went to keep within max_bytes
 
-    def open(self, request_id: str, method: str, path: str, headers: Mapping[str, str]) -> Record:
+    def open(
+        self, request_id: str, method: str, path: str, headers: Mapping[str, str], protocol: str | None = None
+    ) -> Record:
         size = header_bytes(headers)
         if size > KEPT_HEADER_BYTES:
             headers, size = cut_headers(headers, size), KEPT_HEADER_BYTES
-        record = Record(self.next_seq, request_id, method, path, headers, time.time())
+        record = Record(self.next_seq, request_id, method, path, headers, time.time(), protocol)
         self.next_seq += 1
-        if len(self.records) >= self.capacity:
-            self.drop_oldest()
-        self.records.append(record)
+        records = self.records
+        if len(records) >= self.capacity:  # drop_oldest, inline: once the journal is full, every request does this
+            self.bytes -= records.popleft().held_bytes
+        records.append(record)
         record.held_bytes = size = size + len(path) + BODY_ALLOWANCE
         self.bytes += size
         if self.bytes > self.max_bytes:
@@ -343,7 +399,7 @@ class Journal:
 
     def closed(self, record: Record) -> None:
         if record.frame_bytes:
-            self.hold(record, record.frame_bytes)
+            self.hold(record, record.frame_bytes + record._cut_bytes)
         for listener in self.listeners:
             listener(record)
 
