@@ -54,6 +54,7 @@ from .intake import (
     seed_of,
     unknown_fakehop_header,
     unknown_header_message,
+    whole_body,
 )
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
@@ -200,16 +201,17 @@ def authorized(request: web.Request, api_key: str | None) -> bool:
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
     """Why a request may not be answered at all: a Host that is not this server's, a wrong API
     key, or an X-Fakehop-* header fakehop does not read."""
-    host = request.headers.get(hdrs.HOST)
-    if hosts.refuses(host):
+    headers = request.headers
+    host = headers.get(hdrs.HOST)
+    if host not in hosts.seen and hosts.refuses(host):  # a Host seen before: no call
         return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
-    if not authorized(request, api_key):
+    if api_key is not None and not authorized(request, api_key):
         return BadRequest(
             "Invalid API key: this fakehop server was started with --api-key and the request did not send that key.",
             status=401,
             code="invalid_api_key",
         )
-    unknown = unknown_fakehop_header(request.headers)
+    unknown = unknown_fakehop_header(headers)
     if unknown is not None:
         return BadRequest(unknown_header_message(unknown), param=unknown)
     return None
@@ -296,7 +298,9 @@ class Answer:
         if type(session) is BadSessionName:
             raise session
         seed = seed_of(self.request)
-        raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
+        raw = whole_body(self.request, gateway.bodies)
+        if raw is None:
+            raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
         self.held_bytes = len(raw)
         large = len(raw) > LARGE_BODY_BYTES
         body = await in_body_thread(json_body, self.request, raw) if large else json_body(self.request, raw)

