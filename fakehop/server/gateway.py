@@ -45,6 +45,7 @@ from .intake import (
     MAX_HEADER_BYTES,
     MAX_MODEL_CHARS,
     PARSER_ERRORS_AS_WARNINGS,
+    SEED_KEY,
     HeldBodies,
     bearer_token,
     in_body_thread,
@@ -297,7 +298,7 @@ class Answer:
             raise refused
         if type(session) is BadSessionName:
             raise session
-        seed = seed_of(self.request)
+        seed = seed_of(self.request) if SEED_KEY in headers else None  # most requests: no call
         raw = whole_body(self.request, gateway.bodies)
         if raw is None:
             raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)

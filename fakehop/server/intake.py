@@ -97,30 +97,6 @@ def json_body(request: web.Request, raw: bytes) -> dict:
     """The body `raw` of `request` as a JSON object, or BadRequest saying what is wrong with it.
     A body over LARGE_BODY_BYTES is for in_body_thread."""
     try:
-        return json_object(raw)
-    except NotJson:
-        if not raw.strip():  # looked at only here: an empty body, or white space alone, is not JSON
-            raise BadRequest("The request body is empty; send a JSON object.") from None
-        raise BadRequest(
-            "We could not parse the JSON body of your request. The body must be a JSON object"
-            f"{content_type_hint(request)}."
-        ) from None
-
-
-async def in_body_thread(work: Callable[..., T], *args) -> T:
-    """`work(*args)` in the one thread that works on large bodies. Parsing one holds the
-    interpreter for up to tens of milliseconds at a time, whatever thread it runs in; two
-    parsed at once in two threads could keep the loop waiting for both."""
-    return await asyncio.get_running_loop().run_in_executor(_BODY_THREAD, work, *args)
-
-
-class NotJson(ValueError):
-    """A body that is not JSON at all."""
-
-
-def json_object(raw: bytes) -> dict:
-    """`raw` as a JSON object, or BadRequest saying what is wrong with it (NotJson when it is not JSON)."""
-    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(
@@ -131,10 +107,26 @@ def json_object(raw: bytes) -> dict:
     except UnfitJson as exc:
         raise refusal(exc) from None
     except ValueError:
-        raise NotJson() from None
+        raise not_json(request, raw) from None
     if type(body) is not dict:  # json makes plain dicts
         raise BadRequest("The request body must be a JSON object.")
     return body
+
+
+def not_json(request: web.Request, raw: bytes) -> BadRequest:
+    """Why `raw`, the body of `request`, is refused when it is not JSON at all."""
+    if not raw.strip():
+        return BadRequest("The request body is empty; send a JSON object.")
+    return BadRequest(
+        f"We could not parse the JSON body of your request. The body must be a JSON object{content_type_hint(request)}."
+    )
+
+
+async def in_body_thread(work: Callable[..., T], *args) -> T:
+    """`work(*args)` in the one thread that works on large bodies. Parsing one holds the
+    interpreter for up to tens of milliseconds at a time, whatever thread it runs in; two
+    parsed at once in two threads could keep the loop waiting for both."""
+    return await asyncio.get_running_loop().run_in_executor(_BODY_THREAD, work, *args)
 
 
 def refusal(exc: UnfitJson) -> BadRequest:
@@ -146,7 +138,7 @@ def refusal(exc: UnfitJson) -> BadRequest:
 
 
 def check_shape(raw: bytes) -> None:
-    """BadRequest, as json_object refuses it, for a body of too many values or nested too deep,
+    """BadRequest, as json_body refuses it, for a body of too many values or nested too deep,
     found without parsing it (see checked_shape): a body that is not JSON passes, for whoever
     parses it to refuse it, with no fear that the parse overflows the stack."""
     try:
@@ -166,11 +158,11 @@ def whole_body(request: web.Request, held: HeldBodies) -> bytes | None:
     LARGE_BODY_BYTES (or the limit) by its Content-Length, as most bodies do; None for
     read_body to read it. Taken from the payload at once, it costs some 3,000 instructions
     fewer than `request.read()`, which waits for its end and copies it twice."""
-    content = request.content
-    if not content.is_eof() or hdrs.CONTENT_ENCODING in request.headers:
+    content, headers = request.content, request.headers
+    if not content.is_eof() or hdrs.CONTENT_ENCODING in headers:
         return None
-    length = request.content_length
-    if length is None or length > LARGE_BODY_BYTES or length > request.client_max_size:
+    length = headers.get(hdrs.CONTENT_LENGTH)  # request.content_length, without its call
+    if length is None or int(length) > min(LARGE_BODY_BYTES, request.client_max_size):
         return None
     raw = content.read_nowait()
     held.hold(len(raw))
