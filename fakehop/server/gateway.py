@@ -30,6 +30,7 @@ from ..state.sessions import (
     SCENARIO_HEADER,
     SCENARIO_HEADER_KEY,
     SESSION_HEADER,
+    X_API_KEY,
     BadSessionName,
     Session,
     Sessions,
@@ -194,9 +195,8 @@ def body_message(body: dict) -> str:
 def authorized(request: web.Request, api_key: str | None) -> bool:
     if api_key is None:
         return True
-    return (
-        request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
-    )
+    headers = request.headers
+    return headers.get(X_API_KEY) == api_key or bearer_token(headers.get(hdrs.AUTHORIZATION, "")) == api_key
 
 
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
