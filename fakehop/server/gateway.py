@@ -30,6 +30,7 @@ from ..state.sessions import (
     SCENARIO_HEADER,
     SCENARIO_HEADER_KEY,
     SESSION_HEADER,
+    X_API_KEY,
     BadSessionName,
     Session,
     Sessions,
@@ -45,6 +46,7 @@ from .intake import (
     MAX_HEADER_BYTES,
     MAX_MODEL_CHARS,
     PARSER_ERRORS_AS_WARNINGS,
+    SEED_KEY,
     HeldBodies,
     bearer_token,
     in_body_thread,
@@ -54,6 +56,7 @@ from .intake import (
     seed_of,
     unknown_fakehop_header,
     unknown_header_message,
+    whole_body,
 )
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
@@ -203,24 +206,24 @@ def body_message(body: dict) -> str:
 def authorized(request: web.Request, api_key: str | None) -> bool:
     if api_key is None:
         return True
-    return (
-        request.headers.get("x-api-key") == api_key or bearer_token(request.headers.get("Authorization", "")) == api_key
-    )
+    headers = request.headers
+    return headers.get(X_API_KEY) == api_key or bearer_token(headers.get(hdrs.AUTHORIZATION, "")) == api_key
 
 
 def refusal(request: web.Request, hosts: HostCheck, api_key: str | None) -> BadRequest | None:
     """Why a request may not be answered at all: a Host that is not this server's, a wrong API
     key, or an X-Fakehop-* header fakehop does not read."""
-    host = request.headers.get(hdrs.HOST)
-    if hosts.refuses(host):
+    headers = request.headers
+    host = headers.get(hdrs.HOST)
+    if host not in hosts.seen and hosts.refuses(host):  # a Host seen before: no call
         return BadRequest(refused_host_message(host), status=403, code="host_not_allowed")
-    if not authorized(request, api_key):
+    if api_key is not None and not authorized(request, api_key):
         return BadRequest(
             "Invalid API key: this fakehop server was started with --api-key and the request did not send that key.",
             status=401,
             code="invalid_api_key",
         )
-    unknown = unknown_fakehop_header(request.headers)
+    unknown = unknown_fakehop_header(headers)
     if unknown is not None:
         return BadRequest(unknown_header_message(unknown), param=unknown)
     return None
@@ -306,8 +309,10 @@ class Answer:
             raise refused
         if type(session) is BadSessionName:
             raise session
-        seed = seed_of(self.request)
-        raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
+        seed = seed_of(self.request) if SEED_KEY in headers else None  # most requests: no call
+        raw = whole_body(self.request, gateway.bodies)
+        if raw is None:
+            raw = await read_body(self.request, self.request.client_max_size, gateway.bodies)
         self.held_bytes = len(raw)
         large = len(raw) > LARGE_BODY_BYTES
         body = await in_body_thread(json_body, self.request, raw) if large else json_body(self.request, raw)
