@@ -174,6 +174,9 @@ class Conversation(NamedTuple):
 FIRST_TURN = Conversation()  # a request with no history, tools or system prompt: most of them
 
 
+NO_OPTIONS: dict = {}  # the options of a request that asks for none: read, never changed
+
+
 class ParsedRequest(NamedTuple):
     """The facts of a request that fakehop acts on, whatever its protocol (a NamedTuple: one is built per request)."""
 
@@ -181,7 +184,7 @@ class ParsedRequest(NamedTuple):
     stream: bool
     prompt: str  # the last user-authored text (never a tool result), for `match`
     play: PlayRequest
-    options: dict = {}  # read, never changed
+    options: dict = NO_OPTIONS  # read, never changed
     # What else of the request the stream's bytes depend on, beside `play` and the model, as a
     # short string ("" for nothing): the key that tells kept renderings apart (see prerender).
     variant: str = ""
