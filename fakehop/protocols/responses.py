@@ -216,7 +216,8 @@ def parse(body: dict) -> ParsedRequest:
     if type(given_input) is str:  # one user message
         items, chars, prompt, history = 1, len(given_input), given_input, None
     else:
-        items, (chars, prompt, history) = len(given_input), input_facts(given_input)
+        given_items = cast(list, given_input)
+        items, (chars, prompt, history) = len(given_items), input_facts(given_items)
     limit = max_output_tokens if max_output_tokens is None else at_least_one("max_output_tokens", max_output_tokens)
     latest = model.startswith(LATEST_MODELS)
     options = plain_options(limit, None, latest)
