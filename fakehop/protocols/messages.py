@@ -28,6 +28,10 @@ from .common import (
     ANTHROPIC_REQUEST_ID_HEADER,
     EXAMPLE_TOOL_CALLS,
     FAIL_STATUS,
+    FIRST_TURN,
+    NO_OPTIONS,
+    OPTIONAL_BOOL,
+    OPTIONAL_OBJECT,
     BadRequest,
     Conversation,
     History,
@@ -41,6 +45,8 @@ from .common import (
     content_text,
     event_frame,
     example_call_id,
+    lone_question,
+    new_tuple,
     required_call,
     tool_names,
     typed_fields,
@@ -163,9 +169,48 @@ FIELDS = (
     ("tools", (list,), "a valid list", False),
     ("tool_choice", (dict,), "a valid dictionary", False),
 )
+# The fields parse reads only when a request sends them.
+UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "context_management", "cache_control"))
 
 
 def parse(body: dict) -> ParsedRequest:
+    # Most requests send a token limit and none of the UNUSUAL_FIELDS, each of its type: they are
+    # parsed inline, one question without message_facts (15k instructions against 25k); any
+    # other goes the whole way.
+    model, max_tokens, messages, stream, thinking = (
+        body.get("model"),
+        body.get("max_tokens"),
+        body.get("messages"),
+        body.get("stream"),
+        body.get("thinking"),
+    )
+    if not (
+        UNUSUAL_FIELDS.isdisjoint(body)
+        and type(model) is str
+        and type(max_tokens) is int
+        and max_tokens > 0
+        and type(messages) is list
+        and messages
+        and type(stream) in OPTIONAL_BOOL
+        and type(thinking) in OPTIONAL_OBJECT
+    ):
+        return unusual_request(body)
+    prompt = lone_question(messages)
+    if prompt is not None:
+        chars, history = len(prompt), None
+    else:
+        chars, prompt, history = message_facts(messages)
+    play = new_tuple(
+        PlayRequest, (estimate_tokens(chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), True)
+    )
+    if history is None:
+        return new_tuple(ParsedRequest, (model, stream is True, prompt, play, NO_OPTIONS, "", FIRST_TURN))
+    conversation = conversation_of(history, None, "", max_tokens)
+    return asked_request(model, stream is True, prompt, play, asked_options(body, None, messages), conversation)
+
+
+def unusual_request(body: dict) -> ParsedRequest:
+    """The parsed request of one that sends any of the UNUSUAL_FIELDS, or no token limit, or fields of another type."""
     model, max_tokens, messages, stream, thinking, tools, tool_choice = typed_fields(body, FIELDS, checked_field)
     if max_tokens is not None and max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
@@ -182,9 +227,15 @@ def parse(body: dict) -> ParsedRequest:
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
     conversation = conversation_of(history, tools, system, max_tokens)
     options = asked_options(body, tool_choice, messages if history is not None else ())
+    return asked_request(model, bool(stream), prompt, play, options, conversation)
+
+
+def asked_request(
+    model: str, stream: bool, prompt: str, play: PlayRequest, options: dict, conversation: Conversation
+) -> ParsedRequest:
     if options:  # its own variant: the kept renderings of requests that ask for none of them are not its
-        return ParsedRequest(model, bool(stream), prompt, play, options, repr(sorted(options.items())), conversation)
-    return ParsedRequest(model, bool(stream), prompt, play, {}, "", conversation)
+        return ParsedRequest(model, stream, prompt, play, options, repr(sorted(options.items())), conversation)
+    return ParsedRequest(model, stream, prompt, play, NO_OPTIONS, "", conversation)
 
 
 def asked_options(body: dict, tool_choice: dict | None, messages: list | tuple) -> dict:
