@@ -26,7 +26,7 @@ def create_app(
     app[GATEWAY_KEY] = gateway
     app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
     for protocol in PROTOCOLS.values():
-        app.router.add_post(protocol.PATH, protocol_handler(protocol, hosts, gateway.state is not None))
+        app.router.add_post(protocol.PATH, protocol_handler(gateway, protocol, hosts))
     app.router.add_get(MODELS_PATH, list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)

@@ -250,14 +250,16 @@ class Answer:
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
     malformed: bytes | None = None  # a malformed fault's raw text, the body of a non-streamed answer
 
+    success_headers: Sequence[tuple[str, str]] = ()  # its rate-limit headers, set once the answer is played
+
     def __init__(self, gateway: Gateway, protocol, request: web.Request, request_id: str, hosts: HostCheck):
         self.gateway = gateway
         self.protocol = protocol
         self.request = request
         self.request_id = request_id
         self.hosts = hosts
-        self.record = opened_record(gateway.journal, request, request_id, protocol.NAME)
-        self.success_headers: list[tuple[str, str]] = []  # set once the answer is played
+        # The route's own method and path: the request's are the same, and cost a look-up each.
+        self.record = gateway.journal.open(request_id, "POST", protocol.PATH, request.headers, protocol.NAME)
 
     async def run(self) -> web.StreamResponse:
         try:
@@ -695,13 +697,13 @@ def closed_record(journal: jr.Journal, record: jr.Record, end: str, status: int,
     journal.closed(record)
 
 
-def protocol_handler(protocol, hosts: HostCheck, shared: bool = False):
-    """The handler of `protocol`'s route; `shared`: its state on Redis (see SharedAnswer)."""
-    answering = SharedAnswer if shared else Answer
+def protocol_handler(gateway: Gateway, protocol, hosts: HostCheck):
+    """The handler of `protocol`'s route for `gateway`; SharedAnswer when its state is on Redis."""
+    answering = Answer if gateway.state is None else SharedAnswer
 
     async def handle(request: web.Request) -> web.StreamResponse:
         request_id = request_id_for(request, protocol.fresh_request_id)
-        answer = answering(request.app[GATEWAY_KEY], protocol, request, request_id, hosts)
+        answer = answering(gateway, protocol, request, request_id, hosts)
         response = await answer.run()
         if not response.prepared:  # a stream stamps its own before its headers go out
             stamp_answer(response, request_id, protocol, answer.success_headers)

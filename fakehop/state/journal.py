@@ -199,8 +199,7 @@ class Record:
         self.started_at = started_at
         self._started = time.monotonic()
         self._frames = []
-        if protocol is not None:
-            self.protocol = protocol
+        self.protocol = protocol
 
     def sending(self, now: float, data: bytes) -> None:
         """A write of `data` begins at `now` (the monotonic clock, as the event loop's)."""
