@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import random
 import string
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, ClassVar, NamedTuple
 
@@ -173,9 +174,10 @@ class Meta:
 
 class Asks:
     """The random values an encoding asked its Meta for, in order, each a method's name and
-    arguments: `answers` asks another Meta the same, in UTF-8. A Meta with no rng gets the
-    bytes of all from one FRESH call, as one id of their total length would: each ask of its
-    own cost a chat answer 3.7k instructions more, a responses one 6k."""
+    arguments: `answers` asks another Meta the same, in UTF-8. A Meta with no rng gets ids
+    drawn ahead, ASKS_DRAWN_AHEAD answers' at once (a randbytes per answer cost a chat answer
+    2.5k instructions more, a responses one 5k), and base64 values with the ids of their answer
+    from one FRESH call, as one id of their total length would."""
 
     def __init__(self, asks: tuple[tuple[str, tuple], ...]) -> None:
         self.asks = asks
@@ -187,22 +189,34 @@ class Asks:
             drawn += size
         self.nbytes = drawn
         self.places = tuple(places)
-        self.one_id = places[0][0] if len(places) == 1 else None  # its prefix, when the one ask is an id
+        ids = tuple((prefix, end - start) for prefix, start, end in places if prefix is not None)
+        every_id = asks and len(ids) == len(asks)
+        self.fresh_ids = drawn_ahead(functools.partial(_drawn_answers, ids)) if every_id else None
 
     def __len__(self) -> int:
         return len(self.asks)
 
-    def answers(self, meta: Meta) -> list[bytes]:
+    def answers(self, meta: Meta) -> Sequence[bytes]:
         if meta.rng is not None:
             return [getattr(meta, method)(*args).encode() for method, args in self.asks]
+        if self.fresh_ids is not None:  # most answers: their asks are all ids
+            return next(self.fresh_ids)
         drawn = FRESH.randbytes(self.nbytes)
         ids = drawn.translate(_ID_BYTES)
-        if self.one_id is not None:  # a Chat or Messages stream: its one id
-            return [self.one_id + ids]
         answers = []
         for prefix, start, end in self.places:  # a loop, not a comprehension: one Python frame fewer
             answers.append(prefix + ids[start:end] if prefix is not None else base64.b64encode(drawn[start:end]))
         return answers
+
+
+ASKS_DRAWN_AHEAD = 64  # answers' ids drawn at once, kept by each kept rendering
+
+
+def _drawn_answers(ids: tuple[tuple[bytes, int], ...]) -> Iterator[tuple[bytes, ...]]:
+    """The ids of ASKS_DRAWN_AHEAD answers, a tuple for each answer."""
+    drawn = iter(drawn_records(ids, ASKS_DRAWN_AHEAD, _ID_BYTES).split(b" "))
+    next(drawn)  # what precedes the first space
+    return zip(*[drawn] * len(ids))
 
 
 class ToolResult(NamedTuple):
