@@ -26,6 +26,12 @@ OPENAI_REQUEST_ID = re.compile(r"req_[0-9a-f]{24}")
 ANTHROPIC_REQUEST_ID = re.compile(r"req_011C[1-9A-HJ-NP-Za-km-z]{20}")
 
 
+def bench_script(name: str):
+    script = BENCH[name].entries[0].script
+    assert script is not None
+    return script
+
+
 def fresh_bytes(protocol, meta: Meta, parsed, script) -> list[bytes]:
     events = player.timeline(script, parsed.play, 1.0)
     return [data for _, data, _, _ in pr.encoded_writes(protocol, meta, parsed, events)]
@@ -35,7 +41,7 @@ def filled_bytes(protocol_name: str, name: str, body: dict, model: str, seed: in
     """The writes of `name` filled in from its kept rendering, and encoded afresh, under equal seeded Metas."""
     protocol = PROTOCOLS[protocol_name]
     parsed = protocol.parse({**protocol.EXAMPLE_REQUEST, **body})
-    script = BENCH[name].entries[0].script
+    script = bench_script(name)
     filling, afresh = (Meta(model, 1_764_000_000 + seed, random.Random(seed)) for _ in range(2))
     rendering = pr.render(protocol, script, parsed, filling, 1.0)
     assert rendering is not None
@@ -48,7 +54,7 @@ def filled_bytes(protocol_name: str, name: str, body: dict, model: str, seed: in
 def test_a_write_of_several_runs_fills_in_to_the_fresh_bytes(name, model):
     protocol = PROTOCOLS["responses"]
     parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
-    rendering = pr.render(protocol, BENCH[name].entries[0].script, parsed, Meta(model, 1), 1.0)
+    rendering = pr.render(protocol, bench_script(name), parsed, Meta(model, 1), 1.0)
     assert rendering is not None and max(len(write.runs) for write in rendering.writes) >= 3
     for seed in range(3):
         filled, afresh = filled_bytes("responses", name, {}, model, seed)
@@ -60,7 +66,7 @@ def test_long_bytes_between_holes_fill_in_to_the_fresh_bytes():
     instructions = "Answer %d%% of it; %s stays. " * 200
     protocol = PROTOCOLS["responses"]
     parsed = protocol.parse({**protocol.EXAMPLE_REQUEST, "instructions": instructions})
-    rendering = pr.render(protocol, BENCH["bench-short"].entries[0].script, parsed, Meta(MODELS[0], 1), 1.0)
+    rendering = pr.render(protocol, bench_script("bench-short"), parsed, Meta(MODELS[0], 1), 1.0)
     assert rendering is not None
     assert max(len(literal) for holes in rendering.holes for literal in holes.between) > len(instructions)
     for seed, model in enumerate(MODELS):

@@ -153,7 +153,7 @@ def _pieces_and_places(
 ) -> tuple[list, tuple[tuple[int, slice, int], ...]]:
     """The runs' literals in one list, their holes left None between them, and for each run its
     Holes, the slice of its holes and how many (see Write)."""
-    pieces: list[bytes | None] = [b""]
+    pieces: list = [b""]  # bytes, and None for each hole
     places = []
     for holes, literals in runs:
         pieces[-1] += literals[0]
