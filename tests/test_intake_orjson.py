@@ -1,12 +1,10 @@
 """A request body is parsed by orjson where orjson reads it as Python's json does, and by json
-otherwise: integers past 64 bits (orjson makes them floats), 1e400, unpaired surrogates, NaN, a
+otherwise: integers past 64 bits (orjson makes them floats), numbers past the largest float, unpaired surrogates, NaN, a
 byte order mark, bytes that are not UTF-8, data after the value, nesting past orjson's limit.
 Whichever parses it, fakehop answers and journals the body as it always has, for a small body and
 for a large one, parsed in the bodies' thread."""
 
 from __future__ import annotations
-
-import math
 
 import aiohttp
 import pytest
@@ -73,13 +71,6 @@ async def test_a_negative_integer_past_64_bits_is_refused_with_its_digits(url, s
     assert kept["max_tokens"] == -9223372036854775809
 
 
-@pytest.mark.parametrize("size", PADDING)
-async def test_a_number_past_the_largest_float_is_infinity_as_json_reads_it(url, size):
-    status, answer, kept = await sent(url, chat_body(size, b'"temperature": 1e400'))
-    assert status == 200, answer
-    assert kept["temperature"] == math.inf
-
-
 @pytest.mark.parametrize(
     ("field", "message"),
     [
@@ -93,11 +84,23 @@ async def test_a_number_past_the_largest_float_is_infinity_as_json_reads_it(url,
         ),
         (b'"temperature": NaN', f"{NOT_USED}it holds NaN, which JSON does not allow."),
         (b'"temperature": -Infinity', f"{NOT_USED}it holds -Infinity, which JSON does not allow."),
+        (b'"temperature": 1e400', f"{NOT_USED}it holds the number 1e400, too large to be read as a number."),
+        (b'"temperature": -1e400', f"{NOT_USED}it holds the number -1e400, too large to be read as a number."),
         (nested(MAX_JSON_DEPTH + 1), TOO_DEEP),
         (nested(1100), TOO_DEEP),  # deeper than orjson reads
         (nested(200)[:-200], NOT_PARSED),
     ],
-    ids=["unpaired surrogate", "surrogates in the wrong order", "NaN", "-Infinity", "too deep", "deeper", "unclosed"],
+    ids=[
+        "unpaired surrogate",
+        "surrogates in the wrong order",
+        "NaN",
+        "-Infinity",
+        "1e400",
+        "-1e400",
+        "too deep",
+        "deeper",
+        "unclosed",
+    ],
 )
 @pytest.mark.parametrize("size", PADDING)
 async def test_json_that_fakehop_cannot_use_is_refused_saying_why(url, size, field, message):
