@@ -109,12 +109,32 @@ def test_wait_gives_up_at_its_timeout_on_a_server_that_answers_a_byte_at_a_time(
 )
 def test_wait_for_a_server_whose_health_answer_is_not_fakehops_says_so(body):
     with raw_server(http_answer(body)) as url:
-        result = fakehop_process("wait", "--url", url, "--timeout", "0.5")
+        result = fakehop_process("wait", "--url", url, "--timeout", "2", timeout=20)
     assert result.returncode == 1, result
     not_json = not body.startswith(b"{")
     what = "HTTP 200 without fakehop's JSON" if not_json else "its health check without fakehop's status and version"
     assert result.stderr == (
-        f"fakehop: no fakehop server answered at {url} within 0.5s: {url} answered {what}; is it a fakehop server?\n"
+        f"fakehop: no fakehop server answered at {url} within 2s: {url} answered {what}; is it a fakehop server?\n"
+    )
+
+
+def test_wait_reports_what_a_finished_try_was_told_when_a_later_one_is_cut_short_by_the_deadline():
+    """As on a loaded machine: the first health check comes back whole and is not fakehop's,
+    the later ones do not finish before the deadline. The reason is the first one's."""
+    answered = []
+    not_json, dripping = http_answer(b"[]"), drip(DRIPPED_BODY)
+
+    def answer(connection: socket.socket) -> None:
+        answered.append(connection)
+        (not_json if len(answered) == 1 else dripping)(connection)
+
+    with raw_server(answer) as url:
+        result = fakehop_process("wait", "--url", url, "--timeout", "1", timeout=20)
+    assert result.returncode == 1, result
+    assert len(answered) >= 2
+    assert result.stderr == (
+        f"fakehop: no fakehop server answered at {url} within 1s: "
+        f"{url} answered HTTP 200 without fakehop's JSON; is it a fakehop server?\n"
     )
 
 

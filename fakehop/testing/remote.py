@@ -47,10 +47,17 @@ class ControlFailed(Exception):
         self.answer = answer
 
 
+class TooSlow(ControlFailed):
+    """The server began an answer but did not finish it in the time given."""
+
+    def __init__(self) -> None:
+        super().__init__("its answer did not come whole in time")
+
+
 def within(seconds: float, call: Callable[[], Any]) -> Any:
     """What `call` returns or raises, when it is done within `seconds`; ControlFailed when it is
-    not. A socket's timeout bounds each of its reads alone, not a server that sends a byte now
-    and then: the call runs on a thread of its own, which is left to end by itself."""
+    not (TooSlow). A socket's timeout bounds each of its reads alone, not a server that sends a
+    byte now and then: the call runs on a thread of its own, which is left to end by itself."""
     outcome: queue.Queue = queue.Queue(1)
 
     def run() -> None:
@@ -63,7 +70,7 @@ def within(seconds: float, call: Callable[[], Any]) -> Any:
     try:
         answer, failure = outcome.get(timeout=seconds)
     except queue.Empty:
-        raise ControlFailed("its answer did not come whole in time") from None
+        raise TooSlow() from None
     if failure is not None:
         raise failure
     return answer
@@ -137,17 +144,23 @@ class ControlClient:
     def wait_until_up(self, timeout: float, interval: float = 0.1) -> dict:
         """The health check's answer once the server gives one; ControlFailed with the last
         reason after `timeout` seconds (an interval more for the last try), or at once when
-        fakehop answers with a refusal."""
+        fakehop answers with a refusal. A last try cut short by the deadline does not hide what
+        an earlier, finished one was told: a slow machine must not turn "not fakehop" into
+        "too slow"."""
         deadline = time.monotonic() + timeout
+        told: ControlFailed | None = None  # the last reason from a try that finished
         while True:
             patience = max(deadline - time.monotonic(), interval)
             attempt = ControlClient(self.url, self.admin_token, patience, self.session)
             try:
                 return self.healthy(within(patience, functools.partial(attempt.call, "GET", "/health")))
             except ControlFailed as exc:
+                told = told if isinstance(exc, TooSlow) else exc
                 left = deadline - time.monotonic()
-                if exc.status is not None or left <= 0:
+                if exc.status is not None:
                     raise
+                if left <= 0:
+                    raise (told or exc) from None
             time.sleep(min(interval, left))  # the last attempt at the deadline, not an interval before it
 
     def healthy(self, answer: dict) -> dict:
