@@ -258,3 +258,70 @@ async def test_a_caller_of_another_answers_code_execution_imports_as_a_direct_ca
     assert "caller" not in text.split("steps:", 1)[1]
     [step] = [step for step in script.steps if isinstance(step, ToolCall)]
     assert step.caller is None
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_responses_capture_imports_the_program_and_its_calls_back(serve, make_gateway, tmp_path, stream):
+    url, headers = await served(serve, make_gateway, "called", CALLED)
+    capture = await answer_bytes(url, "responses", request("responses", stream), headers)
+    script, text = await imported_script(tmp_path, capture, ".sse" if stream else ".json")
+    assert "caller: code_execution" in text and "Not kept" not in text
+    run, call = [step for step in script.steps if isinstance(step, (ServerTool, ToolCall))]
+    assert isinstance(run, ServerTool) and isinstance(call, ToolCall)
+    assert (run.name, json.loads(run.input), json.loads(str(run.result))) == (
+        "code_execution",
+        {"code": "print(get_weather('Paris'))"},
+        {"stdout": ""},
+    )
+    assert (
+        run.calls_tools
+        and call.caller == run.call_id
+        and (call.name, json.loads(call.arguments))
+        == (
+            "get_weather",
+            {"city": "Paris"},
+        )
+    )
+
+
+def program_answer(*items: dict) -> bytes:
+    """A whole Responses answer whose output is `items`."""
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "model": "gpt-5.6",
+        "status": "completed",
+        "output": list(items),
+        "usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7},
+    }
+    return json.dumps(body).encode()
+
+
+PROGRAM = {"id": "prg_1", "type": "program", "call_id": "call_prg", "code": "f()", "fingerprint": "AAAA"}
+
+
+def function_call(caller_id: str) -> dict:
+    return {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "call_f",
+        "name": "f",
+        "arguments": "{}",
+        "status": "completed",
+        "caller": {"type": "program", "caller_id": caller_id},
+    }
+
+
+async def test_a_function_call_of_another_answers_program_imports_as_a_direct_call(tmp_path):
+    script, text = await imported_script(tmp_path, program_answer(function_call("call_elsewhere")), ".json")
+    assert "caller" not in text.split("steps:", 1)[1] and "latest program" in text
+    [step] = [step for step in script.steps if isinstance(step, ToolCall)]
+    assert step.caller is None
+
+
+async def test_a_program_without_its_output_imports_with_an_empty_result(tmp_path):
+    script, text = await imported_script(tmp_path, program_answer(PROGRAM, function_call("call_prg")), ".json")
+    assert "without their program_output" in text
+    run, call = [step for step in script.steps if isinstance(step, (ServerTool, ToolCall))]
+    assert isinstance(run, ServerTool) and json.loads(str(run.result)) == {}
+    assert isinstance(call, ToolCall) and call.caller == run.call_id == "call_prg"

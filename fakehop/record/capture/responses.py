@@ -18,7 +18,7 @@ from typing import Any
 
 from ...protocols.responses import COMPACTION_PREFIX, INCOMPLETE_REASONS
 from ...scenario.reader import PHASES
-from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, json_object, object_in
+from .facts import FINISHED, CapturedBlock, OpenAIReader, clean, detail, json_object, object_in, paused
 
 # Tables looked up by whatever JSON value a payload's field holds.
 ITEM_KINDS: dict[Any, str] = {
@@ -133,6 +133,12 @@ class ResponsesReader(OpenAIReader):
         """A reasoning or function call item opens its block; a message item's blocks open with its content parts."""
         item = object_in(event, "item")
         index, kind = event.get("output_index"), ITEM_KINDS.get(item.get("type"))
+        if item.get("type") == "program_output":
+            self.program_output(item)
+            return None
+        self.answer_the_last_program()
+        if item.get("type") == "program":
+            return self.program(index, item, at)
         if item.get("type") == "message":
             self.message_phase(index, item)
             return None
@@ -148,6 +154,8 @@ class ResponsesReader(OpenAIReader):
             if kind in CALL_TEXT
             else {}
         )
+        if kind == "tool_call":
+            facts["caller"] = self.caller(item.get("caller"))
         return self.piece(index, kind, "", at, **facts)
 
     def message_phase(self, index: Any, item: dict) -> None:
@@ -211,7 +219,7 @@ class ResponsesReader(OpenAIReader):
             self.message_done(at, index, item)
             return
         block = self.open.get(index) or self.item_added(at, event)
-        if block is None:
+        if block is None or item.get("type") == "program":
             return
         if item.get("type") in HOSTED_ITEMS:
             self.hosted_done(index, block, item, at)
@@ -289,6 +297,52 @@ class ResponsesReader(OpenAIReader):
         tool_input = step.pop("input")
         block.hosted = step
         self.piece(index, "server_tool", json.dumps(tool_input, ensure_ascii=False, separators=(",", ":")), at)
+
+    # -------------------------------------------- programmatic tool calling
+
+    def program(self, index: Any, item: dict, at: float | None) -> CapturedBlock:
+        """A `program` item: a code execution whose code calls the client's tools, its code the
+        step's input and its `call_id` the step's id, which the calls it makes name."""
+        code = json.dumps({"code": clean(item.get("code"))}, ensure_ascii=False, separators=(",", ":"))
+        call_id = clean(item.get("call_id")) or None
+        return self.open.get(index) or self.piece(
+            index, "server_tool", code, at, hosted={"name": "code_execution", "id": call_id}
+        )
+
+    def program_output(self, item: dict) -> None:
+        """A `program_output` item: the stdout of the program whose `call_id` it names, as its step's result."""
+        program = next(
+            (
+                found.hosted
+                for found in reversed(self.captured.blocks())
+                if found.hosted and found.hosted.get("id") == item.get("call_id")
+            ),
+            None,
+        )
+        if program is None:
+            self.captured.left_out["program_output items of no program"] += 1
+            return
+        program["result"] = {"stdout": clean(item.get("result"))}
+
+    def answer_the_last_program(self) -> None:
+        """A program that more output follows ran, though its output did not come: only a call
+        the turn pauses on goes without a result."""
+        blocks = self.captured.blocks()
+        program = blocks[-1].hosted if paused(blocks) else None
+        if program is not None and program.get("id") is not None:
+            self.captured.left_out["program items without their program_output (replayed with an empty one)"] += 1
+            program["result"] = {}
+
+    def caller(self, caller: Any) -> str | None:
+        """A function call's caller: "code_execution" when it names the latest program before it
+        (the caller a scenario can say); None when the model called it, or named another answer's."""
+        if not isinstance(caller, dict):
+            return None
+        programs = [found.hosted for found in self.captured.blocks() if found.hosted and found.hosted.get("id")]
+        if caller.get("type") == "program" and programs and programs[-1].get("id") == caller.get("caller_id"):
+            return "code_execution"
+        self.captured.left_out["function_call callers other than the latest program (replayed as direct)"] += 1
+        return None
 
     def compaction_text(self, item: dict) -> str:
         """The summary a compaction item holds, as fakehop writes it; one it cannot read replays as empty."""
