@@ -190,6 +190,26 @@ async def test_a_stream_breaking_fault_and_a_latency_are_counted_once_whichever_
     assert Counter(record["end"] for record in records) == {"disconnected": 3, "completed": 9}
 
 
+async def statuses_in_turn(urls: list[str], count: int) -> list[int]:
+    """The statuses of `count` requests made one after another, to each of `urls` in turn."""
+    async with aiohttp.ClientSession() as client:
+        return [(await post(client, urls[n % len(urls)]))[0] for n in range(count)]
+
+
+async def test_a_fault_s_probability_draws_as_one_server_does_whichever_server_gets_each_request(servers, tmp_path):
+    flaky = {"kind": "server_error", "probability": 0.5, "seed": 11, "times": 0}
+    ControlClient(servers[0]).call("POST", "/faults", flaky)
+    shared = await statuses_in_turn(servers, 24)
+    (tmp_path / "alone").mkdir()
+    with fakehop_servers(tmp_path / "alone", 1) as [alone]:
+        ControlClient(alone).call("POST", "/faults", flaky)
+        assert await statuses_in_turn([alone], 24) == shared
+    assert set(shared) == {200, 500}
+    ControlClient(servers[1]).call("DELETE", "/faults")
+    ControlClient(servers[1]).call("POST", "/faults", flaky)  # a new fault draws from its first draw again
+    assert await statuses_in_turn(servers[::-1], 24) == shared
+
+
 LIMITED = "name: limited\nrate_limit: {requests: 3, tokens: 1000, window: 1.5s}\nusage: {input_tokens: 10}\nsteps: [{text: Hi}]\n"
 
 

@@ -615,10 +615,13 @@ class SharedAnswer(Answer):
 
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         """The faults laid_faults lays, each of the session's counted once for every server
-        (HINCRBY): one whose last request another server took meanwhile is passed over."""
+        (HINCRBY): one whose last request another server took meanwhile is passed over. A
+        fault's draws are numbered for every server too, so they are the draws one server makes."""
         state = cast("RedisState", self.gateway.state)
         own = list(session.faults)
-        laid = laid_faults(asked, session.faults, self.protocol.NAME, label)
+        drawing = [fault for fault in own if fault.probability < 1.0 and fault.in_scope(self.protocol.NAME, label)]
+        draws = await state.draw_numbers(session.name, drawing) if drawing else None
+        laid = laid_faults(asked, session.faults, self.protocol.NAME, label, draws)
         if laid.ending in own and not await state.take_fault(session.name, laid.ending):
             laid.ending = None
         laid.latencies = [
@@ -672,9 +675,12 @@ async def adopted(gateway: Gateway, response_id: str, session: str | None) -> No
 FAULT_KEY = istr(FAULT_HEADER)  # looked up for every request: see sessions.SESSION_HEADER_KEY
 
 
-def laid_faults(asked: str | None, faults: list[Fault], protocol: str, label: str) -> Laid:
+def laid_faults(
+    asked: str | None, faults: list[Fault], protocol: str, label: str, draws: Mapping[str, int] | None = None
+) -> Laid:
     """The faults laid over a request: those its X-Fakehop-Fault header names come before the
-    session's (BadRequest naming the header when it is wrong)."""
+    session's (BadRequest naming the header when it is wrong); `draws` numbers the session's
+    faults' draws where the shared state counts them."""
     laid = Laid()
     if asked is not None:
         try:
@@ -682,7 +688,7 @@ def laid_faults(asked: str | None, faults: list[Fault], protocol: str, label: st
         except FaultProblem as exc:
             raise BadRequest(f"{FAULT_HEADER}: {exc}", param=FAULT_HEADER) from None
     if faults:
-        laid.take(faults, protocol, label)
+        laid.take(faults, protocol, label, draws=draws)
     return laid
 
 

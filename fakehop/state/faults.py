@@ -3,15 +3,17 @@
 A session holds a list of faults, oldest first. A request takes the oldest one that fits it
 (its protocol, the name of its scenario, a draw of its probability) of the kinds that end or
 replace an answer, and every fitting `latency`; a fault's `times` counts only the requests it
-took, and once spent it is gone. The HTTP kinds (`rate_limit`, `server_error`, `http_error`)
+took, and once spent it is gone. A fault with a probability draws once for every request in its
+scope, taken or not, and its n-th draw is a function of its seed and n alone (see `drawn`), so
+a run repeats, and servers that share a fault's count of draws (--state) share its draws. The HTTP kinds (`rate_limit`, `server_error`, `http_error`)
 replace the answer with an HTTP error; the others break or slow its stream (play.breaks).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -70,19 +72,25 @@ class Fault:
     seed: int = DEFAULT_SEED
     id: str = field(default_factory=lambda: f"fault_{next(_ids)}")
     left: int | None = field(init=False)
-    draws: random.Random = field(init=False, repr=False)
+    draws: int = field(default=0, init=False, repr=False)  # made so far, on this server alone
 
     def __post_init__(self) -> None:
         self.left = self.times or None
-        self.draws = random.Random(self.seed)
 
-    def fits(self, protocol: str, label: str) -> bool:
-        """Whether it breaks a request of `protocol` getting scenario `label`; a probability is drawn last."""
+    def in_scope(self, protocol: str, label: str) -> bool:
+        """Whether a request of `protocol` getting scenario `label` is one it may break."""
         if self.protocol is not None and protocol != self.protocol:
             return False
-        if self.scenario is not None and not name_fits(self.scenario, label):
-            return False
-        return self.probability >= 1.0 or self.draws.random() < self.probability
+        return self.scenario is None or name_fits(self.scenario, label)
+
+    def drawn(self, number: int | None = None) -> bool:
+        """Whether its probability breaks a request in its scope: its draw `number` (from 0), or
+        with none its next one on this server."""
+        if self.probability >= 1.0:
+            return True
+        if number is None:
+            number, self.draws = self.draws, self.draws + 1
+        return draw(self.seed, number) < self.probability
 
     def as_json(self) -> dict:
         return {
@@ -96,6 +104,13 @@ class Fault:
             "seed": self.seed,
             "left": self.left,
         }
+
+
+def draw(seed: int, number: int) -> float:
+    """Draw `number` of a fault seeded `seed`: a float in [0, 1) that depends on the two alone,
+    whichever server makes it."""
+    digest = hashlib.blake2b(b"%d:%d" % (seed, number), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 11) / (1 << 53)
 
 
 def name_fits(glob: str, label: str) -> bool:
@@ -114,14 +129,24 @@ class Laid:
     def kinds(self) -> tuple[str, ...]:
         return tuple(fault.kind for fault in ([self.ending] if self.ending else []) + self.latencies)
 
-    def take(self, faults: list[Fault], protocol: str, label: str, counted: bool = True) -> None:
+    def take(
+        self,
+        faults: list[Fault],
+        protocol: str,
+        label: str,
+        counted: bool = True,
+        draws: Mapping[str, int] | None = None,
+    ) -> None:
         """Add the oldest fault of `faults` that fits the request and ends or replaces its answer
         (unless one is laid already) and every fitting latency; `counted`: each one taken counts
-        against its `times`, and is removed once spent."""
+        against its `times`, and is removed once spent. `draws`: the number of the draw each
+        fault (by id) makes for this request, where the shared state counts them."""
         spent = False
         for fault in faults:
+            if not fault.in_scope(protocol, label) or not fault.drawn(draws.get(fault.id) if draws else None):
+                continue
             latency = fault.kind == "latency"
-            if (latency or self.ending is None) and fault.fits(protocol, label):
+            if latency or self.ending is None:
                 if latency:
                     self.latencies.append(fault)
                 else:

@@ -118,6 +118,7 @@ ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: w
 # global session's holds every record), `added` the scenarios added to it (a hash by name, each
 # as the source it was added from), `faults` its faults (a hash by id, each as its spec) and
 # `faults-left` what each with `times` will still break (HINCRBY -1 as one is taken),
+# `faults-drawn` the draws each with a probability has made (HINCRBY 1 a request in its scope),
 # `responses` its stored Responses answers (a hash by id), `rate-limits` its rate-limit windows
 # (see TAKE_FROM_WINDOW), `counters` the requests each sequence has answered (HINCRBY).
 SESSION_KINDS = (
@@ -127,6 +128,7 @@ SESSION_KINDS = (
     "added",
     "faults",
     "faults-left",
+    "faults-drawn",
     "responses",
     "rate-limits",
     "counters",
@@ -334,13 +336,17 @@ class RedisState:
             await self.remove_faults(session, [fault.id])
         return left >= 0
 
+    async def draw_numbers(self, session: str | None, faults: list[Fault]) -> dict[str, int]:
+        """The number of the draw each of `faults` makes for a request, counted for every server (HINCRBY)."""
+        key = session_key("faults-drawn", session)
+        counts = await self.run(*(("hincrby", key, fault.id, 1) for fault in faults))
+        return {fault.id: count - 1 for fault, count in zip(faults, counts)}
+
     async def remove_faults(self, session: str | None, ids: list[str] | None = None) -> int:
         """Remove the faults `ids` (None: every one) from the session; how many there were."""
         (version,) = await self.run(("incr", self.VERSION_KEY))
-        key, left_key = session_key("faults", session), session_key("faults-left", session)
-        removing = (
-            [("hdel", key, *ids), ("hdel", left_key, *ids)] if ids else [("hlen", key), ("delete", key, left_key)]
-        )
+        keys = [session_key(kind, session) for kind in ("faults", "faults-left", "faults-drawn")]
+        removing = [*(("hdel", key, *ids) for key in keys)] if ids else [("hlen", keys[0]), ("delete", *keys)]
         removed, *_ = await self.run(*removing, ("hset", session_key("session", session), "faults", version))
         return removed
 
