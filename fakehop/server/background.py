@@ -25,7 +25,7 @@ from ..protocols.common import BadRequest, dumps
 from ..state import journal as jr
 from .prerender import TimedWrite
 
-__all__ = ["KEPT_BYTES", "MAX_RUNS", "UNDER_WAY", "Run", "Runs", "follow"]
+__all__ = ["KEPT_BYTES", "MAX_RUNS", "UNDER_WAY", "Run", "Runs", "follow", "uncancellable"]
 
 MAX_RUNS = 1000
 KEPT_BYTES = 64 * 1024 * 1024
@@ -138,6 +138,11 @@ class Run:
         if self.keep is not None:
             self.keep(dumps(self.latest).encode(), True)
         self.wake()
+
+
+def uncancellable(status: str) -> BadRequest:
+    """The refusal of a cancel of a background answer that ended otherwise (`status`)."""
+    return BadRequest(f"Cannot cancel a response with status '{status}': only a queued or in_progress one.")
 
 
 class Runs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +41,7 @@ from ..state.sessions import (
     session_named_by,
 )
 from ..state.stored import Stored, StoredResponses, before_of
-from . import background, prerender
+from . import background, prerender, shared_runs
 from .intake import (
     LARGE_BODY_BYTES,
     MAX_HEADER_BYTES,
@@ -425,6 +426,7 @@ class Answer:
         streamed gets the queued response object at once, a streamed one reads the events as they come."""
         keep = self.background_keep(parsed, session.name) if parsed.conversation.keep else None
         run = self.gateway.background_runs.start(writes, keep, session.name)
+        self.playing(run)
         if not parsed.stream:
             self.record.close(jr.COMPLETED, 200)
             return web.json_response(run.created, dumps=dumps)
@@ -432,6 +434,9 @@ class Answer:
         await response.prepare(self.request)
         self.record.status = 200
         return await background.follow(run, -1, self.request, response, self.record)
+
+    def playing(self, run: background.Run) -> None:
+        """A background answer began playing (see SharedAnswer's)."""
 
     def background_keep(self, parsed: ParsedRequest, session_name: str | None) -> background.Keep:
         """How a background answer is stored once it ends: in this server's store."""
@@ -541,7 +546,14 @@ class Answer:
             transport.close()
 
 
-SHARING: set[asyncio.Future] = set()  # background answers being kept in the shared state
+SHARING: set[asyncio.Future] = set()  # background answers being kept in, or shown through, the shared state
+
+
+def held(work) -> None:
+    """`work` run in a task held in SHARING until done: the loop keeps only a weak reference to a task."""
+    task = asyncio.ensure_future(work)
+    SHARING.add(task)
+    task.add_done_callback(SHARING.discard)
 
 
 class SharedAnswer(Answer):
@@ -607,11 +619,13 @@ class SharedAnswer(Answer):
 
         def keep(data: bytes, whole: bool) -> None:
             keep_here(data, whole)
-            sharing = asyncio.ensure_future(self.share_answer(parsed, session_name, data, whole))
-            SHARING.add(sharing)  # held until done: the loop keeps only a weak reference to a task
-            sharing.add_done_callback(SHARING.discard)
+            held(self.share_answer(parsed, session_name, data, whole))
 
         return keep
+
+    def playing(self, run: background.Run) -> None:
+        """Shown to every server while it plays, and stopped when one asks (see shared_runs)."""
+        held(shared_runs.shared_run(run, self.gateway.background_runs, cast("RedisState", self.gateway.state)))
 
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         """The faults laid_faults lays, each of the session's counted once for every server
@@ -788,7 +802,11 @@ async def stored_answer(
     run = gateway.background_runs.find(response_id)
     stored = gateway.responses.find(response_id, session.name) if run is None else None
     if run is None and stored is None:
-        raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
+        shown = await gateway.state.shown_run(response_id) if gateway.state is not None else None
+        if shown is None:
+            raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
+        streamed = stream_asked(request.query)
+        return await shared_runs.answered(request.method, streamed, cast("RedisState", gateway.state), record, *shown)
     if request.method == "DELETE":
         if gateway.state is not None:
             await gateway.state.forget_response(response_id, session.name)
@@ -798,7 +816,7 @@ async def stored_answer(
         return web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
     if request.method == "POST":
         record.close(jr.COMPLETED, 200)
-        return web.json_response(cancelled(run), dumps=dumps)
+        return web.json_response(cancelled(run, stored), dumps=dumps)
     if stream_asked(request.query):
         return await replay(request, run, record, request_id)
     record.close(jr.COMPLETED, 200)
@@ -807,14 +825,20 @@ async def stored_answer(
     return web.json_response(body=cast(Stored, stored).body())
 
 
-def cancelled(run: background.Run | None) -> dict:
-    """The response object of a background answer, cancelled unless it had finished (BadRequest then)."""
+def cancelled(run: background.Run | None, stored: Stored | None) -> dict:
+    """The response object of a background answer, cancelled unless it had finished (BadRequest
+    then); one no longer played here is its stored answer (one cancelled stays cancelled)."""
     if run is None:
-        raise BadRequest("Only responses created with background=true can be cancelled.")
+        response = json.loads(cast(Stored, stored).body())
+        if not response.get("background"):
+            raise BadRequest("Only responses created with background=true can be cancelled.")
+        if response["status"] != "cancelled":
+            raise background.uncancellable(response["status"])
+        return response
     if run.status in background.UNDER_WAY:
         run.cancel()
     elif run.status != "cancelled":
-        raise BadRequest(f"Cannot cancel a response with status '{run.status}': only a queued or in_progress one.")
+        raise background.uncancellable(run.status)
     return run.latest
 
 

@@ -110,6 +110,8 @@ end
 """
 METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
+SHOWN_OVER_SECONDS = 60  # a background answer that ended, shown beside its stored answer (see show_run)
+STOP_CANCEL, STOP_DELETE = "cancel", "delete"  # how another server asks for a background answer to stop
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
 
@@ -451,6 +453,45 @@ class RedisState:
 
     async def forget_response(self, response_id: str, session: str | None) -> None:
         await self.run(("hdel", session_key("responses", session), response_id))
+
+    # ------------------------------------------------------------ background answers under way
+
+    @staticmethod
+    def run_key(response_id: str) -> str:
+        """A background answer under way, as the server playing it last showed it (see show_run)."""
+        return f"{KEY_PREFIX}run:{response_id}"
+
+    @staticmethod
+    def stop_key(response_id: str) -> str:
+        """How another server asked the one playing a background answer to stop it: STOP_CANCEL or STOP_DELETE."""
+        return f"{KEY_PREFIX}run-stop:{response_id}"
+
+    async def show_run(self, response: dict, over: bool) -> None:
+        """A background answer's response object, as the latest lifecycle event showed it, for
+        every server to answer a poll with; once it is `over` (kept in the store by then) it is
+        shown a little longer, for a cancel asked through another server to find how it ended."""
+        shown = json.dumps({"server": ANSWERED_BY, "response": response})
+        seconds = SHOWN_OVER_SECONDS if over else KEPT_RESPONSE_SECONDS
+        await self.run(("set", self.run_key(response["id"]), shown, seconds))
+
+    async def shown_run(self, response_id: str) -> tuple[str, dict] | None:
+        """The server playing a background answer and its response object as shown; None for no such answer."""
+        (shown,) = await self.run(("get", self.run_key(response_id)))
+        if shown is None:
+            return None
+        run = json.loads(shown)
+        return run["server"], run["response"]
+
+    async def forget_run(self, response_id: str) -> None:
+        await self.run(("delete", self.run_key(response_id)))
+
+    async def ask_stop(self, response_id: str, how: str) -> None:
+        await self.run(("set", self.stop_key(response_id), how, KEPT_RESPONSE_SECONDS))
+
+    async def stop_asked(self, response_id: str) -> str | None:
+        """How a server asked this one to stop a background answer it plays, taken (once); None: not asked."""
+        (how,) = await self.run(("getdel", self.stop_key(response_id)))
+        return how
 
     async def started_at(self) -> float:
         """When the shared state began (time.time()): a new value means the journal's seq starts again at 1."""
