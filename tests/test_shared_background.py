@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from fakehop.server.shared_runs import STOP_POLL
+from fakehop.testing.remote import ControlClient
 
 from . import clients
 from .redis_server import fakehop_servers, redis_server  # noqa: F401 - the fixture, by its name
@@ -113,3 +114,16 @@ async def test_its_stream_is_read_again_through_the_playing_server_and_refused_t
         stream = await reading.responses.retrieve(started.id, stream=True)
         kinds = [event.type async for event in stream]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+
+
+@pytest.mark.parametrize("session", [None, "bg-1"])
+async def test_a_session_reset_through_the_other_server_drops_its_answers_under_way(servers, session):
+    playing, other = servers
+    key = "sk-test" if session is None else f"sk-fakehop-{session}"
+    async with clients.openai_async(base_url=playing + "/v1", api_key=key, max_retries=0) as starting:
+        started = await starting.responses.create(
+            model=MODEL, input="hi", background=True, extra_headers={"X-Fakehop-Scenario": "hang"}
+        )
+    ControlClient(other, session=session).call("POST", "/reset")
+    for url in servers:
+        assert await found_no_more(url, started.id)

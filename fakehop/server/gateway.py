@@ -426,7 +426,7 @@ class Answer:
         streamed gets the queued response object at once, a streamed one reads the events as they come."""
         keep = self.background_keep(parsed, session.name) if parsed.conversation.keep else None
         run = self.gateway.background_runs.start(writes, keep, session.name)
-        self.playing(run)
+        await self.playing(run)
         if not parsed.stream:
             self.record.close(jr.COMPLETED, 200)
             return web.json_response(run.created, dumps=dumps)
@@ -435,7 +435,7 @@ class Answer:
         self.record.status = 200
         return await background.follow(run, -1, self.request, response, self.record)
 
-    def playing(self, run: background.Run) -> None:
+    async def playing(self, run: background.Run) -> None:
         """A background answer began playing (see SharedAnswer's)."""
 
     def background_keep(self, parsed: ParsedRequest, session_name: str | None) -> background.Keep:
@@ -623,9 +623,15 @@ class SharedAnswer(Answer):
 
         return keep
 
-    def playing(self, run: background.Run) -> None:
+    async def playing(self, run: background.Run) -> None:
         """Shown to every server while it plays, and stopped when one asks (see shared_runs)."""
-        held(shared_runs.shared_run(run, self.gateway.background_runs, cast("RedisState", self.gateway.state)))
+        state, runs = cast("RedisState", self.gateway.state), self.gateway.background_runs
+        try:
+            shown = await shared_runs.shown_first(run, state)
+        except StateDown:
+            runs.drop(run.id)  # the request is a 503: nothing of it plays on
+            raise
+        held(shared_runs.shared_run(run, runs, state, shown))
 
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         """The faults laid_faults lays, each of the session's counted once for every server

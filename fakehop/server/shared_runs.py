@@ -21,7 +21,7 @@ from ..state import journal as jr
 from ..state.redisstate import STOP_CANCEL, STOP_DELETE, RedisState, StateDown
 from .background import UNDER_WAY, Run, Runs, uncancellable
 
-__all__ = ["STOP_POLL", "STOP_WAIT", "answered", "cancelled_elsewhere", "shared_run"]
+__all__ = ["STOP_POLL", "STOP_WAIT", "answered", "cancelled_elsewhere", "shared_run", "shown_first"]
 
 STOP_POLL = 0.05  # seconds between the playing server's looks for a stop asked through another one
 STOP_WAIT = 2.0  # seconds a cancel through another server waits for the playing one to stop the answer
@@ -29,22 +29,24 @@ STOP_WAIT = 2.0  # seconds a cancel through another server waits for the playing
 log = logging.getLogger("fakehop")
 
 
-async def shared_run(run: Run, runs: Runs, state: RedisState) -> None:
-    """Show `run` to every server each time its response object changes, until it is over; stop
-    it when another server asks (a deleted one is shown no more)."""
-    shown = None
+async def shared_run(run: Run, runs: Runs, state: RedisState, shown: dict) -> None:
+    """Show `run` (shown as `shown` so far: see `shown_first`) to every server each time its
+    response object changes, until it is over; stop it when another server asks. One dropped
+    (deleted, or its session reset) is shown no more."""
     try:
         while True:
+            if runs.find(run.id) is not run:  # dropped here: deleted, or its session reset
+                await state.forget_run(run.session, run.id)
+                return
             if run.latest is not shown:
                 shown = run.latest
-                await state.show_run(shown, run.over)
+                await state.show_run(run.session, shown, run.over)
             if run.over:
                 return
             how = await state.stop_asked(run.id)
             if how == STOP_DELETE:
                 runs.drop(run.id)
-                await state.forget_run(run.id)
-                return
+                continue
             if how == STOP_CANCEL:
                 run.cancel()
                 continue
@@ -52,6 +54,13 @@ async def shared_run(run: Run, runs: Runs, state: RedisState) -> None:
                 await asyncio.wait_for(run.changed.wait(), STOP_POLL)
     except StateDown as down:
         log.warning("background response %s is shown by this server alone: %s", run.id, down)
+
+
+async def shown_first(run: Run, state: RedisState) -> dict:
+    """`run` shown to every server as it begins, before its request is answered: a poll, cancel
+    or reset through another server that follows the answer finds it."""
+    await state.show_run(run.session, run.latest, run.over)
+    return run.latest
 
 
 async def cancelled_elsewhere(state: RedisState, server: str, response: dict) -> dict:
@@ -86,7 +95,7 @@ async def answered(
     response_id = response["id"]
     if method == "DELETE":
         await state.ask_stop(response_id, STOP_DELETE)
-        await state.forget_run(response_id)
+        await state.hide_run(response_id)
         answer = {"id": response_id, "object": "response", "deleted": True}
     elif method == "POST":
         answer = await cancelled_elsewhere(state, server, response)

@@ -122,7 +122,8 @@ ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: w
 # `faults-left` what each with `times` will still break (HINCRBY -1 as one is taken),
 # `faults-drawn` the draws each with a probability has made (HINCRBY 1 a request in its scope),
 # `responses` its stored Responses answers (a hash by id), `rate-limits` its rate-limit windows
-# (see TAKE_FROM_WINDOW), `counters` the requests each sequence has answered (HINCRBY).
+# (see TAKE_FROM_WINDOW), `counters` the requests each sequence has answered (HINCRBY), `runs`
+# its background answers under way on any server (a set of response ids: see show_run).
 SESSION_KINDS = (
     "session",
     "queue",
@@ -134,6 +135,7 @@ SESSION_KINDS = (
     "responses",
     "rate-limits",
     "counters",
+    "runs",
 )
 
 
@@ -389,10 +391,15 @@ class RedisState:
 
     async def reset(self, session: str | None) -> bool:
         """The session back to the server's settings, its queue and its view of the journal empty
-        (a named one no longer listed); whether a named one was. The global session's view is the
-        whole journal: emptied, its records go for every view."""
-        _, listed = await self.run(
-            ("delete", *self.session_keys(session)), ("zrem", self.SESSIONS_KEY, session or GLOBAL)
+        (a named one no longer listed), its background answers under way stopped and dropped
+        wherever they play; whether a named one was. The global session's view is the whole
+        journal: emptied, its records go for every view."""
+        (runs,) = await self.run(("smembers", session_key("runs", session)))
+        stopping = [("set", self.stop_key(response_id), STOP_DELETE, KEPT_RESPONSE_SECONDS) for response_id in runs]
+        _, listed, *_ = await self.run(
+            ("delete", *self.session_keys(session), *map(self.run_key, runs)),
+            ("zrem", self.SESSIONS_KEY, session or GLOBAL),
+            *stopping,
         )
         return bool(listed)
 
@@ -466,13 +473,16 @@ class RedisState:
         """How another server asked the one playing a background answer to stop it: STOP_CANCEL or STOP_DELETE."""
         return f"{KEY_PREFIX}run-stop:{response_id}"
 
-    async def show_run(self, response: dict, over: bool) -> None:
-        """A background answer's response object, as the latest lifecycle event showed it, for
-        every server to answer a poll with; once it is `over` (kept in the store by then) it is
-        shown a little longer, for a cancel asked through another server to find how it ended."""
+    async def show_run(self, session: str | None, response: dict, over: bool) -> None:
+        """A background answer of `session`'s, its response object as the latest lifecycle event
+        showed it, for every server to answer a poll with; once it is `over` (kept in the store by
+        then) it is shown a little longer, for a cancel asked through another server to find how
+        it ended, and it is no longer among the session's runs under way."""
+        response_id = response["id"]
         shown = json.dumps({"server": ANSWERED_BY, "response": response})
         seconds = SHOWN_OVER_SECONDS if over else KEPT_RESPONSE_SECONDS
-        await self.run(("set", self.run_key(response["id"]), shown, seconds))
+        under_way = ("srem" if over else "sadd", session_key("runs", session), response_id)
+        await self.run(("set", self.run_key(response_id), shown, seconds), under_way)
 
     async def shown_run(self, response_id: str) -> tuple[str, dict] | None:
         """The server playing a background answer and its response object as shown; None for no such answer."""
@@ -482,8 +492,16 @@ class RedisState:
         run = json.loads(shown)
         return run["server"], run["response"]
 
-    async def forget_run(self, response_id: str) -> None:
+    async def hide_run(self, response_id: str) -> None:
+        """A background answer deleted through a server that does not play it: no longer shown."""
         await self.run(("delete", self.run_key(response_id)))
+
+    async def forget_run(self, session: str | None, response_id: str) -> None:
+        """A background answer of `session`'s dropped by the server playing it: no longer shown, under way or asked to stop."""
+        await self.run(
+            ("delete", self.run_key(response_id), self.stop_key(response_id)),
+            ("srem", session_key("runs", session), response_id),
+        )
 
     async def ask_stop(self, response_id: str, how: str) -> None:
         await self.run(("set", self.stop_key(response_id), how, KEPT_RESPONSE_SECONDS))
