@@ -103,17 +103,36 @@ async def found_no_more(url: str, response_id: str, within: float = 10.0) -> boo
     return False
 
 
-async def test_its_stream_is_read_again_through_the_playing_server_and_refused_through_the_other(servers):
+async def events_read_again(url: str, response_id: str, after: int = -1) -> list:
+    """The events of the answer's stream read again through `url` (after event `after`)."""
+    async with client(url) as reading:
+        stream = await reading.responses.retrieve(response_id, stream=True, starting_after=after)
+        return [event async for event in stream]
+
+
+async def test_its_stream_is_read_again_through_either_server_as_it_plays_and_once_it_has_ended(servers):
     playing, other = servers
     started = await background(playing, "slow-typing")
+    while_under_way = await events_read_again(other, started.id)  # begun before the answer ends
+    afterwards = {url: await events_read_again(url, started.id) for url in servers}
+    assert while_under_way[0].type == "response.created" and while_under_way[-1].type == "response.completed"
+    numbers = [event.sequence_number for event in while_under_way]
+    assert numbers == list(range(len(numbers)))
+    assert "".join(event.delta for event in while_under_way if event.type == "response.output_text.delta") == FOX
+    assert afterwards[other] == afterwards[playing] == while_under_way
+    later = await events_read_again(other, started.id, after=3)
+    assert later == while_under_way[4:]
+
+
+async def test_a_stream_read_again_through_the_other_server_ends_as_the_cancelled_answer_does(servers):
+    playing, other = servers
+    started = await background(playing, "hang")
     async with client(other) as reading:
-        with pytest.raises(openai.BadRequestError) as refused:
-            await reading.responses.retrieve(started.id, stream=True)
-    assert refused.value.status_code == 400 and refused.value.param == "stream"
-    async with client(playing) as reading:
         stream = await reading.responses.retrieve(started.id, stream=True)
-        kinds = [event.type async for event in stream]
-    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        async with client(playing) as cancelling:
+            await cancelling.responses.cancel(started.id)
+        kinds = [event.type async for event in stream]  # ends: it waits for no more
+    assert kinds[0] == "response.created"
 
 
 @pytest.mark.parametrize("session", [None, "bg-1"])

@@ -25,7 +25,7 @@ from ..protocols.common import BadRequest, dumps
 from ..state import journal as jr
 from .prerender import TimedWrite
 
-__all__ = ["KEPT_BYTES", "MAX_RUNS", "UNDER_WAY", "Run", "Runs", "follow", "uncancellable"]
+__all__ = ["KEPT_BYTES", "MAX_RUNS", "UNDER_WAY", "Run", "Runs", "ended", "follow", "uncancellable", "written"]
 
 MAX_RUNS = 1000
 KEPT_BYTES = 64 * 1024 * 1024
@@ -240,22 +240,35 @@ async def follow(
         changed = run.changed
         frames = run.frames[read:]
         read += len(frames)
-        data = b"".join([frame for number, frame in frames if number > after])
-        if data:
-            record.sending(time.monotonic(), data)
-            await response.write(data)
-            record.sent(jr.sse_events(data))
+        await written(frames, after, response, record)
         if run.over:
             break
         await changed.wait()
-    if run.ending == DROPPED:
+    return await ended(run.ending, run.latest, request, response, record)
+
+
+async def written(frames: list[tuple[int, bytes]], after: int, response: web.StreamResponse, record: jr.Record) -> None:
+    """The frames numbered past `after` written to `response`, in `record`."""
+    data = b"".join([frame for number, frame in frames if number > after])
+    if data:
+        record.sending(time.monotonic(), data)
+        await response.write(data)
+        record.sent(jr.sse_events(data))
+
+
+async def ended(
+    ending: str | None, latest: dict, request: web.Request, response: web.StreamResponse, record: jr.Record
+) -> web.StreamResponse:
+    """A read of a background answer ended as the answer did (`ending`, its last response object
+    `latest`): the connection dropped with the answer's, else the stream ended and `record` closed."""
+    if ending == DROPPED:
         record.close(jr.DISCONNECTED)
         if request.transport is not None:
             request.transport.close()
         return response
     await response.write_eof()
-    if run.status == "failed":
-        record.close(jr.FAILED, error=(run.latest.get("error") or {}).get("message"))
+    if latest.get("status") == "failed":
+        record.close(jr.FAILED, error=(latest.get("error") or {}).get("message"))
     else:
         record.close(jr.COMPLETED)
     return response

@@ -22,7 +22,7 @@ from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenari
 from ..scenario.model import HttpError, RateLimit, Script, Timing
 from ..state import journal as jr
 from ..state.faults import FAULT_HEADER, Fault, FaultProblem, Laid, header_faults
-from ..state.redisstate import StateDown
+from ..state.redisstate import ShownRun, StateDown
 from ..state.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE,
@@ -627,11 +627,11 @@ class SharedAnswer(Answer):
         """Shown to every server while it plays, and stopped when one asks (see shared_runs)."""
         state, runs = cast("RedisState", self.gateway.state), self.gateway.background_runs
         try:
-            shown = await shared_runs.shown_first(run, state)
+            shown, pushed = await shared_runs.shown_first(run, state)
         except StateDown:
             runs.drop(run.id)  # the request is a 503: nothing of it plays on
             raise
-        held(shared_runs.shared_run(run, runs, state, shown))
+        held(shared_runs.shared_run(run, runs, state, shown, pushed))
 
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         """The faults laid_faults lays, each of the session's counted once for every server
@@ -807,27 +807,31 @@ async def stored_answer(
         raise BadRequest(str(session), param=SESSION_HEADER)
     run = gateway.background_runs.find(response_id)
     stored = gateway.responses.find(response_id, session.name) if run is None else None
-    if run is None and stored is None:
-        shown = await gateway.state.shown_run(response_id) if gateway.state is not None else None
-        if shown is None:
-            raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
-        streamed = stream_asked(request.query)
-        return await shared_runs.answered(request.method, streamed, cast("RedisState", gateway.state), record, *shown)
+    state = gateway.state
+    shown = await state.shown_run(response_id) if run is None and state is not None else None  # played elsewhere
+    if run is None and stored is None and shown is None:
+        raise BadRequest(f"Response with id '{response_id}' not found.", status=404)
     if request.method == "DELETE":
-        if gateway.state is not None:
-            await gateway.state.forget_response(response_id, session.name)
+        if state is not None:
+            await state.forget_response(response_id, session.name)
+            if shown is not None:
+                await shared_runs.deleted_elsewhere(state, response_id)
         gateway.responses.delete(response_id, session.name)
         gateway.background_runs.drop(response_id)
         record.close(jr.COMPLETED, 200)
         return web.json_response({"id": response_id, "object": "response", "deleted": True}, dumps=dumps)
     if request.method == "POST":
+        if shown is not None:
+            answer = await shared_runs.cancelled_elsewhere(cast("RedisState", state), shown)
+        else:
+            answer = cancelled(run, stored)
         record.close(jr.COMPLETED, 200)
-        return web.json_response(cancelled(run, stored), dumps=dumps)
+        return web.json_response(answer, dumps=dumps)
     if stream_asked(request.query):
-        return await replay(request, run, record, request_id)
+        return await replay(request, record, request_id, run, shown)
     record.close(jr.COMPLETED, 200)
-    if run is not None:
-        return web.json_response(run.latest, dumps=dumps)
+    if run is not None or shown is not None:
+        return web.json_response(run.latest if run is not None else cast(ShownRun, shown).response, dumps=dumps)
     return web.json_response(body=cast(Stored, stored).body())
 
 
@@ -856,10 +860,11 @@ def stream_asked(query: Mapping[str, str]) -> bool:
 
 
 async def replay(
-    request: web.Request, run: background.Run | None, record: jr.Record, request_id: str
+    request: web.Request, record: jr.Record, request_id: str, run: background.Run | None, shown: ShownRun | None
 ) -> web.StreamResponse:
-    """`GET /v1/responses/{id}?stream=true`: a background answer's events after `starting_after`, then each as it comes."""
-    if run is None:
+    """`GET /v1/responses/{id}?stream=true`: a background answer's events after `starting_after`,
+    then each as it comes: one this server plays (`run`), or one shown by the server playing it."""
+    if run is None and shown is None:
         raise BadRequest("Only responses created with background=true can be streamed again.", param="stream")
     given = request.query.get("starting_after", "-1")
     try:
@@ -873,7 +878,10 @@ async def replay(
     response = stream_response(request_id, protocol)
     await response.prepare(request)
     record.status = 200
-    return await background.follow(run, after, request, response, record)
+    if run is not None:
+        return await background.follow(run, after, request, response, record)
+    state = cast("RedisState", request.app[GATEWAY_KEY].state)
+    return await shared_runs.follow_shown(state, cast(ShownRun, shown), after, request, response, record)
 
 
 def protocol_for_request(request: web.Request):

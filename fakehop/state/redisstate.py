@@ -22,7 +22,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,7 +40,7 @@ from .stored import answer_id
 
 log = logging.getLogger("fakehop")
 
-__all__ = ["RedisState", "StateDown", "record_shown", "shown_url"]
+__all__ = ["STOP_CANCEL", "STOP_DELETE", "RedisState", "ShownRun", "StateDown", "record_shown", "shown_url"]
 
 KEY_PREFIX = "fakehop:"
 GLOBAL = "~"  # the global session's name in keys: no session name can be it
@@ -110,7 +110,7 @@ end
 """
 METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
-SHOWN_OVER_SECONDS = 60  # a background answer that ended, shown beside its stored answer (see show_run)
+SHOWN_OVER_SECONDS = 3600  # a background answer that ended, shown beside its stored answer (see show_run)
 STOP_CANCEL, STOP_DELETE = "cancel", "delete"  # how another server asks for a background answer to stop
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
 
@@ -141,6 +141,15 @@ SESSION_KINDS = (
 
 def session_key(kind: str, session: str | None) -> str:
     return f"{KEY_PREFIX}{kind}:{session or GLOBAL}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShownRun:
+    """A background answer as the server playing it last showed it (see RedisState.show_run)."""
+
+    server: str  # HOST/PID
+    response: dict
+    ending: str | None
 
 
 class StateDown(Exception):
@@ -397,7 +406,7 @@ class RedisState:
         (runs,) = await self.run(("smembers", session_key("runs", session)))
         stopping = [("set", self.stop_key(response_id), STOP_DELETE, KEPT_RESPONSE_SECONDS) for response_id in runs]
         _, listed, *_ = await self.run(
-            ("delete", *self.session_keys(session), *map(self.run_key, runs)),
+            ("delete", *self.session_keys(session), *map(self.run_key, runs), *map(self.events_key, runs)),
             ("zrem", self.SESSIONS_KEY, session or GLOBAL),
             *stopping,
         )
@@ -469,37 +478,59 @@ class RedisState:
         return f"{KEY_PREFIX}run:{response_id}"
 
     @staticmethod
+    def events_key(response_id: str) -> str:
+        """A background answer's events, as the server playing it keeps them (a list: see show_run)."""
+        return f"{KEY_PREFIX}run-events:{response_id}"
+
+    @staticmethod
     def stop_key(response_id: str) -> str:
         """How another server asked the one playing a background answer to stop it: STOP_CANCEL or STOP_DELETE."""
         return f"{KEY_PREFIX}run-stop:{response_id}"
 
-    async def show_run(self, session: str | None, response: dict, over: bool) -> None:
-        """A background answer of `session`'s, its response object as the latest lifecycle event
-        showed it, for every server to answer a poll with; once it is `over` (kept in the store by
-        then) it is shown a little longer, for a cancel asked through another server to find how
-        it ended, and it is no longer among the session's runs under way."""
+    async def show_run(
+        self,
+        session: str | None,
+        response: dict,
+        ending: str | None,
+        over: bool,
+        frames: Sequence[tuple[int, bytes]] = (),
+    ) -> None:
+        """A background answer of `session`'s for every server: its response object as the latest
+        lifecycle event showed it, its own `ending` (see background.Run), and `frames` more of its
+        events (each with its number) for a stream read again. Once it is `over` (kept in the
+        store by then) it is shown SHOWN_OVER_SECONDS more and is no longer among the session's
+        runs under way."""
         response_id = response["id"]
-        shown = json.dumps({"server": ANSWERED_BY, "response": response})
+        shown = json.dumps({"server": ANSWERED_BY, "response": response, "ending": ending})
         seconds = SHOWN_OVER_SECONDS if over else KEPT_RESPONSE_SECONDS
-        under_way = ("srem" if over else "sadd", session_key("runs", session), response_id)
-        await self.run(("set", self.run_key(response_id), shown, seconds), under_way)
+        events = self.events_key(response_id)
+        pushed = [("rpush", events, *(b"%d %b" % frame for frame in frames))] if frames else []
+        await self.run(
+            ("set", self.run_key(response_id), shown, seconds),
+            ("srem" if over else "sadd", session_key("runs", session), response_id),
+            *pushed,
+            ("expire", events, seconds),
+        )
 
-    async def shown_run(self, response_id: str) -> tuple[str, dict] | None:
-        """The server playing a background answer and its response object as shown; None for no such answer."""
+    async def shown_run(self, response_id: str) -> ShownRun | None:
+        """A background answer as the server playing it last showed it; None for no such answer."""
         (shown,) = await self.run(("get", self.run_key(response_id)))
-        if shown is None:
-            return None
-        run = json.loads(shown)
-        return run["server"], run["response"]
+        return None if shown is None else ShownRun(**json.loads(shown))
+
+    async def shown_events(self, response_id: str, start: int) -> list[tuple[int, bytes]]:
+        """A background answer's events shown so far, from the `start`-th on, each with its number."""
+        (events,) = await self.run(("lrange", self.events_key(response_id), start, -1))
+        numbered = [event.encode().split(b" ", 1) for event in events]
+        return [(int(number), frame) for number, frame in numbered]
 
     async def hide_run(self, response_id: str) -> None:
         """A background answer deleted through a server that does not play it: no longer shown."""
-        await self.run(("delete", self.run_key(response_id)))
+        await self.run(("delete", self.run_key(response_id), self.events_key(response_id)))
 
     async def forget_run(self, session: str | None, response_id: str) -> None:
         """A background answer of `session`'s dropped by the server playing it: no longer shown, under way or asked to stop."""
         await self.run(
-            ("delete", self.run_key(response_id), self.stop_key(response_id)),
+            ("delete", self.run_key(response_id), self.stop_key(response_id), self.events_key(response_id)),
             ("srem", session_key("runs", session), response_id),
         )
 
