@@ -111,39 +111,58 @@ class Write:
     events: int
     last: player.Happening
     # A write of several runs is filled around its spine, the run with the most literals: the
-    # runs before and after it are joined onto its first and last literals, in a copy of a list
-    # of its literals kept for that (`_middle`), and that list is joined with the spine's holes.
+    # runs before it are joined into the first of its literals, the runs after it into the last,
+    # in a copy of a list of its literals kept for that, which is joined with the spine's holes.
+    # The literals where the runs meet the spine are joined ahead, once (see _around_spine).
     # Loops, a list copy and four joins: responses bench-short's write 15.4k instructions (one
-    # flat list of every run's literals and holes) -> 15.2k, bench-long's 47.4k (comprehensions,
-    # the literals sliced and unpacked) -> 39.9k.
-    _spine: int = field(init=False, compare=False, repr=False)
+    # flat list of every run's literals and holes) -> 12.5k, bench-long's 47.4k (comprehensions,
+    # the literals sliced and unpacked) -> 36.9k.
+    _spine: int = field(init=False, compare=False, repr=False)  # the place of the spine's holes among the filled
     _middle: list = field(init=False, compare=False, repr=False)  # the spine's literals, its first and last None
+    _before: tuple[bytes, tuple[tuple[int, tuple[bytes, ...]], ...]] = field(init=False, compare=False, repr=False)
+    _after: tuple[bytes, tuple[tuple[int, tuple[bytes, ...]], ...]] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         runs = self.runs
-        spine = max(range(len(runs)), key=lambda number: len(runs[number][1]))
-        object.__setattr__(self, "_spine", spine)
-        object.__setattr__(self, "_middle", [None, *runs[spine][1][1:-1], None] if len(runs) > 1 else [])
+        if len(runs) > 1:
+            spine = max(range(len(runs)), key=lambda number: len(runs[number][1]))
+            holes, literals = runs[spine]  # a write of several runs has holes in each, so two literals or more
+            object.__setattr__(self, "_spine", holes)
+            object.__setattr__(self, "_middle", [None, *literals[1:-1], None])
+            object.__setattr__(self, "_before", _around_spine(runs[:spine], literals[0], before=True))
+            object.__setattr__(self, "_after", _around_spine(runs[spine + 1 :], literals[-1], before=False))
 
     def fill(self, filled_holes: list) -> bytes:
         runs = self.runs
         if len(runs) == 1:  # most writes
             holes, literals = runs[0]
             return filled_holes[holes].join(literals) if holes >= 0 else literals[0]
-        spine = self._spine  # the runs around the longest one joined onto its first and last literals
-        before = after = b""
-        for holes, literals in runs[:spine]:
+        (before, runs_before), (after, runs_after) = self._before, self._after
+        for holes, literals in runs_before:
             before += filled_holes[holes].join(literals)
-        for holes, literals in runs[spine + 1 :]:
+        for holes, literals in runs_after:
             after += filled_holes[holes].join(literals)
-        holes, literals = runs[spine]  # a write of several runs has holes in each, so two literals or more
         middle = self._middle.copy()
-        middle[0] = before + literals[0]
-        middle[-1] = literals[-1] + after
-        return filled_holes[holes].join(middle)
+        middle[0], middle[-1] = before, after
+        return filled_holes[self._spine].join(middle)
 
     def size(self) -> int:
         return sum(len(literal) for _, literals in self.runs for literal in literals)
+
+
+def _around_spine(
+    runs: tuple[tuple[int, tuple[bytes, ...]], ...], literal: bytes, before: bool
+) -> tuple[bytes, tuple[tuple[int, tuple[bytes, ...]], ...]]:
+    """The runs on one side of a write's spine with the spine's `literal` on that side joined onto
+    the literal next to it, for Write.fill: the bytes its side starts as (`literal` itself when
+    no run is on that side), and the runs."""
+    if not runs:
+        return literal, ()
+    if before:
+        *others, (holes, literals) = runs
+        return b"", (*others, (holes, (*literals[:-1], literals[-1] + literal)))
+    (holes, literals), *others = runs
+    return b"", ((holes, (literal + literals[0], *literals[1:])), *others)
 
 
 @dataclass(frozen=True, slots=True)
