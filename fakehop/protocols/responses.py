@@ -218,11 +218,14 @@ def parse(body: dict) -> ParsedRequest:
     else:
         given_items = cast(list, given_input)
         items, (chars, prompt, history) = len(given_items), input_facts(given_items)
-    limit = max_output_tokens if max_output_tokens is None else at_least_one("max_output_tokens", max_output_tokens)
     latest = model.startswith(LATEST_MODELS)
-    options = plain_options(limit, None, latest)
+    limit = max_output_tokens
+    if limit is None:  # most requests: a look-up, where the lru_cache call cost 1.2k instructions
+        options, variant = UNLIMITED_REQUESTS[latest]
+    else:
+        limit = at_least_one("max_output_tokens", limit)
+        options, variant = plain_options(limit, None, latest), LATEST_MODELS if latest else ""
     play = new_tuple(PlayRequest, (estimate_tokens(chars) + 3 * items, limit, PLAIN_REASONING, True))
-    variant = LATEST_MODELS if latest else ""  # the bytes of its answers are not another model's
     if history is None:
         return new_tuple(ParsedRequest, (model, stream is True, prompt or "", play, options, variant, KEPT_FIRST_TURN))
     conversation, thread = history.conversation_after(None, options["echo"])
@@ -634,6 +637,13 @@ def latest_fields(echo: dict) -> None:
         echo["prompt_cache_retention"] = "24h"
     if echo["reasoning"]["effort"] is None:  # the default is shared: replaced, never changed
         echo["reasoning"] = {**echo["reasoning"], "effort": LATEST_EFFORT}
+
+
+# The options and variant of a request that sends none of the VARIANT_FIELDS nor max_output_tokens, by
+# whether its model is one of LATEST_MODELS (the bytes of their answers are not another model's).
+UNLIMITED_REQUESTS = {
+    latest: (plain_options(None, None, latest), LATEST_MODELS if latest else "") for latest in (False, True)
+}
 
 
 # ---------------------------------------------------------------- objects both answers share
