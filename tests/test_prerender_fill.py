@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import tracemalloc
 from pathlib import Path
 
 import aiohttp
@@ -137,3 +138,21 @@ def test_fresh_request_ids_use_every_character_of_their_alphabet():
         request_ids = [fresh() for _ in range(DRAWN_AHEAD * 8)]
         for place in (start, len(request_ids[0]) - 1):
             assert {request_id[place] for request_id in request_ids} == set(alphabet)
+
+
+@pytest.mark.parametrize("protocol_name", ["chat", "responses", "messages"])
+def test_the_ids_a_rendering_draws_ahead_take_no_more_memory_than_it_counts(protocol_name):
+    protocol = PROTOCOLS[protocol_name]
+    parsed = protocol.parse(protocol.EXAMPLE_REQUEST)
+    rendering = pr.render(protocol, bench_script("bench-short"), parsed, Meta("m", 1), 1.0)
+    assert rendering is not None and rendering.asks.fresh_ids is not None
+    unseeded = Meta("m", 1)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        rendering.asks.answers(unseeded)  # draws ASKS_DRAWN_AHEAD answers' ids, and hands out the first
+        grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert 0 < grown <= rendering.asks.held_ahead
+    assert pr.kept_bytes(parsed, rendering) == len(parsed.variant) + rendering.size() + rendering.asks.held_ahead

@@ -8,6 +8,7 @@ import itertools
 import json
 import random
 import string
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any, ClassVar, NamedTuple
@@ -192,6 +193,7 @@ class Asks:
         ids = tuple((prefix, end - start) for prefix, start, end in places if prefix is not None)
         every_id = asks and len(ids) == len(asks)
         self.fresh_ids = drawn_ahead(functools.partial(_drawn_answers, ids)) if every_id else None
+        self.held_ahead = _held_ahead(ids) if every_id else 0  # bytes the ids drawn ahead take, at most
 
     def __len__(self) -> int:
         return len(self.asks)
@@ -210,6 +212,12 @@ class Asks:
 
 
 ASKS_DRAWN_AHEAD = 64  # answers' ids drawn at once, kept by each kept rendering
+
+
+def _held_ahead(ids: tuple[tuple[bytes, int], ...]) -> int:
+    """The memory ASKS_DRAWN_AHEAD answers' `ids` take (see _drawn_answers): a bytes object each, a tuple an answer."""
+    answer = sys.getsizeof(tuple(ids)) + sum(sys.getsizeof(prefix) + length for prefix, length in ids)
+    return ASKS_DRAWN_AHEAD * answer
 
 
 def _drawn_answers(ids: tuple[tuple[bytes, int], ...]) -> Iterator[tuple[bytes, ...]]:

@@ -291,7 +291,7 @@ def retimed_writes(
     if first is player.KeptPerScript.MISSING:
         rendering = rendered(protocol, parsed, meta, laid_out)
         first = None if rendering is None else (rendering, shape)
-        _retimed.put(script, key, first, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
+        _retimed.put(script, key, first, kept_bytes(parsed, rendering))
     if first is None or first[1] != shape:
         return encoded_writes(protocol, meta, parsed, laid_out)
     return ((offset, data, events, last) for offset, (_, data, events, last) in zip(offsets, first[0].writes_for(meta)))
@@ -393,8 +393,13 @@ def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale
         if script.request_text or player.drawn_per_answer(script):  # made for this answer alone: never asked again
             return None
         rendering = render(protocol, script, parsed, meta, time_scale)
-        _kept.put(script, key, rendering, len(parsed.variant) + (rendering.size() if rendering is not None else 0))
+        _kept.put(script, key, rendering, kept_bytes(parsed, rendering))
     return rendering
+
+
+def kept_bytes(parsed: ParsedRequest, rendering: Rendering | None) -> int:
+    """What a kept rendering counts towards KEPT_BYTES: its bytes, the ids it draws ahead and the request fields it is kept for."""
+    return len(parsed.variant) + (rendering.size() + rendering.asks.held_ahead if rendering is not None else 0)
 
 
 _kept = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)
