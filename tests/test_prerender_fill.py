@@ -3,6 +3,8 @@ ids drawn ahead for answers and requests, each as encoding afresh would write th
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 import tracemalloc
@@ -13,7 +15,7 @@ import pytest
 
 from fakehop.play import player
 from fakehop.protocols import PROTOCOLS
-from fakehop.protocols.common import ASKS_DRAWN_AHEAD, DRAWN_AHEAD, Meta
+from fakehop.protocols.common import ASKS_DRAWN_AHEAD, DRAWN_AHEAD, Meta, anthropic_request_id, openai_request_id
 from fakehop.scenario.library import Library
 from fakehop.server import prerender as pr
 from fakehop.server.render import render
@@ -156,3 +158,30 @@ def test_the_ids_a_rendering_draws_ahead_take_no_more_memory_than_it_counts(prot
         tracemalloc.stop()
     assert 0 < grown <= rendering.asks.held_ahead
     assert pr.kept_bytes(parsed, rendering) == len(parsed.variant) + rendering.size() + rendering.asks.held_ahead
+
+
+def ids_drawn(protocol, script, parsed) -> list[str]:
+    """A request id of each kind and the ids of one answer from the kept rendering, all fresh."""
+    meta = Meta("m", 1)
+    rendering = pr.kept(protocol, script, parsed, meta, 1.0)
+    assert rendering is not None
+    answer_ids = [answer.decode() for answer in rendering.asks.answers(meta)]
+    return [openai_request_id(), anthropic_request_id(), *answer_ids]
+
+
+def test_a_forked_process_draws_ids_of_its_own_not_those_drawn_ahead_before_the_fork():
+    protocol = PROTOCOLS["responses"]
+    parsed, script = protocol.parse(protocol.EXAMPLE_REQUEST), bench_script("bench-short")
+    ids_drawn(protocol, script, parsed)  # ids drawn ahead, before the fork
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked process
+        os.write(write, json.dumps(ids_drawn(protocol, script, parsed)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        in_child = json.loads(pipe.read())
+    os.waitpid(child, 0)
+    in_parent = ids_drawn(protocol, script, parsed)
+    assert len(in_child) == len(in_parent) >= 4
+    assert not set(in_child) & set(in_parent)

@@ -297,6 +297,7 @@ def stalled(timeout: float) -> Failure:
 
 Z_99 = 2.3263478740408408  # the standard normal's 99th percentile: a log-normal's p99 is exp(mu + Z_99 sigma)
 _FRESH_DRAWS = random.Random()  # the pauses of a timing with no seed, drawn anew for each answer
+os.register_at_fork(after_in_child=_FRESH_DRAWS.seed)  # a forked process draws pauses of its own
 
 
 class _Pauses:
@@ -638,10 +639,13 @@ class KeptPerScript:
     def put(self, script: sc.Script, key: tuple, value, size: int = 0) -> None:
         too_big = self.total_size is not None and self.size + size > self.total_size
         if len(self._kept) >= self.entries or too_big:
-            self._kept.clear()
-            self.size = 0
+            self.clear()
         self._kept[(id(script), key)] = (script, value)
         self.size += size
+
+    def clear(self) -> None:
+        self._kept.clear()
+        self.size = 0
 
 
 HOSTED_STEPS = {sc.ServerTool: "server_tool", sc.Compaction: "compaction"}  # the _Layout method that plays each

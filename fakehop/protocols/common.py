@@ -6,6 +6,7 @@ import base64
 import functools
 import itertools
 import json
+import os
 import random
 import string
 import sys
@@ -640,6 +641,18 @@ def _anthropic_request_ids() -> list[str]:
 # Drawn ahead: a randbytes a request cost 3.2k instructions (OpenAI) and 4k (Anthropic), these 1.2k and 2.2k.
 _OPENAI_REQUEST_IDS = drawn_ahead(_openai_request_ids)
 _ANTHROPIC_REQUEST_IDS = drawn_ahead(_anthropic_request_ids)
+
+
+def _drawn_afresh() -> None:
+    """In a process forked from this one: ids of its own, not the ones drawn ahead before the
+    fork, which the parent hands out too (Python reseeds only `random`'s own generator)."""
+    global _OPENAI_REQUEST_IDS, _ANTHROPIC_REQUEST_IDS
+    FRESH.seed()
+    _OPENAI_REQUEST_IDS = drawn_ahead(_openai_request_ids)
+    _ANTHROPIC_REQUEST_IDS = drawn_ahead(_anthropic_request_ids)
+
+
+os.register_at_fork(after_in_child=_drawn_afresh)
 
 
 def openai_request_id() -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import os
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -404,3 +405,6 @@ def kept_bytes(parsed: ParsedRequest, rendering: Rendering | None) -> int:
 
 _kept = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)
 _retimed = player.KeptPerScript(KEPT_RENDERINGS, KEPT_BYTES)  # with the shape of the answer each was made of
+# A forked process makes renderings of its own: the kept ones hold ids drawn ahead, which the parent hands out too.
+os.register_at_fork(after_in_child=_kept.clear)
+os.register_at_fork(after_in_child=_retimed.clear)
