@@ -162,12 +162,17 @@ class Record:
     retry_after_ms: str | None = None  # and its retry-after-ms, which the SDKs read before Retry-After
     # A stream's writes, each as (the monotonic time it began, its bytes), as far as they come
     # to KEPT_FRAME_BYTES; `frames_cut` says that what followed was left out. As JSON, times
-    # are seconds since the request arrived. (A property: see `_frames`.)
+    # are seconds since the request arrived. (A property: see `_first`.)
     frame_bytes: int = 0  # the bytes of the frames kept
     frames_cut: bool = False
-    # The frames that fit whole; with `_cut`, the write that went past KEPT_FRAME_BYTES, held
-    # whole (see WHOLE_CUT_WRITE_BYTES), and `_cut_bytes` of it beyond what is kept of it.
-    _frames: list = field(default_factory=list, repr=False)
+    # The frames that fit whole: the first one's time and bytes in `_first_at` and `_first`,
+    # the later ones in `_later`, a list made on the second write (a stream of one write, as
+    # most are, keeps no list and no tuple: fewer objects for the garbage collector to count);
+    # with `_cut`, the write that went past KEPT_FRAME_BYTES, held whole (see
+    # WHOLE_CUT_WRITE_BYTES), and `_cut_bytes` of it beyond what is kept of it.
+    _first_at: float = field(default=0.0, repr=False)
+    _first: bytes | None = field(default=None, repr=False)
+    _later: list[tuple[float, bytes]] | None = field(default=None, repr=False)
     _cut: tuple[float, bytes] | None = field(default=None, repr=False)
     _cut_bytes: int = field(default=0, repr=False)
     # When the write under way began (the monotonic clock), None when no write waits: a write
@@ -198,7 +203,6 @@ class Record:
         self.headers = headers
         self.started_at = started_at
         self._started = time.monotonic()
-        self._frames = []
         self.protocol = protocol
 
     def sending(self, now: float, data: bytes) -> None:
@@ -211,27 +215,42 @@ class Record:
         size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
             self.frame_bytes = size
-            self._frames.append((now, data))
+            if self._first is None and self._later is None:  # the first, kept without a call: most streams write once
+                self._first_at, self._first = now, data
+            else:
+                self.keep(now, data)
         elif not self.frames_cut:  # the first write that does not fit: its head is kept
             self.frames_cut = True
             room = KEPT_FRAME_BYTES - self.frame_bytes
             if length <= WHOLE_CUT_WRITE_BYTES:
                 self._cut, self._cut_bytes = (now, data), length - room
             else:
-                self._frames.append((now, data[:room]))
+                self.keep(now, data[:room])
             self.frame_bytes = KEPT_FRAME_BYTES
+
+    def keep(self, at: float, data: bytes) -> None:
+        """Keep a frame that fits whole (or the head of one that does not), after those kept before."""
+        if self._first is None and self._later is None:
+            self._first_at, self._first = at, data
+        elif self._later is None:
+            self._later = [(at, data)]
+        else:
+            self._later.append((at, data))
 
     @property
     def frames(self) -> list[tuple[float, bytes]]:
         """The kept frames, each (the monotonic time its write began, its bytes)."""
-        if self._cut is None:
-            return self._frames
-        at, data = self._cut
-        return [*self._frames, (at, data[: len(data) - self._cut_bytes])]
+        frames = [] if self._first is None else [(self._first_at, self._first)]
+        if self._later is not None:
+            frames += self._later
+        if self._cut is not None:
+            at, data = self._cut
+            frames.append((at, data[: len(data) - self._cut_bytes]))
+        return frames
 
     @frames.setter
     def frames(self, frames: list[tuple[float, bytes]]) -> None:
-        self._frames, self._cut, self._cut_bytes = frames, None, 0
+        self._first, self._later, self._cut, self._cut_bytes = None, list(frames) or None, None, 0
 
     def sent(self, events: int) -> None:
         """The write begun by `sending` is done; it held `events` SSE events."""
