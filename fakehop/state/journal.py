@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from collections import deque
@@ -133,6 +134,18 @@ def cut_body(raw: bytes) -> str:
     )
 
 
+def read_body(record: Record) -> Any:
+    """`Record.body`: a body kept as read (see keep_body) parsed afresh, each time it is read.
+    json reads it as the server did: with json where orjson would read it otherwise, else
+    with orjson, which reads it as json does (see fakehop.server.intake.body_json)."""
+    raw = record._raw
+    return record._body if raw is None else json.loads(raw.decode("utf-8"))
+
+
+def set_body(record: Record, body: Any) -> None:
+    record._body, record._raw = body, None
+
+
 @dataclass(init=False)
 class Record:
     """One request's entry in the journal. Only what every request has is set when it opens;
@@ -148,7 +161,10 @@ class Record:
     session: str | None = None  # None: the global session
     protocol: str | None = None
     scenario: str | None = None
-    body: Any = None
+    # The body as parsed; a property: a body of at most SMALL_BODY_BYTES is kept as read, in
+    # `_raw`, one object the garbage collector does not track (a parsed body is a dict, and a
+    # list and more dicts in most requests), and parsed when it is read; any other in `_body`.
+    body: Any = property(read_body, set_body)  # noqa: RUF009 - a descriptor, kept as the class attribute
     stream: bool = False
     status: int | None = None
     end: str = IN_PROGRESS
@@ -174,6 +190,8 @@ class Record:
     _first: bytes | None = field(default=None, repr=False)
     _later: list[tuple[float, bytes]] | None = field(default=None, repr=False)
     _cut: tuple[float, bytes] | None = field(default=None, repr=False)
+    _body: Any = field(default=None, repr=False)
+    _raw: bytes | None = field(default=None, repr=False)
     _cut_bytes: int = field(default=0, repr=False)
     # When the write under way began (the monotonic clock), None when no write waits: a write
     # waits only while the client does not read what was sent before.
@@ -269,7 +287,7 @@ class Record:
 
     def as_json(self, secrets: bool = False, frames: bool = False) -> dict:
         """The record as JSON, the headers redacted (see `redacted`) unless `secrets`; the
-        stream's frames (`[seconds, text]` each) only when `frames` asks for them. The body is
+        stream's frames (`[seconds, text]` each) only when `frames` asks for them. The body may be
         the record's own, not a copy: serialize the result before the record changes, or
         serialize a `snapshot`."""
         data = {name: getattr(self, name) for name in JSON_FIELDS}
@@ -407,7 +425,7 @@ class Journal:
         SMALL_BODY_BYTES was counted when the record opened)."""
         size = record.body_bytes = len(raw)
         if size <= SMALL_BODY_BYTES:
-            record.body = body
+            record._raw = raw
         elif size <= KEPT_BODY_BYTES:
             record.body = body
             self.hold(record, body_weight(raw) - BODY_ALLOWANCE)
