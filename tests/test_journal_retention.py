@@ -11,6 +11,7 @@ import pytest
 
 from fakehop.state import journal as jr
 
+from .redis_server import redis_server  # noqa: F401 - the fixture, by its name
 from .test_journal_frames import CHAT, one_record, post
 
 HAS_GC = 1 << 14  # Py_TPFLAGS_HAVE_GC: objects of the type are counted by the garbage collector
@@ -84,3 +85,20 @@ async def test_a_body_set_on_a_record_replaces_the_one_kept_as_read(base_url, ga
     [record] = gateway.journal.records
     record.body = {"replaced": True}
     assert record.body == {"replaced": True} and record.as_json()["body"] == {"replaced": True}
+
+
+async def test_a_shared_answer_keeps_its_small_body_parsed_for_the_shared_journal(redis_server, make_gateway, serve):
+    from fakehop.state.redisstate import RedisState
+
+    state = RedisState(redis_server.url)
+    try:
+        gateway = make_gateway(state=state)
+        url = await serve(gateway)
+        assert await post_raw(url, BODIES["integer past 64 bits"]) == 200
+        [record] = gateway.journal.records
+        assert record._raw is None  # filed in Redis as it ends: not parsed a second time
+        assert record.body == json.loads(BODIES["integer past 64 bits"])
+        status, answer = await one_record(url, record.seq)
+        assert status == 200 and answer["request"]["body"] == record.body
+    finally:
+        await state.close()

@@ -419,13 +419,17 @@ class Journal:
             if self.bytes > self.max_bytes:
                 self.drop_to_max()
 
-    def keep_body(self, record: Record, raw: bytes, body: Any) -> None:
+    def keep_body(self, record: Record, raw: bytes, body: Any, parsed: bool = False) -> None:
         """Keep the body `record` read (`body`, parsed from `raw`): cut when it is longer than
         KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept (one of at most
-        SMALL_BODY_BYTES was counted when the record opened)."""
+        SMALL_BODY_BYTES was counted when the record opened, and is kept as read, see
+        Record.body, unless `parsed`: for a record read as it ends, not to parse it again)."""
         size = record.body_bytes = len(raw)
         if size <= SMALL_BODY_BYTES:
-            record._raw = raw
+            if parsed:
+                record.body = body
+            else:
+                record._raw = raw
         elif size <= KEPT_BODY_BYTES:
             record.body = body
             self.hold(record, body_weight(raw) - BODY_ALLOWANCE)
