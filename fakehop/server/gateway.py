@@ -319,7 +319,7 @@ class Answer:
         self.held_bytes = len(raw)
         large = len(raw) > LARGE_BODY_BYTES
         body = await in_body_thread(json_body, self.request, raw) if large else json_body(self.request, raw)
-        gateway.journal.keep_body(self.record, raw, body)
+        gateway.journal.keep_body(self.record, raw, body, parsed=self.shared)  # shared: filed in Redis as it ends
         del raw  # as large as the body limit: not to be held for as long as the stream lasts
         parsed = await in_body_thread(protocol.parse, body) if large else protocol.parse(body)
         if len(parsed.model) > MAX_MODEL_CHARS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from collections import deque
@@ -133,6 +134,18 @@ def cut_body(raw: bytes) -> str:
     )
 
 
+def read_body(record: Record) -> Any:
+    """`Record.body`: a body kept as read (see keep_body) parsed afresh, each time it is read.
+    json reads it as the server did: with json where orjson would read it otherwise, else
+    with orjson, which reads it as json does (see fakehop.server.intake.body_json)."""
+    raw = record._raw
+    return record._body if raw is None else json.loads(raw.decode("utf-8"))
+
+
+def set_body(record: Record, body: Any) -> None:
+    record._body, record._raw = body, None
+
+
 @dataclass(init=False)
 class Record:
     """One request's entry in the journal. Only what every request has is set when it opens;
@@ -148,7 +161,10 @@ class Record:
     session: str | None = None  # None: the global session
     protocol: str | None = None
     scenario: str | None = None
-    body: Any = None
+    # The body as parsed; a property: a body of at most SMALL_BODY_BYTES is kept as read, in
+    # `_raw`, one object the garbage collector does not track (a parsed body is a dict, and a
+    # list and more dicts in most requests), and parsed when it is read; any other in `_body`.
+    body: Any = property(read_body, set_body)  # noqa: RUF009 - a descriptor, kept as the class attribute
     stream: bool = False
     status: int | None = None
     end: str = IN_PROGRESS
@@ -162,13 +178,20 @@ class Record:
     retry_after_ms: str | None = None  # and its retry-after-ms, which the SDKs read before Retry-After
     # A stream's writes, each as (the monotonic time it began, its bytes), as far as they come
     # to KEPT_FRAME_BYTES; `frames_cut` says that what followed was left out. As JSON, times
-    # are seconds since the request arrived. (A property: see `_frames`.)
+    # are seconds since the request arrived. (A property: see `_first`.)
     frame_bytes: int = 0  # the bytes of the frames kept
     frames_cut: bool = False
-    # The frames that fit whole; with `_cut`, the write that went past KEPT_FRAME_BYTES, held
-    # whole (see WHOLE_CUT_WRITE_BYTES), and `_cut_bytes` of it beyond what is kept of it.
-    _frames: list = field(default_factory=list, repr=False)
+    # The frames that fit whole: the first one's time and bytes in `_first_at` and `_first`,
+    # the later ones in `_later`, a list made on the second write (a stream of one write, as
+    # most are, keeps no list and no tuple: fewer objects for the garbage collector to count);
+    # with `_cut`, the write that went past KEPT_FRAME_BYTES, held whole (see
+    # WHOLE_CUT_WRITE_BYTES), and `_cut_bytes` of it beyond what is kept of it.
+    _first_at: float = field(default=0.0, repr=False)
+    _first: bytes | None = field(default=None, repr=False)
+    _later: list[tuple[float, bytes]] | None = field(default=None, repr=False)
     _cut: tuple[float, bytes] | None = field(default=None, repr=False)
+    _body: Any = field(default=None, repr=False)
+    _raw: bytes | None = field(default=None, repr=False)
     _cut_bytes: int = field(default=0, repr=False)
     # When the write under way began (the monotonic clock), None when no write waits: a write
     # waits only while the client does not read what was sent before.
@@ -198,7 +221,6 @@ class Record:
         self.headers = headers
         self.started_at = started_at
         self._started = time.monotonic()
-        self._frames = []
         self.protocol = protocol
 
     def sending(self, now: float, data: bytes) -> None:
@@ -211,27 +233,42 @@ class Record:
         size = self.frame_bytes + length
         if size <= KEPT_FRAME_BYTES:
             self.frame_bytes = size
-            self._frames.append((now, data))
+            if self._first is None and self._later is None:  # the first, kept without a call: most streams write once
+                self._first_at, self._first = now, data
+            else:
+                self.keep(now, data)
         elif not self.frames_cut:  # the first write that does not fit: its head is kept
             self.frames_cut = True
             room = KEPT_FRAME_BYTES - self.frame_bytes
             if length <= WHOLE_CUT_WRITE_BYTES:
                 self._cut, self._cut_bytes = (now, data), length - room
             else:
-                self._frames.append((now, data[:room]))
+                self.keep(now, data[:room])
             self.frame_bytes = KEPT_FRAME_BYTES
+
+    def keep(self, at: float, data: bytes) -> None:
+        """Keep a frame that fits whole (or the head of one that does not), after those kept before."""
+        if self._first is None and self._later is None:
+            self._first_at, self._first = at, data
+        elif self._later is None:
+            self._later = [(at, data)]
+        else:
+            self._later.append((at, data))
 
     @property
     def frames(self) -> list[tuple[float, bytes]]:
         """The kept frames, each (the monotonic time its write began, its bytes)."""
-        if self._cut is None:
-            return self._frames
-        at, data = self._cut
-        return [*self._frames, (at, data[: len(data) - self._cut_bytes])]
+        frames = [] if self._first is None else [(self._first_at, self._first)]
+        if self._later is not None:
+            frames += self._later
+        if self._cut is not None:
+            at, data = self._cut
+            frames.append((at, data[: len(data) - self._cut_bytes]))
+        return frames
 
     @frames.setter
     def frames(self, frames: list[tuple[float, bytes]]) -> None:
-        self._frames, self._cut, self._cut_bytes = frames, None, 0
+        self._first, self._later, self._cut, self._cut_bytes = None, list(frames) or None, None, 0
 
     def sent(self, events: int) -> None:
         """The write begun by `sending` is done; it held `events` SSE events."""
@@ -250,7 +287,7 @@ class Record:
 
     def as_json(self, secrets: bool = False, frames: bool = False) -> dict:
         """The record as JSON, the headers redacted (see `redacted`) unless `secrets`; the
-        stream's frames (`[seconds, text]` each) only when `frames` asks for them. The body is
+        stream's frames (`[seconds, text]` each) only when `frames` asks for them. The body may be
         the record's own, not a copy: serialize the result before the record changes, or
         serialize a `snapshot`."""
         data = {name: getattr(self, name) for name in JSON_FIELDS}
@@ -382,13 +419,17 @@ class Journal:
             if self.bytes > self.max_bytes:
                 self.drop_to_max()
 
-    def keep_body(self, record: Record, raw: bytes, body: Any) -> None:
+    def keep_body(self, record: Record, raw: bytes, body: Any, parsed: bool = False) -> None:
         """Keep the body `record` read (`body`, parsed from `raw`): cut when it is longer than
         KEPT_BODY_BYTES, counted towards `max_bytes` while the record is kept (one of at most
-        SMALL_BODY_BYTES was counted when the record opened)."""
+        SMALL_BODY_BYTES was counted when the record opened, and is kept as read, see
+        Record.body, unless `parsed`: for a record read as it ends, not to parse it again)."""
         size = record.body_bytes = len(raw)
         if size <= SMALL_BODY_BYTES:
-            record.body = body
+            if parsed:
+                record.body = body
+            else:
+                record._raw = raw
         elif size <= KEPT_BODY_BYTES:
             record.body = body
             self.hold(record, body_weight(raw) - BODY_ALLOWANCE)
