@@ -131,12 +131,10 @@ def parse(body: dict) -> ParsedRequest:
     # typed_fields tests them, and one question needs no message_facts (15k instructions against 26k).
     if not UNUSUAL_FIELDS.isdisjoint(body):
         return unusual_request(body)
-    model, messages, stream, stream_options = (
-        body.get("model"),
-        body.get("messages"),
-        body.get("stream"),
-        body.get("stream_options"),
-    )
+    model = body.get("model")
+    messages = body.get("messages")
+    stream = body.get("stream")
+    stream_options = body.get("stream_options")
     if not (
         type(model) is str
         and type(messages) is list
@@ -148,7 +146,7 @@ def parse(body: dict) -> ParsedRequest:
         raise empty_messages()
     # stream_flags and lone_question, inline for the usual request (2k instructions fewer); `==` takes 1 for True.
     if stream_options == USAGE_ONLY and stream_options["include_usage"] is True:
-        options, variant = USUAL_OPTIONS[True, True]
+        options, variant = USAGE_OPTIONS
     else:
         options, variant = USUAL_OPTIONS[stream_flags(stream_options)]
     question = messages[0]
@@ -389,6 +387,7 @@ USUAL_OPTIONS = {
     for usage in (True, False)
     for obfuscation in (True, False)
 }
+USAGE_OPTIONS = USUAL_OPTIONS[True, True]  # the usual request's
 
 
 def usage_object(usage: p.TokenUsage, choices: int = 1) -> dict:
