@@ -91,10 +91,9 @@ class Library:
     replaced: tuple[tuple[Scenario, Scenario], ...] = field(default=(), repr=False, compare=False)
     # What every request for a scenario that plays alike for every request (not a sequence or
     # a conversation, and quoting nothing) plays, by name, filled in as asked: the library
-    # never changes, so it is worked out once.
-    _plays_alike: dict[str | Pinned, tuple[str, Script]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    # never changes, so it is worked out once. Read only by plays_alike, and by
+    # Session.script_for first (two calls fewer for most requests).
+    alike: dict[str | Pinned, tuple[str, Script]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, directories: Iterable[Path] = (), *, files: Iterable[Path] = (), bundled: bool = True) -> Library:
@@ -280,7 +279,7 @@ class Library:
     def plays_alike(self, name: str | Pinned) -> tuple[str, Script] | None:
         """The label and script of every request for `name`, or None when they differ from
         request to request (a sequence, a conversation, a quoting step, a queued entry)."""
-        known = self._plays_alike.get(name)
+        known = self.alike.get(name)
         if known is None and type(name) is str:
             scenario = self.scenarios[name]
             if not (
@@ -288,7 +287,7 @@ class Library:
                 or scenario.is_conversation
                 or cast(Script, scenario.entries[0].script).request_text
             ):
-                known = self._plays_alike[name] = resolve(self, name, 1)
+                known = self.alike[name] = resolve(self, name, 1)
         return known
 
     def queued(self, name: str) -> list[str | Pinned]:

