@@ -161,7 +161,7 @@ async def test_a_recorded_agent_loop_replays_turn_by_turn(serve, proxy, loop_nam
 
 # ---------------------------------------------------------------- time
 
-LATE = 0.3  # as tests/test_timing.py allows, and a little for the proxy's own hop
+LATE = 0.5  # more than tests/test_timing.py allows: two passes through the proxy, each of which a loaded machine may hold up
 EARLY = 0.05  # a recording may move a piece by a quarter of its interval, 12.5 ms at 50 ms
 
 

@@ -144,7 +144,7 @@ def parse(body: dict) -> ParsedRequest:
         model, messages, stream, stream_options, *_ = typed_fields(body, FIELDS)  # raises BadRequest naming one
     if not messages:
         raise empty_messages()
-    # stream_flags and lone_question, inline for the usual request (2k instructions fewer); `==` takes 1 for True.
+    # stream_flags and the lone question, inline for the usual request (2k instructions fewer); `==` takes 1 for True.
     if stream_options == USAGE_ONLY and stream_options["include_usage"] is True:
         options, variant = USAGE_OPTIONS
     else:

@@ -197,7 +197,7 @@ def parse(body: dict) -> ParsedRequest:
         and type(thinking) in OPTIONAL_OBJECT
     ):
         return unusual_request(body)
-    # thinking_shown, lone_question and estimate_tokens, inline for the usual request (2k instructions fewer).
+    # thinking_shown, the lone question and estimate_tokens, inline for the usual request (2k instructions fewer).
     reasoning = "shown" if thinking == ADAPTIVE_THINKING else thinking_shown(thinking)
     question = messages[0]
     if len(messages) == 1 and type(question) is dict and question.get("role") == "user":
