@@ -135,11 +135,14 @@ def cut_body(raw: bytes) -> str:
 
 
 def read_body(record: Record) -> Any:
-    """`Record.body`: a body kept as read (see keep_body) parsed afresh, each time it is read.
+    """`Record.body`: a body kept as read (see keep_body) parsed when it is first read, and kept
+    parsed from then on (a record read once, by the console or a test, is mostly read again).
     json reads it as the server did: with json where orjson would read it otherwise, else
     with orjson, which reads it as json does (see fakehop.server.intake.body_json)."""
     raw = record._raw
-    return record._body if raw is None else json.loads(raw.decode("utf-8"))
+    if raw is not None:
+        record._body, record._raw = json.loads(raw.decode("utf-8")), None
+    return record._body
 
 
 def set_body(record: Record, body: Any) -> None:
