@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import aiohttp
 import openai
 import pytest
 
@@ -146,3 +147,19 @@ async def test_a_session_reset_through_the_other_server_drops_its_answers_under_
     ControlClient(other, session=session).call("POST", "/reset")
     for url in servers:
         assert await found_no_more(url, started.id)
+
+
+async def test_a_stream_read_again_through_the_other_server_is_cut_when_redis_goes(servers, redis_server):
+    playing, other = servers
+    started = await background(playing, "hang")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{other}/v1/responses/{started.id}?stream=true") as reading:
+            first = await reading.content.readline()
+            redis_server.stop()
+            try:
+                with pytest.raises(aiohttp.ClientPayloadError):  # cut, not left open for ever
+                    await asyncio.wait_for(reading.read(), 10)
+            finally:
+                redis_server.start()
+    assert first == b"event: response.created\n"
+    assert ControlClient(other).wait_until_up(10)["status"] == "ok"

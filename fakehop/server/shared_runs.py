@@ -121,13 +121,20 @@ async def follow_shown(
     """background.follow for an answer another server plays: its events after `after` as that
     server shows them, read every STOP_POLL seconds until it is over (or deleted)."""
     response_id, read, last = shown.response["id"], 0, shown
-    while True:
-        found = await state.shown_run(response_id)  # first: the events shown with it are all there
-        frames = await state.shown_events(response_id, read)
-        read += len(frames)
-        await written(frames, after, response, record)
-        last = found or last
-        if found is None or over(found):
-            break
-        await asyncio.sleep(STOP_POLL)
+    try:
+        while True:
+            found = await state.shown_run(response_id)  # first: the events shown with it are all there
+            frames = await state.shown_events(response_id, read)
+            read += len(frames)
+            await written(frames, after, response, record)
+            last = found or last
+            if found is None or over(found):
+                break
+            await asyncio.sleep(STOP_POLL)
+    except StateDown as down:  # the stream is under way: it can only be cut short
+        log.warning("a stream of background response %s read again was cut: %s", response_id, down)
+        record.close(jr.FAILED, error=str(down))
+        if request.transport is not None:
+            request.transport.close()
+        return response
     return await ended(last.ending, last.response, request, response, record)
