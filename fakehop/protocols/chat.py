@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from ..play import player as p
-from ..play.player import CHARS_PER_TOKEN, PlayRequest, estimate_tokens
+from ..play.player import PlayRequest, estimate_tokens
 from ..scenario.model import FINISH_REASONS, Citation
 from .common import (
     EXAMPLE_TOOL_CALLS,
@@ -39,6 +39,7 @@ from .common import (
     data_frame,
     dumps,
     example_call_id,
+    lone_question,
     new_tuple,
     no_error_headers,
     openai_error_body,
@@ -144,19 +145,13 @@ def parse(body: dict) -> ParsedRequest:
         model, messages, stream, stream_options, *_ = typed_fields(body, FIELDS)  # raises BadRequest naming one
     if not messages:
         raise empty_messages()
-    # stream_flags and the lone question, inline for the usual request (2k instructions fewer); `==` takes 1 for True.
-    if stream_options == USAGE_ONLY and stream_options["include_usage"] is True:
-        options, variant = USAGE_OPTIONS
+    options, variant = USUAL_OPTIONS[stream_flags(stream_options)]
+    prompt = lone_question(messages)
+    if prompt is not None:
+        chars, conversation = len(prompt), FIRST_TURN
     else:
-        options, variant = USUAL_OPTIONS[stream_flags(stream_options)]
-    question = messages[0]
-    if len(messages) == 1 and type(question) is dict and question.get("role") == "user":
-        prompt = question.get("content")
-        if type(prompt) is str:
-            play = new_tuple(PlayRequest, (3 - (-len(prompt) // CHARS_PER_TOKEN), None, "never", True))
-            return new_tuple(ParsedRequest, (model, stream is True, prompt, play, options, variant, FIRST_TURN))
-    chars, prompt, history = message_facts(messages)
-    conversation = FIRST_TURN if history is None else history.conversation(())
+        chars, prompt, history = message_facts(messages)
+        conversation = FIRST_TURN if history is None else history.conversation(())
     play = new_tuple(PlayRequest, (estimate_tokens(chars) + 3 * len(messages), None, "never", True))
     return new_tuple(ParsedRequest, (model, stream is True, prompt, play, options, variant, conversation))
 
@@ -186,9 +181,6 @@ def empty_messages() -> BadRequest:
         "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
         param="messages",
     )
-
-
-USAGE_ONLY = {"include_usage": True}  # the usual request's stream_options
 
 
 def stream_flags(stream_options: dict | None) -> tuple[bool, bool]:
@@ -387,7 +379,6 @@ USUAL_OPTIONS = {
     for usage in (True, False)
     for obfuscation in (True, False)
 }
-USAGE_OPTIONS = USUAL_OPTIONS[True, True]  # the usual request's
 
 
 def usage_object(usage: p.TokenUsage, choices: int = 1) -> dict:

@@ -328,6 +328,17 @@ def typed_fields(body: dict, fields: tuple[tuple[str, tuple, str, bool], ...], r
     return values
 
 
+def lone_question(messages: list) -> str | None:
+    """The text of `messages` when they are one user message with a string for content, as most
+    requests' are; None otherwise."""
+    message = messages[0]
+    if len(messages) == 1 and type(message) is dict and message.get("role") == "user":
+        content = message.get("content")
+        if type(content) is str:
+            return content
+    return None
+
+
 def positive_int(body: dict, key: str, required: bool = False) -> int | None:
     return at_least_one(key, require_type(body, key, (int,), "an integer", required))
 

@@ -21,7 +21,7 @@ from json.encoder import encode_basestring
 from typing import Any, cast
 
 from ..play import player as p
-from ..play.player import CHARS_PER_TOKEN, PlayRequest, estimate_tokens
+from ..play.player import PlayRequest, estimate_tokens
 from ..scenario import model as sc
 from ..scenario.model import Citation
 from .common import (
@@ -45,6 +45,7 @@ from .common import (
     content_text,
     event_frame,
     example_call_id,
+    lone_question,
     new_tuple,
     required_call,
     tool_names,
@@ -172,9 +173,6 @@ FIELDS = (
 UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "context_management", "cache_control"))
 
 
-ADAPTIVE_THINKING = {"type": "adaptive"}  # the usual request's thinking, which shows the reasoning
-
-
 def parse(body: dict) -> ParsedRequest:
     # Most requests send a token limit and none of the UNUSUAL_FIELDS, each of its type: they are
     # parsed inline, one question without message_facts (15k instructions against 25k); any
@@ -197,16 +195,14 @@ def parse(body: dict) -> ParsedRequest:
         and type(thinking) in OPTIONAL_OBJECT
     ):
         return unusual_request(body)
-    # thinking_shown, the lone question and estimate_tokens, inline for the usual request (2k instructions fewer).
-    reasoning = "shown" if thinking == ADAPTIVE_THINKING else thinking_shown(thinking)
-    question = messages[0]
-    if len(messages) == 1 and type(question) is dict and question.get("role") == "user":
-        prompt = question.get("content")
-        if type(prompt) is str:
-            play = new_tuple(PlayRequest, (3 - (-len(prompt) // CHARS_PER_TOKEN), max_tokens, reasoning, True))
-            return new_tuple(ParsedRequest, (model, stream is True, prompt, play, NO_OPTIONS, "", FIRST_TURN))
-    chars, prompt, history = message_facts(messages)
-    play = new_tuple(PlayRequest, (estimate_tokens(chars) + 3 * len(messages), max_tokens, reasoning, True))
+    prompt = lone_question(messages)
+    if prompt is not None:
+        chars, history = len(prompt), None
+    else:
+        chars, prompt, history = message_facts(messages)
+    play = new_tuple(
+        PlayRequest, (estimate_tokens(chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), True)
+    )
     if history is None:
         return new_tuple(ParsedRequest, (model, stream is True, prompt, play, NO_OPTIONS, "", FIRST_TURN))
     conversation = conversation_of(history, None, "", max_tokens)

@@ -93,35 +93,18 @@ class HeldBodies:
 
     def hold(self, size: int) -> None:
         if self.held + size > self.limit:
-            raise self.refusal(size)
+            raise BadRequest(
+                f"fakehop holds at most {self.limit:,} bytes of request bodies at once, and the answers under way "
+                f"hold {self.held:,}; this body of {size:,} bytes would pass that: retry once they are answered.",
+                status=429,
+                headers={"Retry-After": "1"},
+            )
         self.held += size
-
-    def refusal(self, size: int) -> BadRequest:
-        return BadRequest(
-            f"fakehop holds at most {self.limit:,} bytes of request bodies at once, and the answers under way "
-            f"hold {self.held:,}; this body of {size:,} bytes would pass that: retry once they are answered.",
-            status=429,
-            headers={"Retry-After": "1"},
-        )
 
 
 def json_body(request: web.Request, raw: bytes) -> dict:
     """The body `raw` of `request` as a JSON object, or BadRequest saying what is wrong with it.
     A body over LARGE_BODY_BYTES is for in_body_thread."""
-    # Most bodies: too short to nest too deep, with no long digit run, an object orjson reads:
-    # body_json's value, without its call and long_digit_run's (1,000 instructions fewer).
-    if len(raw) < SHORTEST_TOO_DEEP and not raw.translate(_DIGITS_AS_ZEROS).partition(_ZEROS_RUN)[1]:
-        try:
-            body = orjson.loads(raw)
-            if type(body) is dict:
-                return body
-        except orjson.JSONDecodeError:
-            pass
-    return checked_body(request, raw)
-
-
-def checked_body(request: web.Request, raw: bytes) -> dict:
-    """json_body's value for `raw`, by body_json, or BadRequest saying what is wrong with it."""
     try:
         body = body_json(raw)
     except UnicodeDecodeError as exc:
@@ -201,9 +184,7 @@ def whole_body(request: web.Request, held: HeldBodies) -> bytes | None:
         raw = content._buffer.popleft()
     else:
         raw = content.read_nowait()
-    if held.held + len(raw) > held.limit:  # held.hold, inline
-        raise held.refusal(len(raw))
-    held.held += len(raw)
+    held.hold(len(raw))
     return raw
 
 
