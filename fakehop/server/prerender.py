@@ -399,7 +399,8 @@ def kept(protocol, script: Script, parsed: ParsedRequest, meta: Meta, time_scale
 
 
 def kept_bytes(parsed: ParsedRequest, rendering: Rendering | None) -> int:
-    """What a kept rendering counts towards KEPT_BYTES: its bytes, the ids it draws ahead and the request fields it is kept for."""
+    """What a kept rendering counts towards KEPT_BYTES: its bytes, the ids it draws ahead and
+    the request fields it is kept for."""
     return len(parsed.variant) + (rendering.size() + rendering.asks.held_ahead if rendering is not None else 0)
 
 

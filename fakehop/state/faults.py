@@ -4,9 +4,10 @@ A session holds a list of faults, oldest first. A request takes the oldest one t
 (its protocol, the name of its scenario, a draw of its probability) of the kinds that end or
 replace an answer, and every fitting `latency`; a fault's `times` counts only the requests it
 took, and once spent it is gone. A fault with a probability draws once for every request in its
-scope, taken or not, and its n-th draw is a function of its seed and n alone (see `drawn`), so
-a run repeats, and servers that share a fault's count of draws (--state) share its draws. The HTTP kinds (`rate_limit`, `server_error`, `http_error`)
-replace the answer with an HTTP error; the others break or slow its stream (play.breaks).
+scope, taken or not, and its n-th draw is a function of its seed and n alone (see `draw`), so
+a run repeats, and servers that share a fault's count of draws (--state) share its draws. The
+HTTP kinds (`rate_limit`, `server_error`, `http_error`) replace the answer with an HTTP error;
+the others break or slow its stream (play.breaks).
 """
 
 from __future__ import annotations

@@ -528,7 +528,8 @@ class RedisState:
         await self.run(("delete", self.run_key(response_id), self.events_key(response_id)))
 
     async def forget_run(self, session: str | None, response_id: str) -> None:
-        """A background answer of `session`'s dropped by the server playing it: no longer shown, under way or asked to stop."""
+        """A background answer of `session`'s dropped by the server playing it: no longer shown,
+        under way or asked to stop."""
         await self.run(
             ("delete", self.run_key(response_id), self.stop_key(response_id), self.events_key(response_id)),
             ("srem", session_key("runs", session), response_id),
