@@ -10,6 +10,7 @@ import pytest
 
 from fakehop.scenario.library import Library
 from fakehop.server.app import create_app
+from fakehop.server.front import put_in_front
 from fakehop.server.gateway import Gateway
 
 # The SDKs' HTTP library imports httpcore2 when it makes its first client, and keeps a map from
@@ -39,6 +40,19 @@ def make_gateway(library):
 @pytest.fixture
 def gateway(make_gateway) -> Gateway:
     return make_gateway()
+
+
+@pytest.fixture
+def aiohttp_server(aiohttp_server):
+    """pytest-aiohttp's, with the application's direct routes answered ahead of its router, as
+    `fakehop serve` answers them (before any connection: each takes the server's handler as it opens)."""
+
+    async def start(app, **kwargs):
+        server = await aiohttp_server(app, **kwargs)
+        put_in_front(server.runner)
+        return server
+
+    return start
 
 
 @pytest.fixture

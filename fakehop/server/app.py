@@ -8,6 +8,7 @@ from aiohttp import web
 from .. import CONTROL_PREFIX
 from ..protocols import PROTOCOLS
 from . import console, control, metrics
+from .front import DIRECT_ROUTES
 from .gateway import MODELS_PATH, Gateway, list_models, protocol_handler, start_app, stored_response, unrouted
 from .intake import MAX_BODY_BYTES
 from .origins import HOSTS_KEY, HostCheck
@@ -25,8 +26,10 @@ def create_app(
     app = web.Application(client_max_size=client_max_size, handler_args={"auto_decompress": False})
     app[GATEWAY_KEY] = gateway
     app[HOSTS_KEY] = hosts = HostCheck(bound_host, gateway.allowed_hosts)
+    app[DIRECT_ROUTES] = direct = {}
     for protocol in PROTOCOLS.values():
-        app.router.add_post(protocol.PATH, protocol_handler(gateway, protocol, hosts))
+        direct[protocol.PATH] = handler = protocol_handler(gateway, protocol, hosts)
+        app.router.add_post(protocol.PATH, handler)
     app.router.add_get(MODELS_PATH, list_models)
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)

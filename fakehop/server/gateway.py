@@ -42,6 +42,7 @@ from ..state.sessions import (
 )
 from ..state.stored import Stored, StoredResponses, before_of
 from . import background, prerender, shared_runs
+from .front import put_in_front
 from .intake import (
     LARGE_BODY_BYTES,
     MAX_HEADER_BYTES,
@@ -992,6 +993,7 @@ async def start_app(
         max_field_size=MAX_HEADER_BYTES,
     )
     await runner.setup()
+    put_in_front(runner)
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG, reuse_port=reuse_port or None)
     await site.start()
     server = cast(asyncio.Server, site._server)
