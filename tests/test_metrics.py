@@ -249,3 +249,20 @@ async def test_records_under_way_are_counted_once_they_close_however_many_batche
     assert counts.in_progress() == 1 and counts.open_streams() == {("messages",): 1}
     assert counts.request_totals(2) == {("completed",): 3 * metrics.FOLD_BATCH + 1, ("http_error",): 1}
     assert counts.stream_totals()[("chat",)].bytes == 120
+
+
+def test_a_journal_over_its_bytes_at_every_opening_is_folded_a_batch_at_a_time():
+    """A journal full of long answers goes over its bytes at every request: the records it lets
+    go are let go by the counts too, counted, OVERFLOW_BATCH openings at a time rather than at
+    every opening (a fold costs more than the rest of a request's answer)."""
+    journal = jr.Journal(max_bytes=4 * jr.BODY_ALLOWANCE)  # room for a few records only
+    counts = metrics.Counts()
+    journal.opened_listeners.append(counts.add)
+    journal.overflow_listeners.append(counts.overflowed)
+    kept_by_the_counts = []
+    for _ in range(10 * metrics.OVERFLOW_BATCH):
+        journal.open("req", "POST", CHAT, {}).close(jr.COMPLETED, 200)
+        kept_by_the_counts.append(len(counts.open))
+    assert len(journal.records) < 5
+    assert max(kept_by_the_counts) == metrics.OVERFLOW_BATCH
+    assert counts.request_totals(2) == {("completed",): 10 * metrics.OVERFLOW_BATCH}
