@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+import aiohttp
 import pytest
 
 from fakehop.protocols import PROTOCOLS
-from fakehop.server.app import start
+from fakehop.server.app import create_app, start
 
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
@@ -80,3 +81,18 @@ async def test_another_method_on_a_route_path_is_refused_by_the_router(address, 
 async def test_a_path_the_routes_do_not_hold_is_unrouted(address):
     head = "POST /v1/chat/completions/ HTTP/1.1\r\nContent-Type: application/json\r\n"
     assert status_of(await exchange(address, head)) == 404
+
+
+async def test_an_application_with_signals_keeps_its_router_for_the_protocol_routes(aiohttp_server, gateway):
+    """What runs as a response is prepared (here, a header added) runs for the protocol routes too."""
+    app = create_app(gateway)
+
+    async def stamped(request, response) -> None:
+        response.headers["X-Stamped"] = "yes"
+
+    app.on_response_prepare.append(stamped)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(server.make_url("/v1/chat/completions"), data=BODY) as response:
+            assert response.status == 200
+            assert response.headers["X-Stamped"] == "yes"
