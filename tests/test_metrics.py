@@ -266,3 +266,28 @@ def test_a_journal_over_its_bytes_at_every_opening_is_folded_a_batch_at_a_time()
     assert len(journal.records) < 5
     assert max(kept_by_the_counts) == metrics.OVERFLOW_BATCH
     assert counts.request_totals(2) == {("completed",): 10 * metrics.OVERFLOW_BATCH}
+
+
+@pytest.mark.parametrize("batch", [1, 4, 300], ids=["one-at-a-time", "a-few", "many"])
+def test_each_stream_s_duration_is_counted_in_the_bucket_whose_bound_it_reaches(batch):
+    """A duration on a bucket's bound counts in that bucket, one past it in the next, one past
+    every bound in +Inf's, folded alone or among others."""
+    durations = [0.005, 0.0051, 0.3, 0.25, 120.0, 400.0]
+    journal = jr.Journal(capacity=len(durations) * batch)
+    counts = metrics.Counts()
+    journal.opened_listeners.append(counts.add)
+    for duration in durations * batch:
+        record = streaming(journal, "chat")
+        record.close(jr.COMPLETED)
+        record.duration = duration
+        if batch == 1:
+            counts.fold()
+    stream = counts.stream_totals()[("chat",)]
+    bounds = metrics.DURATION_BUCKETS
+    expected = [
+        batch * sum(1 for d in durations if (i == 0 or d > bounds[i - 1]) and d <= bounds[i])
+        for i in range(len(bounds))
+    ]
+    assert stream.durations == [*expected, batch * sum(1 for d in durations if d > bounds[-1])]
+    assert stream.durations[0] == batch and stream.durations[-1] == batch  # 0.005 on the first bound; 400 past all
+    assert stream.duration_sum == pytest.approx(batch * sum(durations))

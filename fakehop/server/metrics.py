@@ -11,9 +11,10 @@ Redis, and each reads every server's, summed.
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_right
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from itertools import compress, groupby, repeat
 from operator import attrgetter, eq, not_
 from typing import TYPE_CHECKING, cast
@@ -121,17 +122,14 @@ class Counts:
 
     @staticmethod
     def add_durations(stream: Stream, records: list[Record]) -> None:
-        """The durations of the streams of `records` in `stream`'s histogram: each bucket's
-        count found by bisecting them sorted, not by bisecting the bounds for each one."""
+        """The durations of the streams of `records` in `stream`'s histogram: each one's bucket
+        found and counted in C, so that Python goes over the buckets they fall in (mostly one
+        or two: like answers take like times), not over all 16 (a fold of 4 records took 65
+        lines of Python so)."""
         durations = list(map(DURATION, records))
         stream.duration_sum += sum(durations)
-        durations.sort()
-        below = 0
-        for bucket, bound in enumerate(DURATION_BUCKETS):
-            up_to = bisect_right(durations, bound)
-            stream.durations[bucket] += up_to - below
-            below = up_to
-        stream.durations[-1] += len(durations) - below
+        for bucket, count in Counter(map(BUCKET_OF, durations)).items():
+            stream.durations[bucket] += count
 
     def lump_scenarios(self) -> None:
         """Past MAX_SERIES label sets (scenarios added by calls have no bound), the newest
@@ -222,6 +220,8 @@ class SharedCounts:
 
 COUNTED = attrgetter("protocol", "scenario", "end", "status", "sent_bytes", "events", "keepalives", "stream")
 PATH, PROTOCOL, END, DURATION = map(attrgetter, ("path", "protocol", "end", "duration"))
+# A duration's place in Stream.durations: the first bucket whose bound it does not pass, or +Inf's.
+BUCKET_OF = partial(bisect_left, DURATION_BUCKETS)
 STREAM_STATUS = attrgetter("stream", "status")
 STREAMED_200 = (
     True,
