@@ -628,7 +628,7 @@ def instructions_summary(counts: dict) -> str:
     for protocol, by_scenario in counts["per_request"].items():
         for scenario, figures in by_scenario.items():
             line = (
-                f"  {protocol:<10} {scenario:<12} fakehop {figures['fakehop'] / 1000:,.0f}k  "
+                f"  {protocol:<10} {scenario:<24} fakehop {figures['fakehop'] / 1000:,.0f}k  "
                 f"ceiling {figures['ceiling'] / 1000:,.0f}k  fakehop/ceiling {figures['ratio']:g}"
             )
             if "fakehop_console" in figures:
