@@ -37,6 +37,7 @@ from .capture.sse import FrameReader
 from .writer import Origin, ScenarioFile, scenario_file, secrets_of
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
+DETECTED_IN = 64 * 1024  # bytes of a stream read at a time to tell its protocol
 
 
 class NotImportable(Exception):
@@ -160,10 +161,20 @@ def is_stream(headers: dict[str, str], body: bytes) -> bool:
 
 def protocol_of(body: bytes, sse: bool) -> str | None:
     if sse:
-        reader = FrameReader()
-        return detect(reader.feed(body, None) + reader.end(None, keep_unfinished=True))
+        return stream_protocol(body)
     value = json_object(body)
     return payload_protocol(value) if value is not None else None
+
+
+def stream_protocol(body: bytes) -> str | None:
+    """The protocol of a stream's body, from its first event that tells, read DETECTED_IN bytes
+    at a time: the first event mostly tells, and a long stream's frames are not all made for it."""
+    reader = FrameReader()
+    for start in range(0, len(body), DETECTED_IN):
+        protocol = detect(reader.feed(body[start : start + DETECTED_IN], None))
+        if protocol is not None:
+            return protocol
+    return detect(reader.end(None, keep_unfinished=True))
 
 
 def read_answer(protocol: str, status: int, headers: dict[str, str], body: bytes, sse: bool) -> Captured:
