@@ -10,6 +10,7 @@ from collections import Counter
 import aiohttp
 import openai
 import pytest
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from fakehop.server import metrics
@@ -266,6 +267,22 @@ def test_a_journal_over_its_bytes_at_every_opening_is_folded_a_batch_at_a_time()
     assert len(journal.records) < 5
     assert max(kept_by_the_counts) == metrics.OVERFLOW_BATCH
     assert counts.request_totals(2) == {("completed",): 10 * metrics.OVERFLOW_BATCH}
+
+
+def test_a_journal_keeping_fewer_records_than_a_batch_is_folded_as_often_as_it_keeps_them():
+    """The counts hold no more of the records a small journal lets go than the journal keeps
+    (see count_for); a journal of more is folded FOLD_BATCH openings at a time."""
+    for capacity, batch in ((10, 10), (2 * metrics.FOLD_BATCH, metrics.FOLD_BATCH)):
+        journal = jr.Journal(capacity=capacity)
+        app = web.Application()
+        metrics.count_for(app, journal)
+        counts = app[metrics.COUNTS_KEY]
+        held = []
+        for _ in range(3 * batch):
+            journal.open("req", "POST", CHAT, {}).close(jr.COMPLETED, 200)
+            held.append(len(counts.open))
+        assert max(held) == batch, capacity
+        assert counts.request_totals(2) == {("completed",): 3 * batch}
 
 
 @pytest.mark.parametrize("batch", [1, 4, 300], ids=["one-at-a-time", "a-few", "many"])

@@ -34,6 +34,8 @@ MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is coun
 OTHER = "other"
 PUBLISH_INTERVAL = 2.0  # seconds between a server's publishings of its counts, with --state
 NONE = "none"  # the label of a value a record does not have: no protocol, scenario or status
+FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
+OVERFLOW_BATCH = 4  # records opened between folds while the journal is over its bytes: 5 MiB held past it at most
 
 
 class Stream:
@@ -59,11 +61,12 @@ class Counts:
     the journal drops a record under way (reset, or more requests than it keeps).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, batch: int = FOLD_BATCH) -> None:
+        self.batch = batch  # openings between folds
         self.requests: Counter[tuple] = Counter()  # by (protocol, scenario, end, status)
         self.streams: dict[str | None, Stream] = {}  # by protocol
         self.open: list[Record] = []  # the records under way at the last fold, then every one opened since
-        self.fold_at = FOLD_BATCH  # the length of `open` at which the next fold comes
+        self.fold_at = batch  # the length of `open` at which the next fold comes
 
     def add(self, record: Record) -> None:
         """A journal listener: one record opening, counted once it has closed."""
@@ -78,7 +81,7 @@ class Counts:
         fold: a journal full of long answers goes over at every request, and a fold at each
         cost some 50k instructions a request (chat with 200 deltas, callgrind: 435.2k; 404.6k
         folding every 4, 397.8k every 16, at up to four times the memory held past the bound)."""
-        if len(self.open) >= self.fold_at - FOLD_BATCH + OVERFLOW_BATCH:
+        if len(self.open) >= self.fold_at - self.batch + OVERFLOW_BATCH:
             self.fold()
 
     def fold(self) -> None:
@@ -86,7 +89,7 @@ class Counts:
         records = self.open
         under_way = list(map(eq, map(END, records), repeat(IN_PROGRESS)))
         self.open = list(compress(records, under_way))
-        self.fold_at = len(self.open) + FOLD_BATCH
+        self.fold_at = len(self.open) + self.batch
         closed = list(compress(records, map(not_, under_way)))
         # Records alike in all that is counted but their durations are counted together:
         # answers to the same requests mostly are. A record costs one look-up, in C.
@@ -227,8 +230,6 @@ STREAMED_200 = (
     True,
     200,
 )  # a stream that went out (or is going out): open while under way, in the histogram once ended
-FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
-OVERFLOW_BATCH = 4  # records opened between folds while the journal is over its bytes: 5 MiB held past it at most
 
 
 class Collector:
@@ -298,8 +299,14 @@ COUNTS_KEY: web.AppKey[Counts] = web.AppKey("metrics", Counts)
 
 
 def count_for(app: web.Application, journal: Journal) -> None:
-    """Count every record of `journal` that opens while `app` runs, once it has closed."""
-    counts = app[COUNTS_KEY] = Counts()
+    """Count every record of `journal` that opens while `app` runs, once it has closed.
+
+    The counts fold at most as many openings at a time as the journal keeps records. Folding
+    FOLD_BATCH at a time, a journal of fewer would leave them holding the records it let go,
+    to let go of in one heap: glibc gives so large a freed block back to the system, and the
+    next answers fault it in again page by page (chat with 200 deltas and `--journal-size
+    100`: 9 page faults an answer, a third more CPU)."""
+    counts = app[COUNTS_KEY] = Counts(min(FOLD_BATCH, journal.capacity))
     journal.opened_listeners.append(counts.add)
     journal.overflow_listeners.append(counts.overflowed)  # records the journal lets go of go from here too, counted
 
