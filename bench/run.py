@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -541,8 +541,6 @@ def aimock(protocols: list[str], quick: bool, apart: bool) -> dict:
 
     if quick:
         return {"status": "skipped in --quick"}
-    if not set(protocols) & set(side_by_side.PROTOCOLS):
-        return {"status": f"skipped: aimock is benched on {', '.join(side_by_side.PROTOCOLS)} only"}
     try:
         return side_by_side.measure(protocols, side_by_side.Sizes(), apart)
     except (BenchError, OSError, subprocess.SubprocessError) as error:  # the rest of the bench's figures still count
@@ -704,12 +702,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         )
     args = parser.parse_args(argv)
     for option, known in (("protocols", PROTOCOLS), ("sections", SECTIONS)):
-        chosen = [name for name in getattr(args, option).split(",") if name]
-        unknown = [name for name in chosen if name not in known]
-        if unknown or not chosen:
-            parser.error(f"--{option}: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(known)}")
-        setattr(args, option, chosen)
+        setattr(args, option, chosen_names(parser, option, getattr(args, option), known))
     return args
+
+
+def chosen_names(parser: argparse.ArgumentParser, option: str, value: str, known: Sequence[str]) -> list[str]:
+    """The comma-separated names of `value`, given for `--option`; a usage error unless each is one of `known`."""
+    chosen = [name for name in value.split(",") if name]
+    unknown = [name for name in chosen if name not in known]
+    if unknown or not chosen:
+        parser.error(f"--{option}: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(known)}")
+    return chosen
 
 
 def sizes_from(args: argparse.Namespace) -> Sizes:

@@ -10,10 +10,10 @@ its requests carry the scenario's name there; fakehop and the ceiling get the be
 
 Each round drives the three servers in turn from the bench's client process, the first of them
 rotating from round to round, and reads each server's CPU time from /proc over its run (all its
-threads: Node's collector and libuv's too). Chat Completions and Anthropic Messages only: aimock's
-Responses stream is not fakehop's event for event.
+threads: Node's collector and libuv's too). In every protocol aimock's stream has the events
+fakehop's has, each with fewer fields.
 
-    python -m bench.side_by_side [--protocols chat,messages] [--rounds N] [--seconds S] [--clients N]
+    python -m bench.side_by_side [--protocols chat,responses,messages] [--rounds N] [--seconds S] [--clients N]
 """
 
 from __future__ import annotations
@@ -42,16 +42,18 @@ from .run import (
     add_loop_option,
     aligned,
     ceiling_command,
+    chosen_names,
     fakehop_command,
     progress,
 )
 
 NODE_DIR = Path(__file__).parent / "aimock"
 AIMOCK_CLI = NODE_DIR / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
-PROTOCOLS = ("chat", "messages")
+PROTOCOLS = ("chat", "responses", "messages")
 SCENARIOS = {"bench-short": 20, "bench-long": 200}  # scenario: its deltas
 TARGETS = ("fakehop", "ceiling", "aimock")
-DELTA = re.compile(r'"content":"[^"]|"type":"text_delta"')  # a frame with a piece of text, either protocol
+# a frame with a piece of text, in any protocol
+DELTA = re.compile(r'"content":"[^"]|"type":"text_delta"|"type":"response\.output_text\.delta"')
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,10 @@ def aimock_command(fixtures_path: Path) -> list[str]:
     return ["node", str(AIMOCK_CLI), "--port", "0", "--fixtures", str(fixtures_path)]
 
 
-def aimock_body(protocol_plan: dict, scenario: str) -> dict:
+def aimock_body(protocol: str, protocol_plan: dict, scenario: str) -> dict:
+    """The bench's body for `protocol` with `scenario` as its user message, by which aimock picks the fixture."""
+    if protocol == "responses":
+        return {**protocol_plan["body"], "input": scenario}
     return {**protocol_plan["body"], "messages": [{"role": "user", "content": scenario}]}
 
 
@@ -121,9 +126,9 @@ async def fetch(url: str, body: dict) -> bytes:
         return data
 
 
-def aimock_groups(server: Server, protocol_plan: dict, scenario: str) -> list:
+def aimock_groups(server: Server, protocol: str, protocol_plan: dict, scenario: str) -> list:
     """aimock's answer as one group of frames, checked to hold the scenario's deltas."""
-    data = asyncio.run(fetch(server.url + protocol_plan["path"], aimock_body(protocol_plan, scenario)))
+    data = asyncio.run(fetch(server.url + protocol_plan["path"], aimock_body(protocol, protocol_plan, scenario)))
     frames = [frame.decode() for frame in bench_plan.split_frames(data)]
     deltas = sum(DELTA.search(frame) is not None for frame in frames)
     if deltas != SCENARIOS[scenario]:
@@ -189,9 +194,9 @@ def measure_protocol(protocol: str, plan: dict, paths: dict[str, Path], client: 
         for scenario in SCENARIOS:
             progress(f"side by side with aimock: {protocol} {scenario}")
             groups = dict.fromkeys(("fakehop", "ceiling"), protocol_plan["scenarios"][scenario])
-            groups["aimock"] = aimock_groups(started["aimock"], protocol_plan, scenario)
+            groups["aimock"] = aimock_groups(started["aimock"], protocol, protocol_plan, scenario)
             bodies = {"fakehop": protocol_plan["body"], "ceiling": protocol_plan["body"]}
-            bodies["aimock"] = aimock_body(protocol_plan, scenario)
+            bodies["aimock"] = aimock_body(protocol, protocol_plan, scenario)
             specs = {
                 target: spec(started[target], protocol_plan, scenario, sizes, groups[target], bodies[target])
                 for target in TARGETS
@@ -213,7 +218,7 @@ def measure_protocol(protocol: str, plan: dict, paths: dict[str, Path], client: 
 
 
 def measure(protocols: list[str], sizes: Sizes, apart: bool = True) -> dict:
-    """Every cell for `protocols` (those of PROTOCOLS), or why aimock was not run."""
+    """Every cell for `protocols` (of PROTOCOLS), or why aimock was not run."""
     reason = missing()
     if reason:
         return {"status": f"skipped: {reason}"}
@@ -221,15 +226,14 @@ def measure(protocols: list[str], sizes: Sizes, apart: bool = True) -> dict:
     placement = Placement.choose(apart)
     results: dict = {"status": "ok", "sizes": asdict(sizes)}
     with tempfile.TemporaryDirectory(prefix="fakehop-aimock-") as scratch:
-        chosen = [protocol for protocol in protocols if protocol in PROTOCOLS]
-        plan = bench_plan.build(sorted({"chat", *chosen}))
+        plan = bench_plan.build(sorted({"chat", *protocols}))  # the fixtures' words are chat's
         paths = {"plan": Path(scratch) / "plan.json", "fixtures": Path(scratch) / "fixtures.json"}
         bench_plan.write(plan, paths["plan"])
         write_fixtures(plan, paths["fixtures"])
         client = Client(placement.client)
         try:
             results["per_request"] = {
-                protocol: measure_protocol(protocol, plan, paths, client, placement, sizes) for protocol in chosen
+                protocol: measure_protocol(protocol, plan, paths, client, placement, sizes) for protocol in protocols
             }
         finally:
             client.close()
@@ -276,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes(
         rounds=args.rounds, seconds=args.seconds, clients=args.clients, warmup=min(defaults.warmup, args.seconds)
     )
-    results = measure(args.protocols.split(","), sizes)
+    results = measure(chosen_names(parser, "protocols", args.protocols, PROTOCOLS), sizes)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(summary(results))

@@ -41,19 +41,30 @@ def test_without_node_the_side_by_side_run_is_skipped_with_a_clear_line(tmp_path
     assert done.stdout.strip() == "aimock side by side: skipped: node and npm not found"
 
 
-def test_the_bench_skips_aimock_where_it_has_no_cell():
-    assert aimock(["responses"], quick=False, apart=True) == {
-        "status": "skipped: aimock is benched on chat, messages only"
-    }
+def test_the_bench_skips_aimock_in_a_quick_run():
     assert aimock_summary(aimock(["chat"], quick=True, apart=True)) == "aimock side by side: skipped in --quick"
+
+
+@pytest.mark.parametrize("protocols", ["chat,nope", ","])
+def test_a_protocol_the_side_by_side_run_does_not_know_is_a_usage_error(protocols):
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", "--protocols", protocols],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--protocols: unknown" in done.stderr and "choose from chat, responses, messages" in done.stderr
 
 
 @pytest.mark.long
 @pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="node is not installed")
-def test_aimock_serves_both_streams_beside_fakehop_and_the_ceiling(tmp_path):
+@pytest.mark.parametrize("protocol", ["responses", "messages"])
+def test_aimock_serves_both_streams_beside_fakehop_and_the_ceiling(tmp_path, protocol):
     results_path = tmp_path / "side.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--protocols", "messages", "--rounds", "1", "--seconds", "1"]
+        [sys.executable, "-m", "bench.side_by_side", "--protocols", protocol, "--rounds", "1", "--seconds", "1"]
         + [
             "--clients",
             "4",
@@ -67,9 +78,9 @@ def test_aimock_serves_both_streams_beside_fakehop_and_the_ceiling(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(results_path.read_text())
-    assert results["status"] == "ok" and list(results["per_request"]) == ["messages"]
-    for scenario, figures in results["per_request"]["messages"].items():
+    assert results["status"] == "ok" and list(results["per_request"]) == [protocol]
+    for scenario, figures in results["per_request"][protocol].items():
         assert figures["errors"] == {"fakehop": 0, "ceiling": 0, "aimock": 0}, scenario
         assert all(cpu > 0 for cpu in figures["server_us_per_request"].values()), scenario
         assert figures["fakehop_to_aimock"] > 0 and figures["fakehop_to_ceiling"] > 0
-    assert "messages  200 deltas" in done.stdout
+    assert f"{protocol}  200 deltas" in done.stdout
