@@ -53,6 +53,15 @@ def test_a_wrong_fault_is_one_line_with_the_nearest_kind(url):
     assert fakehop_here("fault", "rate_limit", "--list", url=url).returncode == 2
 
 
+@pytest.mark.parametrize("option", ["list", "clear"])
+def test_an_option_given_as_a_kind_points_to_the_option(url, option):
+    fakehop_here("fault", "rate_limit", url=url)
+    wrong = fakehop_here("fault", option, url=url)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert f"did you mean `fakehop fault --{option}`?" in wrong.stderr
+    assert fakehop_here("fault", "--list", url=url).stdout.count("rate_limit") == 1  # nothing added, nothing cleared
+
+
 def test_the_client_s_exception_carries_the_retry_after(url):
     fakehop_here("fault", "rate_limit", "--retry-after", "3", url=url)
     try:

@@ -973,6 +973,8 @@ def run_fault(args: argparse.Namespace) -> int:
         return 0
     if args.kind is None:
         return fail(f"fault: give a KIND ({', '.join(FAULT_KINDS)}), or --list or --clear")
+    if args.kind in ("list", "clear"):
+        return fail(f"fault: {args.kind} is not a KIND; did you mean `fakehop fault --{args.kind}`?")
     body = {
         "kind": args.kind,
         **{name: getattr(args, name) for name in FAULT_OPTIONS if getattr(args, name) is not None},
