@@ -23,7 +23,13 @@ from fakehop.server.render import render
 BENCH = Library.load([Path(__file__).resolve().parent.parent / "bench" / "scenarios"])
 MODELS = ("gpt-5.6-sol", 'a "model" \\ é%s%d')
 # An id as the encoders write them: its prefix, then letters and digits.
-ANSWER_ID = re.compile(rb'"(chatcmpl-|resp_|msg_01|msg_)([A-Za-z0-9]+)"')
+# Each protocol's answer ids: the prefix they are made with, and the part drawn for each answer. A
+# Responses item's id (msg_ and 24 characters) may begin with 01 by chance, as an Anthropic id does by its make.
+ANSWER_IDS = {
+    "chat": re.compile(rb'"(chatcmpl-)([A-Za-z0-9]+)"'),
+    "responses": re.compile(rb'"(resp_|msg_)([A-Za-z0-9]+)"'),
+    "messages": re.compile(rb'"(msg_01)([A-Za-z0-9]+)"'),
+}
 CREATED = re.compile(rb'"(created|created_at|completed_at)":\d+')
 OPENAI_REQUEST_ID = re.compile(r"req_[0-9a-f]{24}")
 ANTHROPIC_REQUEST_ID = re.compile(r"req_011C[1-9A-HJ-NP-Za-km-z]{20}")
@@ -77,9 +83,9 @@ def test_long_bytes_between_holes_fill_in_to_the_fresh_bytes():
         assert filled == afresh
 
 
-def shape(data: bytes) -> bytes:
-    """`data` with each id's drawn part and each time as x's of their length."""
-    data = ANSWER_ID.sub(lambda match: b'"' + match[1] + b"x" * len(match[2]) + b'"', data)
+def shape(data: bytes, protocol_name: str) -> bytes:
+    """`data`, of `protocol_name`'s answer, with each id's drawn part and each time as x's of their length."""
+    data = ANSWER_IDS[protocol_name].sub(lambda match: b'"' + match[1] + b"x" * len(match[2]) + b'"', data)
     return CREATED.sub(lambda match: b'"' + match[1] + b'":x', data)
 
 
@@ -104,14 +110,14 @@ async def test_unseeded_answers_have_the_shape_of_a_seeded_one_and_ids_of_their_
         clock=player.InstantClock(),
         write=expected.extend,
     )
-    expected_frames = [shape(frame) for frame in frames(bytes(expected))]
+    expected_frames = [shape(frame, protocol_name) for frame in frames(bytes(expected))]
     answer_ids = []
     async with aiohttp.ClientSession() as session:
         for _ in range(ASKS_DRAWN_AHEAD * 2 + 5):
             async with session.post(url + protocol.PATH, json=body, headers={"X-Fakehop-Scenario": "hello"}) as answer:
                 live = await answer.read()
-            assert [shape(frame) for frame in frames(live)] == expected_frames
-            ids = {match[0] for match in ANSWER_ID.finditer(live)}
+            assert [shape(frame, protocol_name) for frame in frames(live)] == expected_frames
+            ids = {match[0] for match in ANSWER_IDS[protocol_name].finditer(live)}
             assert len(ids) == (2 if protocol_name == "responses" else 1)  # the same in every frame of an answer
             answer_ids += ids
     assert len(set(answer_ids)) == len(answer_ids)
