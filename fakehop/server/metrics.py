@@ -55,9 +55,9 @@ class Counts:
     closed; the rest are kept, `open`, to be counted once they have.
 
     Answering a request costs one append (`add`, a journal listener for records opening): the
-    kept records are looked over FOLD_BATCH openings at a time, and whenever the metrics are
-    read, with the work per record done in C (attrgetter, Counter, sorted, sum, compress),
-    not in Python. Keeping the records themselves, not their seqs, the gauges stay right when
+    kept records are looked over `batch` openings at a time (see count_for), and whenever the
+    metrics are read, with the work per record done in C (attrgetter, Counter, sorted, sum,
+    compress), not in Python. Keeping the records themselves, not their seqs, the gauges stay right when
     the journal drops a record under way (reset, or more requests than it keeps).
     """
 
