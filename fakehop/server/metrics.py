@@ -34,7 +34,7 @@ MAX_SERIES = 1000  # label sets counted apart; past that, a new scenario is coun
 OTHER = "other"
 PUBLISH_INTERVAL = 2.0  # seconds between a server's publishings of its counts, with --state
 NONE = "none"  # the label of a value a record does not have: no protocol, scenario or status
-FOLD_BATCH = 256  # records folded at once: few enough that waiting ones hold little
+FOLD_BATCH = 256  # records folded at once (fewer for a smaller journal): few enough that waiting ones hold little
 OVERFLOW_BATCH = 4  # records opened between folds while the journal is over its bytes: 5 MiB held past it at most
 
 
@@ -57,8 +57,8 @@ class Counts:
     Answering a request costs one append (`add`, a journal listener for records opening): the
     kept records are looked over `batch` openings at a time (see count_for), and whenever the
     metrics are read, with the work per record done in C (attrgetter, Counter, sorted, sum,
-    compress), not in Python. Keeping the records themselves, not their seqs, the gauges stay right when
-    the journal drops a record under way (reset, or more requests than it keeps).
+    compress), not in Python. Keeping the records themselves, not their seqs, the gauges stay
+    right when the journal drops a record under way (reset, or more requests than it keeps).
     """
 
     def __init__(self, batch: int = FOLD_BATCH) -> None:
