@@ -325,6 +325,12 @@ def test_schema_rejects_what_the_loader_rejects(document):
         ),
         (["reset", "--url", "http://127.0.0.1:99999"], {}, "--url: expected a server URL"),
         (["queue", "hello", "--url", "localhost:8080"], {}, "--url: expected a server URL"),
+        (
+            ["requests", "--url", "http://127.0.0.1:8080/v1"],
+            {},
+            "--url: expected a server URL such as http://127.0.0.1:8080, with no path",
+        ),
+        (["reset"], {"FAKEHOP_URL": "http://127.0.0.1:8080/?session=a"}, "$FAKEHOP_URL"),
         (["reset"], {"FAKEHOP_URL": "ftp://example"}, "$FAKEHOP_URL"),
         (["play", "flaky-then-ok", "--request", "-5"], {}, "--request: must be a whole number from 1, got -5"),
         (

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import fields
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit
 
 from .. import __version__
 from ..play.player import parse_time_scale, time_scale_from_env
@@ -88,17 +88,22 @@ def byte_count(text: str) -> int:
 
 
 def server_url(text: str) -> str:
-    """A server's base URL, http or https with a host and a valid port ($FAKEHOP_URL too)."""
+    """A server's root URL, http or https with a host, a valid port and no path ($FAKEHOP_URL too)."""
     try:
         parts = urlsplit(text)
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or has_path(parts):
         raise argparse.ArgumentTypeError(
-            f"expected a server URL such as http://127.0.0.1:8080 (from --url or $FAKEHOP_URL), got {text!r}"
+            f"expected a server URL such as http://127.0.0.1:8080, with no path (from --url or $FAKEHOP_URL), got {text!r}"
         )
     return text
+
+
+def has_path(parts: SplitResult) -> bool:
+    """Whether a URL goes past its server's root: the commands add the control API's path to it."""
+    return bool(parts.path.strip("/") or parts.query or parts.fragment)
 
 
 def state_url(text: str) -> str:
