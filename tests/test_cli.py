@@ -232,6 +232,20 @@ def test_list_shows_names_and_descriptions():
     assert any(line.startswith("weather-tool ") and "get_weather" in line for line in result.stdout.splitlines())
 
 
+def test_a_reader_that_stops_early_ends_the_output_quietly():
+    """`fakehop schema | head -1`: the schema is more than a pipe holds, so its writing meets
+    the closed pipe, and the command ends as SIGPIPE ends others, saying nothing."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fakehop", "schema"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline() == b"{\n"
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=30) == 141
+    assert stderr == b""
+
+
 def test_schema_is_valid_and_accepts_every_bundled_scenario():
     schema = json.loads(fakehop_here("schema").stdout)
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -11,6 +11,7 @@ import functools
 import gc
 import itertools
 import json
+import os
 import re
 import signal
 import sys
@@ -49,6 +50,7 @@ from .loops import LOOPS, LoopUnavailable, runner_for
 from .readyfile import ready_file_holding
 
 WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
+OUTPUT_CLOSED = 141  # the exit status of a command that SIGPIPE ended (128 + 13), as shells report it
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
 _BYTE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
 
@@ -1155,10 +1157,19 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return fail(str(exc), 2 if names_unknown_scenario(exc) else 1)
+    except BrokenPipeError:
+        return output_closed()
     except OSError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return 130
+
+
+def output_closed() -> int:
+    """The reader of the output went (`fakehop schema | head -1`): the rest goes nowhere, so
+    that the output left in the buffer is not flushed into the closed pipe on the way out."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return OUTPUT_CLOSED
 
 
 def names_unknown_scenario(exc: Exception) -> bool:
