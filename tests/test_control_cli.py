@@ -303,19 +303,24 @@ def test_default_sets_the_scenario_for_unnamed_requests(url):
     assert ask(app(url)) == "HTTP 500"
 
 
-def test_reset_puts_the_default_back_and_empties_queue_and_journal(url):
+def test_reset_puts_the_default_back_and_empties_queue_faults_and_journal(url):
     control = ControlClient(url)
     control.call("PUT", "/default", {"scenario": "server-error"})
     control.call("POST", "/queue", {"scenario": "rate-limited", "times": 2})
+    control.call("POST", "/faults", {"kind": "truncate", "times": 0})
+    control.call("PUT", "/strict", {"strict": True})
     ask(app(url))
 
     result = fakehop_here("reset", url=url)
 
     assert (result.returncode, result.stdout) == (
         0,
-        "reset: queue, journal, sequence counters and added scenarios cleared; default scenario: hello\n",
+        "reset: queue, faults, journal, sequence counters and added scenarios cleared; time scale and strict mode"
+        " as the server started; default scenario: hello\n",
     )
     assert control.call("GET", "/requests")["requests"] == []
+    assert control.call("GET", "/faults")["faults"] == []
+    assert control.call("GET", "/health")["strict"] is False
     assert ask(app(url)) == HELLO
 
 

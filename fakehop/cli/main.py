@@ -431,7 +431,9 @@ def add_control_commands(commands) -> None:
     add_verdict_command(commands)
 
     reset = commands.add_parser(
-        "reset", help="clear the queue, journal, sequence counters and added scenarios; drop a named session"
+        "reset",
+        help="clear the queue, faults, journal, sequence counters and added scenarios, and put the default, time"
+        " scale and strict mode back as the server started; drop a named session",
     )
     add_server_options(reset)
     reset.set_defaults(run=run_reset)
@@ -1089,7 +1091,8 @@ def run_reset(args: argparse.Namespace) -> int:
     answer = client_of(args).call("POST", "/reset")
     if args.session is None:
         print(
-            f"reset: queue, journal, sequence counters and added scenarios cleared; default scenario: {answer['default']}"
+            "reset: queue, faults, journal, sequence counters and added scenarios cleared; time scale and strict mode"
+            f" as the server started; default scenario: {answer['default']}"
         )
     else:
         print(
