@@ -170,6 +170,15 @@ def test_options_that_do_not_go_together_are_one_line_and_exit_2(args, says):
     assert result.stderr.startswith(says) and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("command,undone", [("play", "nothing was played"), ("list", "nothing was listed")])
+def test_a_broken_scenarios_directory_says_what_the_command_left_undone(broken_dir: Path, command, undone):
+    arguments = ["hello", "--no-wait"] if command == "play" else []
+    result = fakehop_here(command, *arguments, "--scenarios", str(broken_dir))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert f"{broken_dir / 'typo.yaml'}:3:" in result.stderr
+    assert result.stderr.splitlines()[-1] == f"fakehop: 2 scenario problems; {undone}"
+
+
 def test_play_no_stream_prints_one_json_body():
     result = fakehop_here("play", "weather-tool", "--no-stream", "--no-wait")
     answer = json.loads(result.stdout)

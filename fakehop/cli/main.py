@@ -50,6 +50,7 @@ from .loops import LOOPS, LoopUnavailable, runner_for
 from .readyfile import ready_file_holding
 
 WAIT_TIMEOUT = 30.0  # seconds `fakehop wait` waits by default
+LEFT_UNDONE = {"play": "nothing was played", "list": "nothing was listed"}  # the rest start a server
 OUTPUT_CLOSED = 141  # the exit status of a command that SIGPIPE ended (128 + 13), as shells report it
 _BYTES = re.compile(r"^(\d+)\s*([KMG]i?B?)?$", re.IGNORECASE)
 _BYTE_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
@@ -1151,9 +1152,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-        return fail(
-            f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; nothing was started", 1
-        )
+        undone = LEFT_UNDONE.get(args.command, "nothing was started")
+        return fail(f"{len(exc.problems)} scenario problem{'s' if len(exc.problems) != 1 else ''}; {undone}", 1)
     except UnknownScenario as exc:
         return fail(str(exc))
     except (ControlFailed, FileProblems) as exc:
