@@ -22,6 +22,7 @@ from fakehop.cli.main import main
 from fakehop.scenario.hints import HINT_WORK, did_you_mean, nearest_in_length
 from fakehop.scenario.library import LISTED_NAMES, Library, UnknownScenario
 from fakehop.server.gateway import Gateway
+from fakehop.testing.remote import ControlClient, ControlFailed
 from fakehop.testing.thread_server import ThreadServer
 
 from . import clients
@@ -142,6 +143,15 @@ def test_the_control_commands_say_the_hint_in_one_line(running, capsys):
     assert main(["default", "helo", "--url", running.url]) != 0
     assert one_line(capsys.readouterr().err).startswith(
         "fakehop: HTTP 400: Unknown scenario 'helo'; did you mean 'hello'? "
+    )
+
+
+def test_a_control_call_under_the_openai_base_url_says_the_control_api_is_at_the_root(running):
+    with pytest.raises(ControlFailed) as refused:
+        ControlClient(running.url + "/v1").call("GET", "/health")
+    assert str(refused.value) == (
+        f"HTTP 404: Unknown path /v1/_fakehop/health; one /v1 too many: the control API is at the server's root,"
+        f" {running.url}/_fakehop/"
     )
 
 

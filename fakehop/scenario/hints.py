@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from .. import CONTROL_PREFIX
+
 CLOSE_ENOUGH = 0.6  # difflib's ratio from which a name counts as a near miss
 # difflib's work on a name grows as its length times the word's: ten thousand added scenarios
 # of 128 characters would take seconds on the loop. Past this many characters compared (some
@@ -42,6 +44,8 @@ def base_url_hint(path: str, root: str, served: Iterable[str], anthropic_client:
     the client's base URL lacks the `/v1` of a `served` path or has one too many; else "".
     `anthropic_client`: the request came from an Anthropic client (it sent `anthropic-version`)."""
     served = tuple(served)
+    if path.startswith("/v1" + CONTROL_PREFIX + "/"):
+        return f"; one /v1 too many: the control API is at the server's root, {root}{CONTROL_PREFIX}/"
     if path.startswith("/v1/v1/") and is_served(path[3:], served):
         if anthropic_client or path.startswith("/v1/v1" + MESSAGES_PATH):
             return (

@@ -76,6 +76,13 @@ def within(seconds: float, call: Callable[[], Any]) -> Any:
     return answer
 
 
+def refusal_of(answer: dict) -> str:
+    """The message of a refusal: the control API's `error`, or the protocol error's own message
+    (a path no route serves, which a URL past the server's root gets)."""
+    error = answer.get("error", "no message")
+    return error.get("message", error) if isinstance(error, dict) else error
+
+
 class ControlClient:
     """Calls to one server's control API, acting on `session` (None: the global one)."""
 
@@ -123,9 +130,7 @@ class ControlClient:
         if not isinstance(answer, dict):
             raise ControlFailed(f"{self.url} answered HTTP {status} without fakehop's JSON; is it a fakehop server?")
         if status >= 400:
-            raise ControlFailed(
-                f"HTTP {status}: {answer.get('error', 'no message')}", answer.get("problems", []), status, answer
-            )
+            raise ControlFailed(f"HTTP {status}: {refusal_of(answer)}", answer.get("problems", []), status, answer)
         return answer
 
     def page(self, since: int) -> tuple[list[Record], bool]:
