@@ -201,3 +201,9 @@ async def test_the_session_server_serves_async_tests_too(fakehop):
     async with fakehop.async_openai_client(max_retries=0, timeout=10) as client:
         answer = await client.chat.completions.create(model="m", messages=MESSAGES)
     assert answer.choices[0].message.content == "async works"
+
+
+def test_a_handle_on_a_session_that_cannot_be_named_is_refused_at_once(fakehop_server):
+    """unittest's `self.id()` of a script's test starts with `__main__`, which no session name may."""
+    with pytest.raises(ValueError, match=r"^Invalid session name '__main__\.T\.test_a': a session name is 1 to 128"):
+        Fakehop(fakehop_server, "__main__.T.test_a")

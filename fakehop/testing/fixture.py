@@ -32,7 +32,7 @@ from ..server.gateway import Gateway
 from ..server.shared import GATEWAY_KEY
 from ..state import journal as jr
 from ..state.faults import FaultProblem, added, parse_fault
-from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session
+from ..state.sessions import SESSION_HEADER, SESSION_KEY_PREFIX, Session, checked_name
 from ..verdicts import ERROR, RULES, SEVERITIES, WARNING, Finding, Settings, judge, take
 from .remote import ControlClient, ControlFailed
 from .thread_server import ThreadServer
@@ -336,7 +336,10 @@ class Fakehop:
         self, server: ThreadServer | SameLoop | RemoteServer, session: str | None = None, *, unnamed: bool = False
     ):
         """With `unnamed` (a server in this process only), the session also takes every request
-        and control call that names none, from its `reset` on."""
+        and control call that names none, from its `reset` on. A `session` that is no session
+        name raises BadSessionName, a ValueError, here rather than on the server's loop."""
+        if session is not None:
+            checked_name(session)
         self._driver: RemoteSession | LocalSession
         if isinstance(server, RemoteServer):
             self._driver = RemoteSession(server, session)
