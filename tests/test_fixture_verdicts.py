@@ -93,7 +93,7 @@ def test_error_fails_the_tests_with_an_error_finding_at_teardown(project):
     result.stdout.fnmatch_lines(
         [
             "*ERROR at teardown of test_ignores_retry_after*",
-            "*fakehop verdict: 1 finding against HopBase's rules*",
+            "*fakehop verdict: 1 finding against HopBase's rules (fakehop's manual, docs/guides/verdicts.md, tells*",
             "*error   retry_after_ignored*Retry-After asked for 2 s*",
         ]
     )

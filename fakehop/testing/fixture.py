@@ -107,7 +107,7 @@ def findings_report(findings: Sequence[Finding]) -> str:
     """Findings as a test failure shows them: one line each, under a line that says what they are."""
     lines = "\n".join(f"  {finding}" for finding in findings)
     count = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
-    return f"fakehop verdict: {count} against HopBase's rules (fakehop's README, Verdicts, tells each rule's fix):\n{lines}"
+    return f"fakehop verdict: {count} against HopBase's rules (fakehop's manual, docs/guides/verdicts.md, tells each rule's fix):\n{lines}"
 
 
 def inline_scenario(mapping: Mapping[str, Any], names: Library | Container[str]) -> Scenario:
