@@ -903,6 +903,10 @@ def test_an_error_field_a_fail_cannot_write_is_said_in_the_header(tmp_path):
             ).encode(),
             "a HAR file with no request to",
         ),
+        (
+            json.dumps({"log": {"entries": [har_entry("chat", True, 200, "text/event-stream", "")]}}).encode(),
+            "entry 1: its HTTP 200 answer has no body in the file: nothing of it was kept",
+        ),
     ],
 )
 async def test_a_file_with_no_answer_is_refused_in_one_line(tmp_path, content, says):

@@ -216,6 +216,8 @@ def har_entry(entry: dict, number: int, path: Path, redact: tuple[str, ...], req
     status = response.get("status")
     if not isinstance(status, int):
         status = 0
+    if 200 <= status < 300 and not body.strip():  # a HAR may leave bodies out (a browser often does an event stream's)
+        raise NotImportable(f"its HTTP {status} answer has no body in the file: nothing of it was kept")
     post = object_in(request, "postData")
     asked = requests.read(PROTOCOLS[protocol], str(post.get("text", "")).encode())
     captured = read_answer(protocol, status, headers, body, sse)
