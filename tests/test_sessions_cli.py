@@ -90,8 +90,13 @@ def test_strict_and_sessions_commands(url):
     listing = fakehop_here("sessions", url=url).stdout.splitlines()
     assert [line.split()[0] for line in listing[:-1]] == ["other", "careful"]
     assert listing[1].split()[-1] == "strict" and listing[0].split()[-1] == "-"
-    assert "1 requests" in listing[1] and "default hello" in listing[1]
+    assert "   1 request  queue" in listing[1] and "default hello" in listing[1]
     assert listing[-1] == "2 sessions (at most 50, each dropped after 300s idle)"
+    fakehop_here("reset", "--session", "other", url=url)
+    assert (
+        fakehop_here("sessions", url=url).stdout.splitlines()[-1]
+        == "1 session (at most 50, each dropped after 300s idle)"
+    )
     turned_off = fakehop_here("strict", "off", "--session", "careful", url=url)
     assert turned_off.stdout == "not strict: requests no scenario was set up for get the default\n"
     assert ask(app(url, "careful")) == HELLO

@@ -1118,11 +1118,11 @@ def run_sessions(args: argparse.Namespace) -> int:
     for session in answer["sessions"]:
         strict = "strict" if session["strict"] else "-"
         print(
-            f"{session['session']:<40} idle {session['idle']:>8.1f}s  {session['requests']:>4} requests  queue {session['queue']:>3}  "
+            f"{session['session']:<40} idle {session['idle']:>8.1f}s  {session['requests']:>4} request{' ' if session['requests'] == 1 else 's'} queue {session['queue']:>3}  "
             f"default {session['default']:<18} time scale {session['time_scale']:<6g} {strict}"
         )
     print(
-        f"{len(answer['sessions'])} sessions (at most {answer['max_sessions']}, each dropped after {answer['idle_timeout']:g}s idle)"
+        f"{plural(len(answer['sessions']), 'session')} (at most {answer['max_sessions']}, each dropped after {answer['idle_timeout']:g}s idle)"
     )
     return 0
 
