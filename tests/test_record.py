@@ -126,6 +126,18 @@ async def test_a_recording_replays_to_what_the_sdks_got(recording, serve, name, 
     assert request.scenario == path.stem  # picked by its match, with no header naming it
 
 
+@pytest.mark.parametrize(("name", "how"), [("hang", "the client went away"), ("disconnect", "cut off")])
+async def test_an_answer_that_never_came_is_said_to_have_had_no_status(serve, proxy, name, how):
+    """An upstream that sends nothing, not even a status, until the client gives up or it closes."""
+    told: list[str] = []
+    proxy_url, out = await proxy(await serve(Gateway(UPSTREAM, time_scale=QUICK)), listeners=[told.append])
+    await exchange(proxy_url, "chat", request_body("chat", False), {"X-Fakehop-Scenario": name}, HANG_TIMEOUT)
+    [path] = await recorded(out)
+    assert f": chat, whole, no HTTP status, {how} (written as {name})" in told[-1], told
+    assert ": no answer, not even an HTTP status." in path.read_text() and "HTTP 200" not in path.read_text()
+    assert cli.main(["validate", str(path)]) == 0
+
+
 AGENT_LOOPS = {
     "chat": ("chat", {}),
     "responses": ("responses", {}),

@@ -48,7 +48,17 @@ from .capture import (
     json_object,
     names_event_stream,
 )
-from .writer import DEFAULT_MIN_GAP, Origin, Retried, ScenarioFile, cut_said, scenario_file, secrets_of, write_new
+from .writer import (
+    DEFAULT_MIN_GAP,
+    Origin,
+    Retried,
+    ScenarioFile,
+    cut_said,
+    scenario_file,
+    secrets_of,
+    status_said,
+    write_new,
+)
 
 HOP_BY_HOP = frozenset(
     {
@@ -240,17 +250,20 @@ class Exchange:
             self.not_recorded(message)
             return error_response(self.protocol, 502, message, self.protocol.fresh_request_id())
         except aiohttp.ClientError:  # connected, then the upstream closed without an answer
-            self.record(self.unanswered().end(self.now(), CUT))
+            self.record(self.unanswered(CUT))
             return self.drop_client(web.Response())
         except asyncio.CancelledError:  # the client went away while the upstream had not answered
-            self.record(self.unanswered().end(self.now(), LEFT))
+            self.record(self.unanswered(LEFT))
             raise
         async with upstream:
             return await self.relay(upstream)
 
-    def unanswered(self) -> AnswerReader:
-        """A reader for an answer that never came."""
-        return AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked.stream)
+    def unanswered(self, how: str) -> Captured:
+        """An answer that never came, ended `how`: read as a 200 with nothing in it, which
+        its scenario plays (a disconnect or a hang), and said to have no status."""
+        captured = AnswerReader(self.protocol.NAME, 200, {}, sse=self.asked.stream).end(self.now(), how)
+        captured.answered = False
+        return captured
 
     async def relay(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         self.reader = self.reader_for(upstream)
@@ -329,7 +342,7 @@ class Exchange:
             self.not_recorded(str(exc))
             return
         ending = cast(str, captured.ending)  # read to its end
-        how = f"{'streamed' if captured.streamed else 'whole'}, HTTP {captured.status}, {ENDINGS_SAID[ending]}"
+        how = f"{'streamed' if captured.streamed else 'whole'}, {status_said(captured)}, {ENDINGS_SAID[ending]}"
         held = f"; the file now holds {len(written.entries)} attempts" if isinstance(written, Retried) else ""
         recorder.tell(f"recorded {path}: {self.protocol.NAME}, {how}{held}{cut_said(written)}")
 

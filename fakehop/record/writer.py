@@ -753,9 +753,16 @@ def header(captured: Captured, origin: Origin, min_gap: float, yaml: Yaml) -> li
 
 def attempt_said(captured: Captured, origin: Origin) -> str:
     """When the answer came, and what it was: `on 2026-05-04 at 10:29:50 UTC: an answer, HTTP 429.`"""
+    when = f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}"
+    if not captured.answered:
+        return f"{when}: no answer, not even an HTTP status."
     kind = "a streamed answer" if captured.streamed else "an answer"
     events = f", {captured.events} events" if captured.streamed else ""
-    return f"on {origin.when:%Y-%m-%d at %H:%M:%S %Z}: {kind}, HTTP {captured.status}{events}."
+    return f"{when}: {kind}, {status_said(captured)}{events}."
+
+
+def status_said(captured: Captured) -> str:
+    return f"HTTP {captured.status}" if captured.answered else "no HTTP status"
 
 
 def kept_out(captured: Captured, yaml: Yaml) -> list[str]:

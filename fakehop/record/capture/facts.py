@@ -147,6 +147,7 @@ class Captured:
     failure: CapturedFailure | None = None
     http_error: HttpError | None = None
     status: int = 200
+    answered: bool = True  # False: the upstream sent no status at all (it closed, or the client left first)
     events: int = 0  # SSE events (comments not counted)
     keepalive_gaps: list[float] = field(default_factory=list)  # the silence before each comment frame
     longest_silence: float = 0.0  # between two frames
