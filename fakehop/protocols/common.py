@@ -280,6 +280,7 @@ class BadRequest(Exception):
         status: int = 400,
         code: str | None = None,
         headers: Mapping[str, str] | None = None,
+        details: Mapping[str, Any] | None = None,
     ):
         super().__init__(message)
         self.message = message
@@ -287,6 +288,7 @@ class BadRequest(Exception):
         self.status = status
         self.code = code
         self.headers = headers  # beside the protocol's own error headers
+        self.details = details  # the error's `details` (Anthropic's `error_code` and what goes with it)
 
 
 def require_type(body: dict, key: str, kinds: tuple, what: str, required: bool = False) -> Any:

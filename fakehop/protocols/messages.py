@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from json.encoder import encode_basestring
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ..play import player as p
 from ..play.player import PlayRequest, estimate_tokens
@@ -170,7 +170,7 @@ FIELDS = (
     ("tool_choice", (dict,), "a valid dictionary", False),
 )
 # The fields parse reads only when a request sends them.
-UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "context_management", "cache_control"))
+UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "context_management", "cache_control", "thread"))
 
 
 def parse(body: dict) -> ParsedRequest:
@@ -211,10 +211,18 @@ def parse(body: dict) -> ParsedRequest:
 
 def unusual_request(body: dict) -> ParsedRequest:
     """The parsed request of one that sends any of the UNUSUAL_FIELDS, or no token limit, or fields of another type."""
+    thread = thread_asked(body)
+    parsed = unthreaded_request(body, continues=thread is not None and thread.previous is not None)
+    return parsed if thread is None else in_thread(parsed, thread)
+
+
+def unthreaded_request(body: dict, continues: bool = False) -> ParsedRequest:
+    """The parsed request of one that sends any of the UNUSUAL_FIELDS but `thread`; one that
+    `continues` a Thread may send no message (the turn after a `pause_turn`)."""
     model, max_tokens, messages, stream, thinking, tools, tool_choice = typed_fields(body, FIELDS, checked_field)
     if max_tokens is not None and max_tokens < 1:
         raise BadRequest("max_tokens: Input should be greater than or equal to 1", param="max_tokens")
-    if not messages:
+    if not messages and not continues:
         raise BadRequest("messages: at least one message is required", param="messages")
     chars, prompt, history = message_facts(messages)
     system = system_text(body.get("system"))
@@ -228,6 +236,120 @@ def unusual_request(body: dict) -> ParsedRequest:
     conversation = conversation_of(history, tools, system, max_tokens)
     options = asked_options(body, tool_choice, messages if history is not None else ())
     return asked_request(model, bool(stream), prompt, play, options, conversation)
+
+
+# ---------------------------------------------------------------- Threads (beta)
+
+THREAD = "messages_thread"  # the option of a request in a Thread: its ThreadAsk
+THREADS_BETA = "message-threads-2026-08-12"
+# The request fields and settings a Thread cannot carry, as the real API names them, each with
+# whether a request asks for it.
+THREAD_UNSUPPORTED = (
+    ("cache_control", lambda body: body.get("cache_control") is not None),
+    ("context_management", lambda body: body.get("context_management") is not None),
+    ("fallbacks", lambda body: body.get("fallbacks") is not None),
+    ("thinking", lambda body: type(body.get("thinking")) is dict and body["thinking"].get("type") != "disabled"),
+)
+CREATE_ONLY_FIELDS = ("system", "tools")  # a Thread's own: a turn that continues it sends neither
+
+
+class ThreadAsk(NamedTuple):
+    """A request's `thread`: the response it continues (None: it creates a Thread), and the body
+    whose messages, system and tools the Thread holds once the answer ends (for a continue, the
+    whole conversation, see threads.Threads.continued)."""
+
+    previous: str | None
+    body: dict
+
+
+def thread_asked(body: dict) -> ThreadAsk | None:
+    """The request's `thread`, checked as the real API checks it (see PROTOCOLS.md, Threads)."""
+    thread = body.get("thread")
+    if thread is None:
+        return None
+    kind = thread.get("type") if type(thread) is dict else None
+    if kind not in ("create", "continue"):
+        raise BadRequest("thread: Input should be an object with `type` 'create' or 'continue'", param="thread")
+    previous = thread.get("previous_message_id")
+    if kind == "continue" and (type(previous) is not str or not previous):
+        raise BadRequest("thread.previous_message_id: Field required", param="thread.previous_message_id")
+    unknown = sorted(set(thread) - ({"type", "previous_message_id"} if kind == "continue" else {"type"}))
+    if unknown:
+        raise BadRequest(f"thread.{unknown[0]}: Extra inputs are not permitted", param=f"thread.{unknown[0]}")
+    unsupported = [name for name, asks in THREAD_UNSUPPORTED if asks(body)]
+    if unsupported:
+        raise BadRequest(
+            f"thread: a Thread cannot carry {', '.join(map(repr, unsupported))}: send the whole conversation without `thread`.",
+            param="thread",
+            details={"error_code": "thread_unsupported_request", "unsupported": unsupported},
+        )
+    if kind == "continue":
+        for field in CREATE_ONLY_FIELDS:
+            if body.get(field) is not None:
+                raise BadRequest(
+                    f"{field}: a turn that continues a Thread cannot send `{field}`: the Thread keeps the one it was created with.",
+                    param=field,
+                )
+    return ThreadAsk(previous if kind == "continue" else None, body)
+
+
+def in_thread(parsed: ParsedRequest, thread: ThreadAsk) -> ParsedRequest:
+    """`parsed` as a turn of a Thread: its answer is kept for the next turn to continue. The
+    ThreadAsk goes beside its options, not into its variant: it changes no byte of the answer."""
+    conversation = parsed.conversation._replace(keep=True, continues=thread.previous)
+    options = {**parsed.options, THREAD: thread}
+    return parsed._replace(options=options, conversation=conversation)
+
+
+def thread_error(message: str, error_code: str, status: int = 400) -> BadRequest:
+    return BadRequest(message, param="thread.previous_message_id", status=status, details={"error_code": error_code})
+
+
+def reply_of(answer: bytes, whole: bool) -> dict:
+    """The assistant message an answer gave (its body, or its stream's bytes), as a later turn sends it back."""
+    if whole:
+        message = json.loads(answer)
+        return {"role": "assistant", "content": message["content"]}
+    blocks: list[dict] = []
+    inputs: dict[int, list[str]] = {}
+    for line in answer.split(b"\n"):
+        if line.startswith(b"data: "):
+            added_to(blocks, inputs, json.loads(line[6:]))
+    return {"role": "assistant", "content": blocks}
+
+
+def added_to(blocks: list[dict], inputs: dict[int, list[str]], event: dict) -> None:
+    """An answer's content blocks with one more stream event read into them."""
+    kind = event.get("type")
+    if kind == "content_block_start":
+        blocks.append(dict(event["content_block"]))
+    elif kind == "content_block_delta":
+        block, delta = blocks[event["index"]], event["delta"]
+        delta_type = delta.get("type")
+        if delta_type == "input_json_delta":
+            inputs.setdefault(event["index"], []).append(delta["partial_json"])
+        elif delta_type == "citations_delta":
+            block.setdefault("citations", []).append(delta["citation"])
+        elif delta_type in ADDED_FIELDS:
+            field = ADDED_FIELDS[delta_type]
+            block[field] = (block.get(field) or "") + delta[field]
+        elif delta_type in SET_FIELDS:
+            field = SET_FIELDS[delta_type]
+            block[field] = delta[field]
+    elif kind == "content_block_stop" and event["index"] in inputs:
+        blocks[event["index"]]["input"] = json.loads("".join(inputs.pop(event["index"])) or "{}")
+
+
+ADDED_FIELDS = {"text_delta": "text", "thinking_delta": "thinking"}  # a delta of these adds to the block's field
+SET_FIELDS = {"signature_delta": "signature", "compaction_delta": "content"}  # and of these sets it whole
+
+
+def answer_id(answer: bytes, whole: bool) -> str:
+    """The id of the message an answer gave: its body's, or its stream's message_start's."""
+    if whole:
+        return json.loads(answer)["id"]
+    start = answer.index(b"data: ") + len(b"data: ")
+    return json.loads(answer[start : answer.index(b"\n", start)])["message"]["id"]
 
 
 def asked_request(

@@ -753,10 +753,12 @@ async def reset(request: web.Request) -> web.Response:
     if session.name is None:
         session.reset()
         gateway_of(request).responses.clear()
+        gateway_of(request).threads.clear()
         gateway_of(request).background_runs.clear()
     else:
         gateway_of(request).sessions.drop(session.name)
         gateway_of(request).responses.drop_session(session.name)
+        gateway_of(request).threads.drop_session(session.name)
         gateway_of(request).background_runs.drop_session(session.name)
     return web.json_response({"status": "reset", "default": session.start.default})
 
@@ -807,6 +809,7 @@ async def drop_session(request: web.Request) -> web.Response:
     if not found:
         raise ControlError(f"no session {name!r}; GET {PREFIX}/sessions lists them", status=404)
     gateway_of(request).responses.drop_session(name)
+    gateway_of(request).threads.drop_session(name)
     gateway_of(request).background_runs.drop_session(name)
     return web.json_response({"dropped": name})
 

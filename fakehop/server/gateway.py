@@ -15,7 +15,7 @@ from multidict import istr
 
 from ..play import breaks, player
 from ..play.breaks import Break, Latency
-from ..protocols import BY_PATH, PROTOCOLS
+from ..protocols import BY_PATH, PROTOCOLS, messages
 from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_tool_choice
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
@@ -41,6 +41,7 @@ from ..state.sessions import (
     session_named_by,
 )
 from ..state.stored import Stored, StoredResponses, before_of
+from ..state.threads import Threads
 from . import background, prerender, shared_runs
 from .front import put_in_front
 from .intake import (
@@ -96,6 +97,7 @@ class Gateway:
     session_idle: float = DEFAULT_SESSION_IDLE
     lenient_conversations: bool = False  # let through what the real API's conversation checks refuse
     responses: StoredResponses = field(default_factory=StoredResponses)  # the server's own, whatever the session
+    threads: Threads = field(default_factory=Threads)  # the Messages Threads it holds, this server's alone
     background_runs: background.Runs = field(default_factory=background.Runs)  # background answers, played or under way
     # When this gateway was made (time.time()): a client that lost the server tells by it
     # whether the one it reaches again is the same, or a new one whose seq starts again at 1.
@@ -149,12 +151,18 @@ class Gateway:
             return self.global_session
         return self.session(name, seq)
 
-    def settled(self, request: ParsedRequest, session: str | None = None) -> ParsedRequest:
+    def settled(
+        self, request: ParsedRequest, session: str | None = None, record: jr.Record | None = None
+    ) -> ParsedRequest:
         """`request` with the stored history it continues (Responses' previous_response_id, looked
-        up first among `session`'s answers), once it has passed the real API's conversation checks
-        (unless lenient)."""
+        up first among `session`'s answers; a Messages Thread's previous_message_id, `record`'s
+        request continuing it until it ends), once it has passed the real API's conversation
+        checks (unless lenient)."""
         if request.conversation.continues is not None:
-            request = self.responses.continued(request, session)
+            if messages.THREAD in request.options:
+                request = self.threads.continued(request, session, cast(jr.Record, record))
+            else:
+                request = self.responses.continued(request, session)
         problem = request.conversation.problem
         if problem is not None and not self.lenient_conversations:
             raise problem
@@ -167,9 +175,11 @@ KEPT_TIMED_SCRIPTS = 1024  # scripts given the server's timing (Gateway.timed)
 
 
 def error_response(
-    protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None
+    protocol, status: int, message: str, request_id: str, *, param=None, code=None, headers=None, details=None
 ) -> web.Response:
     body = protocol.error_body(status, message, request_id, param=param, code=code)
+    if details is not None:  # Anthropic's `error.details`: its error_code and what goes with it
+        body["error"]["details"] = dict(details)
     return web.json_response(body, status=status, headers=headers, dumps=dumps)
 
 
@@ -251,6 +261,7 @@ class Answer:
     kept_in: str | None = None  # the session it is stored in
     held_bytes = 0  # of its body, held in the gateway's HeldBodies until the answer ends
     malformed: bytes | None = None  # a malformed fault's raw text, the body of a non-streamed answer
+    thread_writes: list[bytes] | None = None  # a Messages Thread's turn: its stream's writes, kept together
 
     success_headers: Sequence[tuple[str, str]] = ()  # its rate-limit headers, set once the answer is played
 
@@ -276,6 +287,7 @@ class Answer:
                 param=exc.param,
                 code=exc.code,
                 headers=exc.headers,
+                details=exc.details,
             )
         except UnknownScenario as exc:
             self.record.close(jr.REJECTED, 400, str(exc))
@@ -332,9 +344,9 @@ class Answer:
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
-            if self.shared and conversation.continues is not None:
+            if self.shared and conversation.continues is not None and protocol is not messages:
                 await adopted(gateway, conversation.continues, session.name)
-            parsed = gateway.settled(parsed, session.name)
+            parsed = gateway.settled(parsed, session.name, self.record)
         self.record.turn = parsed.conversation.turn
         if self.shared:
             choice = await self.shared_choice(session, parsed)
@@ -354,8 +366,10 @@ class Answer:
                 laid = laid_faults(asked, session.faults, protocol.NAME, label)
             if laid.kinds:
                 return await self.faulted(laid, session, parsed, script, seed)
-        if conversation.keep:
+        if conversation.keep:  # keep_for_later, inline: most Responses requests are kept
             self.kept, self.kept_in = parsed, session.name
+            if protocol is messages:
+                self.thread_writes = []
         if script.http_error is not None:
             return self.http_error(script.http_error)
         if script.rate_limit is not None and (used_up := await self.rate_limited(session, script, parsed)) is not None:
@@ -365,7 +379,8 @@ class Answer:
             writes = prerender.stream_writes(protocol, script, parsed, meta, session.time_scale)
             return await self.in_background(writes, parsed, session)
         if parsed.stream:
-            return await self.stream(prerender.stream_writes(protocol, script, parsed, meta, session.time_scale))
+            writes = prerender.stream_writes(protocol, script, parsed, meta, session.time_scale)
+            return await self.stream(writes if self.thread_writes is None else collected(writes, self.thread_writes))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
 
     async def faulted(
@@ -382,7 +397,7 @@ class Answer:
             return self.http_error(effect if isinstance(effect, HttpError) else cast(HttpError, script.http_error))
         ending = cast("Break | None", effect)
         if parsed.conversation.keep:
-            self.kept, self.kept_in = parsed, session.name
+            self.keep_for_later(parsed, session)
         if script.rate_limit is not None and (used_up := await self.rate_limited(session, script, parsed)) is not None:
             return self.http_error(used_up)
         meta = self.answer_meta(parsed, script, seed)
@@ -392,10 +407,27 @@ class Answer:
                 prerender.encoded_writes(self.protocol, meta, parsed, events), parsed, session
             )
         if parsed.stream:
-            return await self.stream(prerender.encoded_writes(self.protocol, meta, parsed, events))
+            writes = prerender.encoded_writes(self.protocol, meta, parsed, events)
+            return await self.stream(writes if self.thread_writes is None else collected(writes, self.thread_writes))
         if isinstance(ending, Break) and ending.kind == "malformed":
             self.malformed = ending.raw
         return await self.whole(meta, parsed, events)
+
+    def keep_for_later(self, parsed: ParsedRequest, session: Session) -> None:
+        """The answer is kept once it ends for a later request to continue: Responses' store,
+        or a Messages Thread (whose stream's writes are then kept together)."""
+        self.kept, self.kept_in = parsed, session.name
+        if self.protocol is messages:
+            self.thread_writes = []
+
+    def keep_answer(self, data: bytes, whole: bool, finished: bool = True) -> None:
+        """Keep the answer of a request kept for later: a Responses answer in the store, also
+        one that failed; a Thread's turn with its whole stream, once it finished."""
+        if self.protocol is not messages:
+            self.gateway.responses.keep(cast(ParsedRequest, self.kept), data, whole, self.kept_in)
+        elif finished:
+            answer = data if whole else b"".join(cast(list, self.thread_writes))
+            self.gateway.threads.keep(cast(ParsedRequest, self.kept), self.kept_in, answer, whole, self.held_bytes)
 
     async def rate_limited(self, session: Session, script: Script, parsed: ParsedRequest) -> HttpError | None:
         """The answer counted in its rate-limit window: the 429 of an enforced limit whose window is
@@ -498,7 +530,7 @@ class Answer:
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
             if self.kept is not None:
-                self.gateway.responses.keep(self.kept, data, False, self.kept_in)
+                self.keep_answer(data, False, kind is player.Finish)
         elif data:
             await response.write(data)
         self.record.sent(events)
@@ -537,7 +569,7 @@ class Answer:
         else:
             self.record.close(jr.COMPLETED, status)
             if self.kept is not None:
-                self.gateway.responses.keep(self.kept, cast(bytes, response.body), True, self.kept_in)
+                self.keep_answer(cast(bytes, response.body), True)
         return response
 
     def drop_connection(self) -> None:
@@ -545,6 +577,13 @@ class Answer:
         transport = self.request.transport
         if transport is not None:
             transport.close()
+
+
+def collected(writes: Iterator[prerender.TimedWrite], sink: list[bytes]) -> Iterator[prerender.TimedWrite]:
+    """`writes` as they come, the bytes of each added to `sink`."""
+    for write in writes:
+        sink.append(write[1])
+        yield write
 
 
 SHARING: set[asyncio.Future] = set()  # background answers being kept in, or shown through, the shared state
@@ -603,6 +642,8 @@ class SharedAnswer(Answer):
         return response
 
     async def share_kept(self, answer: bytes, whole: bool) -> None:
+        if self.protocol is messages:  # a Thread is held by the server that answered it alone
+            return
         await self.share_answer(cast(ParsedRequest, self.kept), self.kept_in, answer, whole)
 
     async def share_answer(self, parsed: ParsedRequest, session_name: str | None, answer: bytes, whole: bool) -> None:
