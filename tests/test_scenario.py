@@ -194,6 +194,13 @@ def test_duplicate_keys_are_refused():
     assert "duplicate key 'steps'" in problems("steps: [{text: a}]\nsteps: [{text: b}]")[0]
 
 
+@pytest.mark.parametrize("value", ["1", "1.0", "false", "0"])
+def test_a_stall_takes_nothing_true_or_continue(value):
+    assert problems(f"steps:\n  - text: a\n  - stall: {value}\n") == [
+        f"t.yaml:3: stall: expected nothing or 'continue', got {value if value[0].isdigit() else 'False'}"
+    ]
+
+
 def test_bad_regex_in_match():
     assert "not a valid regular expression" in problems("match: {prompt: '/[unclosed/'}\nsteps: [{text: a}]")[0]
 

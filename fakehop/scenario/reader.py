@@ -950,7 +950,7 @@ def _step(check: _Checker, raw: Any, line: int, chunk_interval: float | None) ->
             return None
         return Raw(value)
     if action == "stall":
-        if value in (None, True):
+        if value is None or value is True:
             return Stall(resume=False)
         if value == "continue":
             return Stall(resume=True)
