@@ -287,6 +287,7 @@ def test_every_bundled_scenario_has_a_description(library):
         ("{'X-Evil': \"a\\r\\nSet-Cookie: x=1\"}", "headers: the value of X-Evil holds a line break"),
         ("{'': x}", "headers: '' is not a header name"),
         ("{'bad name': x}", "headers: 'bad name' is not a header name"),
+        ("{X-Flag: yes}", "headers: the value of X-Flag reads as true/false; quote it"),
     ],
 )
 def test_http_error_headers_that_would_garble_the_connection_are_refused(headers, says):

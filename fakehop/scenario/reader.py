@@ -1077,6 +1077,8 @@ def _error_headers(check: _Checker, spec: LineDict) -> dict:
             check.add(
                 line, f"headers: {name} frames the answer and is the server's to set; an http_error may not set it"
             )
+        elif isinstance(value, bool):
+            check.add(line, f"headers: the value of {name} reads as true/false; quote it to send it as written")
         elif not _HEADER_VALUE.match(str(value)):
             check.add(line, f"headers: the value of {name} holds a line break or another control character")
     return headers
