@@ -322,6 +322,9 @@ def test_schema_accepts_the_conversation_keys():
         {"steps": [{"text": ["a"], "signature": "s"}]},
         {"stop_details": {"category": "malware"}, "steps": [{"refusal": "No."}]},
         {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
+        {"usage": {"input_tokens": 2_000_000_000}, "steps": [{"text": "a"}]},
+        {"rate_limit": {"requests": 10**13}, "steps": [{"text": "a"}]},
+        {"timing": {"tokens_per_second": {"mean": 60}, "seed": 2**64}, "steps": [{"text": "a"}]},
     ],
 )
 def test_schema_rejects_what_the_loader_rejects(document):

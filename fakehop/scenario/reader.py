@@ -61,6 +61,9 @@ from .yamlsource import LineDict, LineList
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DURATION = 86_400.0
+MAX_USAGE_COUNT = 10**9
+MAX_RATE_LIMIT_COUNT = 10**12
+MAX_TIMING_SEED = 2**63 - 1
 SCENARIOS_SOURCE = f"<POST {CONTROL_PREFIX}/scenarios>"  # the source of a scenario sent to the control API
 PROTOCOL_NAMES = ("chat", "responses", "messages")
 FAIL_KINDS = ("rate_limit", "server_error", "invalid_prompt", "overloaded", "interrupted")
@@ -1121,7 +1124,7 @@ def _usage(check: _Checker, doc: LineDict, inherited: Usage) -> Usage:
     if spec is None:
         return inherited
     _check_keys(check, spec, USAGE_KEYS, "usage")
-    counts = {key: _int(check, spec, key, 0, 10**9) for key in USAGE_KEYS if key in spec}
+    counts = {key: _int(check, spec, key, 0, MAX_USAGE_COUNT) for key in USAGE_KEYS if key in spec}
     for alias, key in USAGE_ALIASES.items():
         if alias in spec and key in spec:
             check.add(_line_of(spec, alias), f"usage: {alias} and {key} name the same count; give one")
@@ -1154,7 +1157,9 @@ def _rate_limit(check: _Checker, doc: LineDict, inherited: RateLimit | None) -> 
     if spec is None:
         return inherited
     _check_keys(check, spec, RATE_LIMIT_COUNTS + ("window", "enforce"), "rate_limit")
-    given: dict[str, Any] = {key: _int(check, spec, key, 1, 10**12) for key in RATE_LIMIT_COUNTS if key in spec}
+    given: dict[str, Any] = {
+        key: _int(check, spec, key, 1, MAX_RATE_LIMIT_COUNT) for key in RATE_LIMIT_COUNTS if key in spec
+    }
     if "window" in spec:
         given["window"] = _duration(check, spec, "window", 0.0) or None
         if given["window"] is None:
@@ -1183,7 +1188,7 @@ def timing_of(check: _Checker, spec: LineDict, line: int) -> Timing | None:
         check.add(line, f"timing: give first_token, tokens_per_second or both, such as {TIMING_EXAMPLE}")
     p50, p99 = _first_token(check, spec)
     mean, jitter = _tokens_per_second(check, spec)
-    seed = _int(check, spec, "seed", 0, 2**63 - 1)
+    seed = _int(check, spec, "seed", 0, MAX_TIMING_SEED)
     if len(check.problems) > problems:
         return None
     return Timing(p50, p99, mean, jitter, seed)

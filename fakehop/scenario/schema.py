@@ -12,6 +12,9 @@ from .reader import (
     DURATION_PATTERN,
     FAIL_KINDS,
     MAX_DURATION,
+    MAX_RATE_LIMIT_COUNT,
+    MAX_TIMING_SEED,
+    MAX_USAGE_COUNT,
     PROTOCOL_NAMES,
     QUOTE_SOURCES,
     RATE_LIMIT_COUNTS,
@@ -334,7 +337,7 @@ def _settings() -> dict:
         "usage": {
             "type": "object",
             "description": "Token counts; input, output and reasoning are estimated unless set, the others are 0.",
-            "properties": {key: {"type": "integer", "minimum": 0} for key in USAGE_KEYS},
+            "properties": {key: {"type": "integer", "minimum": 0, "maximum": MAX_USAGE_COUNT} for key in USAGE_KEYS},
             "additionalProperties": False,
         },
         "finish": {
@@ -350,7 +353,7 @@ def _settings() -> dict:
             "type": "object",
             "description": "Rate-limit headers on successful answers, counting down per answer; what is left out has a default.",
             "properties": {
-                **{key: {"type": "integer", "minimum": 1} for key in RATE_LIMIT_COUNTS},
+                **{key: {"type": "integer", "minimum": 1, "maximum": MAX_RATE_LIMIT_COUNT} for key in RATE_LIMIT_COUNTS},
                 "window": _duration("How long until the counts are back to the limits (default 1m)."),
                 "enforce": {
                     "type": "boolean",
@@ -418,6 +421,7 @@ def timing_schema() -> dict:
             "seed": {
                 "type": "integer",
                 "minimum": 0,
+                "maximum": MAX_TIMING_SEED,
                 "description": "Every answer takes the same pauses; without it each answer draws its own.",
             },
         },
