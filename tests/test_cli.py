@@ -303,6 +303,10 @@ def test_schema_accepts_the_conversation_keys():
     "document",
     [
         {"match": {"turn": 0}, "steps": [{"text": "a"}]},
+        {"match": {"turn": ">=0"}, "steps": [{"text": "a"}]},
+        {"match": {"turn": [2, ">= 00"]}, "steps": [{"text": "a"}]},
+        {"sequence": [{"use": "hello", "model": "m"}]},
+        {"sequence": [{"use": ""}]},
         {"match": {"tool_result": 3}, "steps": [{"text": "a"}]},
         {"match": {"header": "X-Tenant"}, "steps": [{"text": "a"}]},
         {"match": {"header": {"X Tenant": "acme"}}, "steps": [{"text": "a"}]},
@@ -566,6 +570,7 @@ def test_record_warns_when_others_can_reach_it(tmp_path: Path):
         },
         {"stop_details": {"category": "cyber", "explanation": "Why."}, "steps": [{"refusal": "No."}]},
         {"finish": "content_filter", "stop_details": {"category": None}, "steps": [{"text": "a"}]},
+        {"match": {"turn": [" >= 010 ", 1]}, "sequence": [{"use": "hello"}]},
     ],
 )
 def test_schema_accepts_what_the_loader_accepts(document):

@@ -75,6 +75,11 @@ def _text_source(what: str, quoting: bool = True) -> dict:
 
 HEADER_NAME = {"pattern": "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$", "description": "An HTTP header name (an RFC 9110 token)."}
 
+TURN = [  # a turn number, or ">=N": from 1
+    {"type": "integer", "minimum": 1},
+    {"type": "string", "pattern": r"^\s*>=\s*0*[1-9]\d*\s*$"},
+]
+
 PIECES = {
     "type": "array",
     "minItems": 1,
@@ -353,7 +358,9 @@ def _settings() -> dict:
             "type": "object",
             "description": "Rate-limit headers on successful answers, counting down per answer; what is left out has a default.",
             "properties": {
-                **{key: {"type": "integer", "minimum": 1, "maximum": MAX_RATE_LIMIT_COUNT} for key in RATE_LIMIT_COUNTS},
+                **{
+                    key: {"type": "integer", "minimum": 1, "maximum": MAX_RATE_LIMIT_COUNT} for key in RATE_LIMIT_COUNTS
+                },
                 "window": _duration("How long until the counts are back to the limits (default 1m)."),
                 "enforce": {
                     "type": "boolean",
@@ -435,8 +442,16 @@ def scenario_schema() -> dict:
     body = {"steps": _steps(), "http_error": _http_error()}
     entry = {
         "type": "object",
-        "properties": {**body, "use": {"type": "string", "description": "Play another scenario by name."}, **settings},
-        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["use"]}],
+        "properties": {
+            **body,
+            "use": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Play another scenario by name; alone in its entry.",
+            },
+            **settings,
+        },
+        "oneOf": [{"required": ["steps"]}, {"required": ["http_error"]}, {"required": ["use"], "maxProperties": 1}],
         "additionalProperties": False,
     }
     match = {
@@ -451,20 +466,7 @@ def scenario_schema() -> dict:
             },
             "turn": {
                 "description": 'The request\'s turn (1 + the assistant turns it sends): a number, a list of them, or ">=N".',
-                "anyOf": [
-                    {"type": "integer", "minimum": 1},
-                    {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
-                    {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "anyOf": [
-                                {"type": "integer", "minimum": 1},
-                                {"type": "string", "pattern": r"^\s*>=\s*\d+\s*$"},
-                            ]
-                        },
-                    },
-                ],
+                "anyOf": [*TURN, {"type": "array", "minItems": 1, "items": {"anyOf": TURN}}],
             },
             "tool_result": {
                 "description": "true: the request ends with tool results; false: it does not; a name: it ends with a result of that tool.",
