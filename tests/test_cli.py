@@ -324,6 +324,7 @@ def test_schema_accepts_the_conversation_keys():
         {"steps": [{"reasoning": []}]},
         {"steps": [{"tool_call": {"name": "f", "arguments": ["{}", 1]}}]},
         {"steps": [{"text": ["a"], "signature": "s"}]},
+        {"steps": [{"redacted_thinking": ""}]},
         {"stop_details": {"category": "malware"}, "steps": [{"refusal": "No."}]},
         {"stop_details": {"reason": "x"}, "steps": [{"refusal": "No."}]},
         {"usage": {"input_tokens": 2_000_000_000}, "steps": [{"text": "a"}]},

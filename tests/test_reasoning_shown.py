@@ -259,6 +259,7 @@ def test_reasoning_steps_are_checked_at_load():
     assert "expected a non-empty list of texts" in problems_of("steps: [{reasoning: {parts: []}}]")
     assert "did you mean 'parts'" in problems_of("steps: [{reasoning: {part: [a]}}]")
     assert "redacted_thinking: expected the block's opaque data" in problems_of("steps: [{redacted_thinking: 5}]")
+    assert problems_of("steps: [{redacted_thinking: ''}]").endswith("as a string, or nothing, got an empty string")
     assert "force_reasoning: expected true or false" in problems_of("force_reasoning: always\nsteps: [{text: a}]")
     step = (
         sc.parse_text("steps: [{reasoning: {parts: [a b, c]}, chunk: word}]", "t.yaml", "t").entries[0].script.steps[0]

@@ -705,9 +705,10 @@ def _redacted_thinking(check: _Checker, raw: LineDict) -> RedactedThinking | Non
     if value is None:
         return REDACTED_THINKING
     if not isinstance(value, str) or not value:
+        got = "an empty string" if value == "" else _type_name(value)
         check.add(
             _line_of(raw, "redacted_thinking"),
-            f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {_type_name(value)}",
+            f"redacted_thinking: expected the block's opaque data as a string, or nothing, got {got}",
         )
         return None
     return RedactedThinking(check.counted(_line_of(raw, "redacted_thinking"), value))

@@ -259,6 +259,7 @@ def _steps() -> dict:
                 {
                     "description": "Reasoning never shown: Messages' redacted_thinking block with this opaque data (made up when left out).",
                     "type": ["string", "null"],
+                    "minLength": 1,
                 },
             ),
             _step_with("tool_call", tool_call, chunked=True),
