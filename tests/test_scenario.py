@@ -194,6 +194,20 @@ def test_duplicate_keys_are_refused():
     assert "duplicate key 'steps'" in problems("steps: [{text: a}]\nsteps: [{text: b}]")[0]
 
 
+def test_a_key_of_the_mapping_overrides_what_a_merge_brings():
+    scenario = parse("""
+        steps:
+          - &first {text: "a b", chunk: word, interval: 1s}
+          - <<: *first
+            text: "c d"
+    """)
+    overridden = scenario.entries[0].script.steps[1]
+    assert (overridden.deltas, overridden.interval) == (("c", " d"), 1.0)
+    assert problems("steps:\n  - <<: {chunk: word}\n    text: a\n    text: b\n") == [
+        "t.yaml:4: duplicate key 'text' (first on line 3)"
+    ]
+
+
 @pytest.mark.parametrize("value", ["1", "1.0", "false", "0"])
 def test_a_stall_takes_nothing_true_or_continue(value):
     assert problems(f"steps:\n  - text: a\n  - stall: {value}\n") == [

@@ -57,6 +57,9 @@ MAX_EXPANDED_SIZE = (
 )
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"  # the `<<` key
+
+
 class _Loader(_BaseLoader):
     pass
 
@@ -112,16 +115,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def _construct_mapping(loader, node):
+    """A LineDict of the node's pairs. The keys a merge (`<<: *defaults`) brings come first, and
+    a key of the mapping's own overrides them, as YAML's merge says; a key given twice in the
+    mapping itself is refused."""
+    own = sum(1 for key_node, _ in node.value if key_node.tag != MERGE_TAG)
     loader.flatten_mapping(node)
+    merged = len(node.value) - own
     mapping = LineDict()
     mapping.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
+    own_keys: set = set()
+    for index, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=True)
         key_line = key_node.start_mark.line + 1
         if not isinstance(key, (str, int, float, bool)) and key is not None:
             raise YamlProblem("a mapping key must be a plain value", key_line)
-        if key in mapping:
+        if key in own_keys:
             raise YamlProblem(f"duplicate key {key!r} (first on line {mapping.key_lines[key]})", key_line)
+        if index >= merged:
+            own_keys.add(key)
         mapping[key] = loader.construct_object(value_node, deep=True)
         mapping.key_lines[key] = key_line
     return mapping
