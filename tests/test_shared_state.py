@@ -314,6 +314,17 @@ async def test_the_sessions_any_server_used_are_listed_and_dropped_through_any(s
     assert unknown.value.status == 404
 
 
+async def test_a_session_idle_past_session_idle_starts_afresh_on_every_server(redis_server, tmp_path):
+    with fakehop_servers(tmp_path, 2, "--state", redis_server.url, "--session-idle", "1") as (first, second):
+        headers = {"X-Fakehop-Session": "nightly", "X-Fakehop-Scenario": "flaky-then-ok"}
+        async with aiohttp.ClientSession() as client:
+            before = [(await post(client, first, **headers))[0]]
+            await asyncio.sleep(2.5)
+            after = [(await post(client, url, **headers))[0] for url in (second, first)]
+        assert (before, after) == ([429], [429, 500])  # the sequence from its first entry, as a new session plays it
+        assert [record["status"] for record in whole_journal(first, session="nightly")] == [429, 500]
+
+
 async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
     first, second = servers
     await requests_to(servers, 30, Authorization="Bearer sk-test-secret-1234")

@@ -284,13 +284,15 @@ class RedisState:
         if session is None:
             return []
         used = ("zadd", self.SESSIONS_KEY, {session: time.time()})
-        if math.isinf(self.session_idle):
-            return [used, self.capped(session)]
-        return [
-            used,
-            self.capped(session),
-            *(("expire", key, max(1, math.ceil(self.session_idle))) for key in self.session_keys(session)),
-        ]
+        return [used, self.capped(session), *self.expiring(session, *SESSION_KINDS)]
+
+    def expiring(self, session: str | None, *kinds: str) -> list[tuple]:
+        """These keys of a named session kept for `session_idle` more seconds from now: after
+        each write that may make one (a key made after the session was touched has no expiry)."""
+        if session is None or math.isinf(self.session_idle):
+            return []
+        seconds = max(1, math.ceil(self.session_idle))
+        return [("expire", session_key(kind, session), seconds) for kind in kinds]
 
     async def synced(
         self, session: Session, take_entry: bool = False, record: jr.Record | None = None
@@ -352,7 +354,9 @@ class RedisState:
     async def draw_numbers(self, session: str | None, faults: list[Fault]) -> dict[str, int]:
         """The number of the draw each of `faults` makes for a request, counted for every server (HINCRBY)."""
         key = session_key("faults-drawn", session)
-        counts = await self.run(*(("hincrby", key, fault.id, 1) for fault in faults))
+        counts = await self.run(
+            *(("hincrby", key, fault.id, 1) for fault in faults), *self.expiring(session, "faults-drawn")
+        )
         return {fault.id: count - 1 for fault, count in zip(faults, counts)}
 
     async def remove_faults(self, session: str | None, ids: list[str] | None = None) -> int:
@@ -360,7 +364,9 @@ class RedisState:
         (version,) = await self.run(("incr", self.VERSION_KEY))
         keys = [session_key(kind, session) for kind in ("faults", "faults-left", "faults-drawn")]
         removing = [*(("hdel", key, *ids) for key in keys)] if ids else [("hlen", keys[0]), ("delete", *keys)]
-        removed, *_ = await self.run(*removing, ("hset", session_key("session", session), "faults", version))
+        removed, *_ = await self.run(
+            *removing, ("hset", session_key("session", session), "faults", version), *self.expiring(session, "session")
+        )
         return removed
 
     async def add(self, session: Session, scenario: Scenario, source: dict) -> None:
@@ -437,7 +443,9 @@ class RedisState:
 
     async def count(self, session: str | None, sequence: str) -> int:
         """One more request for `sequence`: its number, counted once for every server (HINCRBY)."""
-        (number,) = await self.run(("hincrby", session_key("counters", session), sequence, 1))
+        number, *_ = await self.run(
+            ("hincrby", session_key("counters", session), sequence, 1), *self.expiring(session, "counters")
+        )
         return number
 
     async def keep_response(self, session: str | None, before: Thread | str, answer: bytes, whole: bool) -> None:
@@ -624,7 +632,7 @@ class RedisState:
                 ("zadd", key, {text: record.seq}),
                 ("zremrangebyrank", key, 0, -self.capacity - 1),
             ]
-        return commands
+        return [*commands, *self.expiring(record.session, "journal")]
 
     async def page(self, session: str | None, since: int, limit: float, max_bytes: float) -> tuple[list[dict], bool]:
         """At most `limit` records of the session's view after `since`, holding at most
