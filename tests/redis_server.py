@@ -103,12 +103,13 @@ def redis_server(tmp_path_factory):
         server.stop()
 
 
-def serve_process(*options: str, ready: Path) -> subprocess.Popen:
-    """`fakehop serve` as a process of its own, with OPTIONS, writing its URL to `ready`."""
+def serve_process(*options: str, ready: Path, quiet: bool = True) -> subprocess.Popen:
+    """`fakehop serve` as a process of its own, with OPTIONS, writing its URL to `ready`
+    (`quiet`: printing no line per request)."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("FAKEHOP_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "fakehop", "serve", "--quiet", "--time-scale", "0.01", "--ready-file", str(ready),
-         *options],
+        [sys.executable, "-m", "fakehop", "serve", *["--quiet"] * quiet, "--time-scale", "0.01", "--ready-file",
+         str(ready), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import calendar
 import json
+import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 
 import aiohttp
@@ -19,7 +22,7 @@ import pytest
 from fakehop.protocols import PROTOCOLS
 from fakehop.testing.remote import ControlClient, ControlFailed
 
-from .redis_server import fakehop_servers, redis_server  # noqa: F401 - the fixture, by its name
+from .redis_server import fakehop_servers, redis_server, serve_process, stopped, url_in  # noqa: F401 - the fixture, by its name
 
 CONCURRENT = 100
 
@@ -360,6 +363,26 @@ async def test_a_request_under_way_on_one_server_is_in_the_journal_the_other_sho
             break
         await asyncio.sleep(0.05)
     assert record["end"] == "client_disconnected"
+
+
+def test_the_line_a_server_prints_for_a_404_names_the_seq_the_shared_journal_has_it_under(redis_server, tmp_path):
+    paths = ("/v1/no-such-path", "/v1/responses/resp_none")
+    readies = [tmp_path / "first.url", tmp_path / "second.url"]
+    processes = [
+        serve_process("--port", "0", "--state", redis_server.url, ready=ready, quiet=False) for ready in readies
+    ]
+    try:
+        first, second = (url_in(ready, process) for ready, process in zip(readies, processes))
+        asyncio.run(requests_to([first], 1))
+        for path in paths:
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(second + path)
+        filed = {record["path"]: record["seq"] for record in whole_journal(first)}
+    finally:
+        printed = stopped(processes[1])[0]
+        stopped(processes[0])
+    shown = {path: int(seq) for seq, path in re.findall(r"#(\d+) +GET +(\S+)", printed)}
+    assert shown == {path: filed[path] for path in paths} == {paths[0]: 2, paths[1]: 3}
 
 
 async def test_the_verdict_judges_what_the_client_did_through_every_server(servers):

@@ -801,17 +801,26 @@ async def stored_response(request: web.Request) -> web.StreamResponse:
         )
     except asyncio.CancelledError:
         record.close(jr.CLIENT_DISCONNECTED)
+        gateway.journal.closed(record)
         raise
     except ConnectionError:  # the client left a replay before aiohttp cancelled this handler: see Answer.run
         record.close(jr.CLIENT_DISCONNECTED)
-        return web.Response()
-    finally:
         gateway.journal.closed(record)
-    if gateway.state is not None:
-        await shared_filed(gateway, record)
+        return web.Response()
+    await filed(gateway, record)
     if not response.prepared:
         stamp_answer(response, request_id, protocol)
     return response
+
+
+async def filed(gateway: Gateway, record: jr.Record) -> None:
+    """`record`, ended, told to the journal (its listeners print its line, count it, ...); with
+    --state, first filed in the shared journal, so that they tell the seq it is filed under."""
+    try:
+        if gateway.state is not None:
+            await shared_filed(gateway, record)
+    finally:
+        gateway.journal.closed(record)
 
 
 async def shared_filed(gateway: Gateway, record: jr.Record) -> None:
@@ -965,9 +974,8 @@ async def unrouted(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY_KEY]
     record = opened_record(gateway.journal, request, request_id)
     session_in_record(gateway, request.headers, record)  # a bad name leaves it in the global session
-    closed_record(gateway.journal, record, jr.REJECTED, status, message)
-    if gateway.state is not None:
-        await shared_filed(gateway, record)
+    record.close(jr.REJECTED, status, message)
+    await filed(gateway, record)
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)
     return response
