@@ -191,6 +191,19 @@ async def test_queue_serves_names_in_order_and_times(control, openai_client):
     assert (await control.ok("GET", "/queue"))["queue"] == []
 
 
+async def test_control_bodies_may_come_as_yaml(control, openai_client):
+    queued = await control.ok("POST", "/queue", data="scenario: server-error\ntimes: 2\n")
+    laid = await control.ok("POST", "/faults", data="kind: truncate\nafter: 1\n")
+    status, refused = await control.call("POST", "/queue", data="scenario: [server-error\n")
+    listed, not_a_mapping = await control.call("POST", "/queue", data="- server-error\n")
+
+    assert (queued["queued"], queued["times"]) == ("server-error", 2)
+    assert laid["kind"] == "truncate"
+    assert status == 400 and refused["error"].startswith("the body is not valid YAML at line 2")
+    assert listed == 400 and not_a_mapping["error"].startswith("the body must be a YAML mapping")
+    assert await ask(openai_client) == "HTTP 500"
+
+
 async def test_queue_shrinks_as_requests_take_from_it(control, openai_client):
     await control.ok("POST", "/queue", json={"scenario": "server-error", "times": 3})
     await ask(openai_client)

@@ -339,6 +339,10 @@ async def test_a_header_s_fault_comes_before_the_session_s_and_leaves_it(base_ur
         ("rate_limt", "did you mean 'rate_limit'?"),
         ("http_error; status", "is not a name=value parameter"),
         ("http_error; status=99", "status"),
+        ("truncate; after=1; after=2", "after is given twice"),
+        ("truncate; times=2", "times has no place here"),
+        ("; after=1", "starts with its kind"),
+        ("truncate, ", "starts with its kind"),
     ],
 )
 async def test_a_wrong_fault_header_is_a_400_naming_it(base_url, value, says):

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from .. import CONTROL_PREFIX, __version__
 from ..protocols.common import BadRequest
+from ..scenario import yamlsource
 from ..scenario.library import UnknownScenario, is_bundled
 from ..scenario.model import Scenario, Script
 from ..scenario.reader import (
@@ -30,7 +31,7 @@ from ..scenario.reader import (
     parse_text,
     scenario_json,
 )
-from ..scenario.yamlsource import with_lines
+from ..scenario.yamlsource import YamlProblem, with_lines
 from ..state.faults import FaultProblem, added, parse_fault
 from ..state.redisstate import StateDown, record_shown
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session, checked_name
@@ -283,13 +284,29 @@ async def body_text(request: web.Request) -> str:
 
 
 async def json_mapping(request: web.Request, example: str) -> dict:
-    """The body as a JSON object."""
+    """The body as a JSON object; a YAML one (by its Content-Type) as the object it writes."""
+    text = await body_text(request)
+    if is_yaml(request.content_type):
+        return yaml_mapping(text, example)
     try:
-        body = loads(await body_text(request))
+        body = loads(text)
     except ValueError as exc:
         raise ControlError(f"the body is not valid JSON ({exc}); send an object such as {example}") from None
     if not isinstance(body, dict):
         raise ControlError(f"the body must be a JSON object such as {example}")
+    return body
+
+
+def yaml_mapping(text: str, example: str) -> dict:
+    try:
+        body = yamlsource.load(text)
+    except YamlProblem as exc:
+        where = f" at line {exc.line}" if exc.line else ""
+        raise ControlError(
+            f"the body is not valid YAML{where} ({exc.message}); send a mapping such as {example}"
+        ) from None
+    if not isinstance(body, dict):
+        raise ControlError(f"the body must be a YAML mapping such as {example}")
     return body
 
 

@@ -168,12 +168,21 @@ def header_faults(value: str) -> list[Fault]:
     faults = []
     for part in value.split(",")[: MAX_FAULTS + 1]:
         kind, *settings = (piece.strip() for piece in part.split(";"))
+        if not kind:
+            raise FaultProblem("each fault starts with its kind, such as 'truncate; after=3'")
         spec: dict[str, Any] = {"kind": kind}
         for setting in settings:
             name, equals, text = setting.partition("=")
+            name = name.strip()
             if not equals:
                 raise FaultProblem(f"{kind}: {setting[:80]!r} is not a name=value parameter")
-            spec[name.strip()] = header_value(text.strip())
+            if name in spec:
+                raise FaultProblem(f"{kind}: {name} is given twice")
+            if name == "times":
+                raise FaultProblem(
+                    f"{kind}: times has no place here: the header lays the fault on its own request alone"
+                )
+            spec[name] = header_value(text.strip())
         faults.append(parse_fault(spec))
     if len(faults) > MAX_FAULTS:
         raise FaultProblem(f"a request names at most {MAX_FAULTS} faults")
