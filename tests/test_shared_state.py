@@ -15,13 +15,16 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from typing import Any, cast
 
 import aiohttp
+import anthropic
 import pytest
 
 from fakehop.protocols import PROTOCOLS
 from fakehop.testing.remote import ControlClient, ControlFailed
 
+from . import clients
 from .redis_server import fakehop_servers, redis_server, serve_process, stopped, url_in  # noqa: F401 - the fixture, by its name
 
 CONCURRENT = 100
@@ -141,6 +144,80 @@ async def test_a_stored_responses_answer_is_continued_fetched_and_deleted_throug
             assert gone.status == 404
     turns = [record["turn"] for record in whole_journal(first) if record["path"] == "/v1/responses"]
     assert turns == [1, 2]
+
+
+THREADED = {"anthropic-beta": "message-threads-2026-08-12", "X-Fakehop-Scenario": "agent-weather"}
+QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+async def thread_turn(url: str, thread: dict, sent: list, stream: bool = False) -> tuple[int, dict]:
+    """One turn of a Messages Thread of agent-weather through `url`, as the anthropic SDK reads
+    it: the status, and the message or the error body."""
+    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
+        asked: dict[str, Any] = {
+            "model": "claude-sonnet-5",
+            "max_tokens": 256,
+            "messages": sent,
+            "extra_headers": THREADED,
+            "extra_body": {"thread": thread},
+        }
+        try:
+            if stream:
+                async with client.messages.stream(**asked) as streamed:
+                    return 200, (await streamed.get_final_message()).model_dump(mode="json")
+            message = await client.messages.create(**asked)
+            return 200, message.model_dump(mode="json")
+        except anthropic.APIStatusError as refused:
+            return refused.status_code, cast(dict, refused.body)
+
+
+def tool_results_for(answer: dict) -> list:
+    [call] = [block for block in answer["content"] if block["type"] == "tool_use"]
+    return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "Rain, 12 °C"}]}]
+
+
+def error_code(answer: dict) -> str | None:
+    return answer["error"].get("details", {}).get("error_code")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_a_messages_thread_made_through_one_server_is_continued_through_the_other_once(servers, stream):
+    first, second = servers
+    made, answer = await thread_turn(first, {"type": "create"}, QUESTION, stream)
+    continuing = {"type": "continue", "previous_message_id": answer["id"]}
+
+    status, second_turn = await thread_turn(second, continuing, tool_results_for(answer), stream)
+    again, refused = await thread_turn(first, continuing, tool_results_for(answer))
+    unknown, missing = await thread_turn(second, {**continuing, "previous_message_id": "msg_01Never"}, QUESTION)
+
+    assert made == 200
+    assert status == 200 and second_turn["content"][0]["text"] == "The weather in Paris: Rain, 12 °C."
+    assert (again, error_code(refused)) == (400, "thread_already_continued")
+    assert (unknown, error_code(missing)) == (404, "thread_not_found")
+    turns = [record["turn"] for record in whole_journal(first) if record["status"] == 200]
+    assert turns == [1, 2]
+
+
+async def test_a_thread_one_server_continues_is_in_flight_for_the_other_until_that_answer_ends(servers):
+    first, second = servers
+    _, answer = await thread_turn(first, {"type": "create"}, QUESTION)
+    continuing = {"type": "continue", "previous_message_id": answer["id"]}
+    body = {"model": "claude-sonnet-5", "max_tokens": 256, "messages": tool_results_for(answer), "stream": True}
+    async with aiohttp.ClientSession() as client:
+        hanging_headers = {**THREADED, "X-Fakehop-Scenario": "hang"}
+        async with client.post(
+            first + "/v1/messages", json={**body, "thread": continuing}, headers=hanging_headers
+        ) as hanging:
+            await hanging.content.readline()  # under way on the first server, and never ending
+            in_flight, refused = await thread_turn(second, continuing, tool_results_for(answer))
+    for _ in range(500):  # the hanging answer ends once its client has gone
+        if [record["end"] for record in whole_journal(first) if record["scenario"] == "hang"] != ["in_progress"]:
+            break
+        await asyncio.sleep(0.01)
+    after, _ = await thread_turn(second, continuing, tool_results_for(answer))
+
+    assert (in_flight, error_code(refused)) == (400, "thread_continue_in_flight")
+    assert after == 200
 
 
 async def test_a_finished_background_answer_is_fetched_and_continued_through_the_other_server(servers):

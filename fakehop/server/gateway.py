@@ -21,6 +21,7 @@ from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
 from ..scenario.model import HttpError, RateLimit, Script, Timing
 from ..state import journal as jr
+from ..state import threads
 from ..state.faults import FAULT_HEADER, Fault, FaultProblem, Laid, header_faults
 from ..state.redisstate import ShownRun, StateDown
 from ..state.sessions import (
@@ -344,8 +345,8 @@ class Answer:
         self.record.stream = parsed.stream
         conversation = parsed.conversation
         if conversation.problem is not None or conversation.continues is not None:
-            if self.shared and conversation.continues is not None and protocol is not messages:
-                await adopted(gateway, conversation.continues, session.name)
+            if self.shared and conversation.continues is not None:
+                await self.adopt_continued(conversation.continues, session.name)
             parsed = gateway.settled(parsed, session.name, self.record)
         self.record.turn = parsed.conversation.turn
         if self.shared:
@@ -479,6 +480,9 @@ class Answer:
     async def shared_choice(self, session: Session, parsed: ParsedRequest) -> str | Pinned:
         raise NotImplementedError  # pragma: no cover - SharedAnswer's
 
+    async def adopt_continued(self, continued_id: str, session_name: str | None) -> None:
+        raise NotImplementedError  # pragma: no cover - SharedAnswer's
+
     async def shared_laid(self, asked: str | None, session: Session, label: str) -> Laid:
         raise NotImplementedError  # pragma: no cover - SharedAnswer's
 
@@ -603,6 +607,8 @@ class SharedAnswer(Answer):
     its protocol's error shape, answered from nothing half read."""
 
     shared = True
+    # the session and id of the Thread's answer this one continues, claimed on Redis until it ends
+    thread_claim: tuple[str | None, str] | None = None
 
     async def run(self) -> web.StreamResponse:
         state = cast("RedisState", self.gateway.state)
@@ -615,9 +621,29 @@ class SharedAnswer(Answer):
             return await super().run()
         finally:
             try:
+                if self.thread_claim is not None:
+                    await state.release_thread(*self.thread_claim)
                 await state.file(self.record)
             except StateDown as down:
                 log.warning("request #%s is not in the shared journal: %s", self.record.seq, down)
+
+    async def adopt_continued(self, continued_id: str, session_name: str | None) -> None:
+        """The answer a request continues, as the shared state holds it, held here too: a
+        Responses answer (see adopted), or a Thread's, which this request then continues for
+        every server until it ends."""
+        if self.protocol is not messages:
+            await adopted(self.gateway, continued_id, session_name)
+            return
+        held, continued, took = await cast("RedisState", self.gateway.state).claimed_thread(session_name, continued_id)
+        if held is None:
+            self.gateway.threads.forget(session_name, continued_id)
+            raise threads.not_found(continued_id)
+        if continued:
+            raise threads.already_continued(continued_id)
+        if not took:
+            raise threads.in_flight(continued_id)
+        self.thread_claim = session_name, continued_id
+        self.gateway.threads.adopt(session_name, continued_id, threads.Held.from_json(held))
 
     async def answer(self) -> web.StreamResponse:
         try:
@@ -632,7 +658,7 @@ class SharedAnswer(Answer):
         """As Answer's, a Responses answer kept in the shared state before its last write goes
         out, so that a request continuing it finds it whichever server it reaches."""
         if self.kept is not None and type(ending) in (player.Finish, player.Failure):
-            await self.share_kept(data, False)
+            await self.share_kept(data, False, type(ending) is player.Finish)
         return await super().end_stream(response, data, events, ending)
 
     async def whole(self, meta: Meta, parsed: ParsedRequest, events) -> web.StreamResponse:
@@ -641,10 +667,22 @@ class SharedAnswer(Answer):
             await self.share_kept(cast(bytes, cast(web.Response, response).body), True)
         return response
 
-    async def share_kept(self, answer: bytes, whole: bool) -> None:
-        if self.protocol is messages:  # a Thread is held by the server that answered it alone
+    async def share_kept(self, answer: bytes, whole: bool, finished: bool = True) -> None:
+        if self.protocol is messages:
+            if finished:
+                await self.share_thread(answer if whole else b"".join(cast(list, self.thread_writes)), whole)
             return
         await self.share_answer(cast(ParsedRequest, self.kept), self.kept_in, answer, whole)
+
+    async def share_thread(self, answer: bytes, whole: bool) -> None:
+        """Hold a Thread's answer for every server; with Redis gone meanwhile, held by this one alone."""
+        ask: messages.ThreadAsk = cast(ParsedRequest, self.kept).options[messages.THREAD]
+        held = threads.Held(ask.body, answer, whole, len(answer) + self.held_bytes)
+        state = cast("RedisState", self.gateway.state)
+        try:
+            await state.keep_thread(self.kept_in, messages.answer_id(answer, whole), held.as_json(), ask.previous)
+        except StateDown as down:
+            log.warning("the Thread's answer of request #%s is held on this server alone: %s", self.record.seq, down)
 
     async def share_answer(self, parsed: ParsedRequest, session_name: str | None, answer: bytes, whole: bool) -> None:
         """Keep the answer for every server; with Redis gone meanwhile, it goes out kept by this one alone."""

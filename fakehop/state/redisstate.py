@@ -110,6 +110,7 @@ end
 """
 METRICS_SECONDS = 30  # a process's published counts, after which a process that stopped is no longer counted
 KEPT_RESPONSE_SECONDS = 24 * 3600  # a stored Responses answer, from the last one its session kept
+THREAD_CLAIM_SECONDS = 3600  # the longest a turn continuing a Thread holds it (its server may stop first)
 SHOWN_OVER_SECONDS = 3600  # a background answer that ended, shown beside its stored answer (see show_run)
 STOP_CANCEL, STOP_DELETE = "cancel", "delete"  # how another server asks for a background answer to stop
 ANSWERED_BY = f"{socket.gethostname()}/{os.getpid()}"  # in each record filed: which server, which process
@@ -133,6 +134,8 @@ SESSION_KINDS = (
     "faults-left",
     "faults-drawn",
     "responses",
+    "threads",
+    "threads-continued",
     "rate-limits",
     "counters",
     "runs",
@@ -474,6 +477,36 @@ class RedisState:
             return None
         kept = json.loads(own)
         return session, thread_of(kept["before"]), kept["answer"].encode(), kept["whole"]
+
+    async def keep_thread(self, session: str | None, thread_id: str, held: dict, previous: str | None) -> None:
+        """Hold a Thread's answer (threads.Held's JSON) where every server finds it by its id,
+        and the answer it continued as continued."""
+        key, continued = session_key("threads", session), session_key("threads-continued", session)
+        marked = (
+            [] if previous is None else [("hset", continued, previous, 1), ("expire", continued, KEPT_RESPONSE_SECONDS)]
+        )
+        await self.run(("hset", key, thread_id, json.dumps(held)), ("expire", key, KEPT_RESPONSE_SECONDS), *marked)
+
+    async def claimed_thread(self, session: str | None, thread_id: str) -> tuple[dict | None, bool, bool]:
+        """The Thread's answer `thread_id` as held (None: none), whether an answer continuing
+        it was kept, and whether this request now continues it (False: another one does); a
+        claim that cannot be used is let go at once."""
+        held, continued, took = await self.run(
+            ("hget", session_key("threads", session), thread_id),
+            ("hexists", session_key("threads-continued", session), thread_id),
+            ("set", self.thread_claim_key(session, thread_id), ANSWERED_BY, THREAD_CLAIM_SECONDS, None, True),
+        )
+        if took and (held is None or continued):
+            await self.release_thread(session, thread_id)
+        return (None if held is None else json.loads(held)), bool(continued), bool(took)
+
+    async def release_thread(self, session: str | None, thread_id: str) -> None:
+        await self.run(("delete", self.thread_claim_key(session, thread_id)))
+
+    @staticmethod
+    def thread_claim_key(session: str | None, thread_id: str) -> str:
+        """Held while a request continues the Thread's answer `thread_id` (see claimed_thread)."""
+        return f"{KEY_PREFIX}thread-claim:{session or GLOBAL}:{thread_id}"
 
     async def forget_response(self, response_id: str, session: str | None) -> None:
         await self.run(("hdel", session_key("responses", session), response_id))

@@ -10,9 +10,9 @@ is under way a second one is refused as in flight, and once one has been kept, a
 continued; one that ended otherwise (an error, a cut stream) leaves it to continue again.
 
 At most KEPT_TURNS answers, holding about KEPT_BYTES, are held, the oldest going first; each
-session's apart, and dropped with it. A server with --state holds its own: a turn that
-reaches another server is refused as not found, and the SDKs then send the whole
-conversation again under a new Thread.
+session's apart, and dropped with it. With --state each answer is also held on Redis, and a
+turn that continues one takes it from there (see gateway.SharedAnswer.adopt_thread), so that
+every server answers it.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections import OrderedDict
 from typing import Any
 
 from ..protocols import messages
-from ..protocols.common import ParsedRequest
+from ..protocols.common import BadRequest, ParsedRequest
 from . import journal as jr
 
-__all__ = ["KEPT_BYTES", "KEPT_TURNS", "Held", "Threads"]
+__all__ = ["KEPT_BYTES", "KEPT_TURNS", "Held", "Threads", "already_continued", "in_flight", "not_found"]
 
 KEPT_TURNS = 1000
 KEPT_BYTES = 64 * 1024 * 1024
@@ -46,6 +46,21 @@ class Held:
         self.continued = False  # an answer continuing it was kept
         self.continuing: jr.Record | None = None  # the request that last began to continue it
 
+    def as_json(self) -> dict:
+        return {
+            "messages": self.messages,
+            "system": self.system,
+            "tools": self.tools,
+            "answer": self.answer.decode(),
+            "whole": self.whole,
+            "size": self.size,
+        }
+
+    @classmethod
+    def from_json(cls, held: dict) -> Held:
+        body = {"messages": held["messages"], "system": held["system"], "tools": held["tools"]}
+        return cls(body, held["answer"].encode(), held["whole"], held["size"])
+
     def conversation_with(self, body: dict) -> dict:
         """`body`, a turn that continues this answer, with the whole conversation and the Thread's system and tools."""
         whole = {key: value for key, value in body.items() if key != "thread"}
@@ -64,18 +79,26 @@ class Threads:
     def __len__(self) -> int:
         return len(self._held)
 
-    def keep(self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int) -> None:
+    def keep(self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int) -> Held:
         """Hold the answer to `request`, a turn of a Thread, for the next turn; the answer it continued is continued."""
         ask: messages.ThreadAsk = request.options[messages.THREAD]
         held = Held(ask.body, answer, whole, len(answer) + body_bytes)
-        key = (session, messages.answer_id(answer, whole))
+        self.adopt(session, messages.answer_id(answer, whole), held)
+        if ask.previous is not None and (before := self._held.get((session, ask.previous))) is not None:
+            before.continued = True
+        return held
+
+    def adopt(self, session: str | None, thread_id: str, held: Held) -> None:
+        """Hold `held` as the answer `thread_id` (in place of any held by that id)."""
+        key = (session, thread_id)
         self._drop(key)
         self._held[key] = held
         self.size += held.size
-        if ask.previous is not None and (before := self._held.get((session, ask.previous))) is not None:
-            before.continued = True
         while len(self._held) > self.capacity or self.size > self.max_bytes:
             self._drop(next(iter(self._held)))
+
+    def forget(self, session: str | None, thread_id: str) -> None:
+        self._drop((session, thread_id))
 
     def continued(self, request: ParsedRequest, session: str | None, record: jr.Record) -> ParsedRequest:
         """`request`, a turn that continues a Thread, parsed with the whole conversation (the
@@ -91,24 +114,11 @@ class Threads:
     def claimed(self, previous: str, session: str | None) -> Held:
         held = self._held.get((session, previous))
         if held is None:
-            raise messages.thread_error(
-                f"No Thread state was found for previous_message_id '{previous}'. Send the whole conversation"
-                ' with `thread: {"type": "create"}` to start a new Thread.',
-                "thread_not_found",
-                status=404,
-            )
+            raise not_found(previous)
         if held.continued:
-            raise messages.thread_error(
-                f"The response '{previous}' has already been continued, and each response can be continued only"
-                " once. Continue from the Thread's most recent response id.",
-                "thread_already_continued",
-            )
+            raise already_continued(previous)
         if held.continuing is not None and held.continuing.end == jr.IN_PROGRESS:
-            raise messages.thread_error(
-                f"Another request is still continuing from '{previous}'. Wait for it to complete and continue"
-                " from its response id.",
-                "thread_continue_in_flight",
-            )
+            raise in_flight(previous)
         return held
 
     def drop_session(self, session: str) -> None:
@@ -123,3 +133,28 @@ class Threads:
         held = self._held.pop(key, None)
         if held is not None:
             self.size -= held.size
+
+
+def not_found(previous: str) -> BadRequest:
+    return messages.thread_error(
+        f"No Thread state was found for previous_message_id '{previous}'. Send the whole conversation"
+        ' with `thread: {"type": "create"}` to start a new Thread.',
+        "thread_not_found",
+        status=404,
+    )
+
+
+def already_continued(previous: str) -> BadRequest:
+    return messages.thread_error(
+        f"The response '{previous}' has already been continued, and each response can be continued only"
+        " once. Continue from the Thread's most recent response id.",
+        "thread_already_continued",
+    )
+
+
+def in_flight(previous: str) -> BadRequest:
+    return messages.thread_error(
+        f"Another request is still continuing from '{previous}'. Wait for it to complete and continue"
+        " from its response id.",
+        "thread_continue_in_flight",
+    )
