@@ -11,6 +11,7 @@ import json
 import aiohttp
 import anthropic
 import pytest
+from anthropic.types import beta as beta_types
 
 from fakehop.protocols import messages
 
@@ -18,7 +19,7 @@ from . import clients
 
 THREADS = {"anthropic-beta": messages.THREADS_BETA}
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
-SDK_THREADS = hasattr(anthropic.Anthropic, "_supports_message_threads")  # the SDKs before 2.17 send no `thread`
+SDK_THREADS = hasattr(beta_types, "BetaMessageThreadParam")  # the SDKs before 2.17 send no `thread`
 
 
 def asked(scenario: str = "agent-weather", session: str | None = None) -> dict:
