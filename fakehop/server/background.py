@@ -16,7 +16,7 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from aiohttp import web
 
@@ -43,7 +43,9 @@ UNDER_WAY = ("queued", "in_progress")
 # How a run ended, beside its response object's status: the scenario closed the connection, or the server stopped.
 DROPPED, STOPPED = "dropped", "stopped"
 
-Keep = Callable[[bytes, bool], None]  # stores a finished answer: its last write (False) or its whole body (True)
+# Stores a finished answer: its last write (False) or its whole body (True); what it returns, if
+# anything, is the storing for every server under way (with --state).
+Keep = Callable[[bytes, bool], Awaitable | None]
 
 
 class Run:
@@ -63,6 +65,7 @@ class Run:
         self.ending: str | None = None  # the run's own end (DROPPED, STOPPED), once the scenario gives no more
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.keeping: Awaitable | None = None  # its storing for every server, under way once it ended (see Keep)
 
     @property
     def id(self) -> str:
@@ -110,7 +113,7 @@ class Run:
         kind = type(last)
         if kind is player.Finish or kind is player.Failure:
             if self.keep is not None:
-                self.keep(data, False)
+                self.keeping = self.keep(data, False)
             return False
         if kind is player.Disconnect:
             self.end(DROPPED)
@@ -136,7 +139,7 @@ class Run:
             self.task.cancel()
         self.latest = {**self.latest, "status": "cancelled"}
         if self.keep is not None:
-            self.keep(dumps(self.latest).encode(), True)
+            self.keeping = self.keep(dumps(self.latest).encode(), True)
         self.wake()
 
 

@@ -593,11 +593,12 @@ def collected(writes: Iterator[prerender.TimedWrite], sink: list[bytes]) -> Iter
 SHARING: set[asyncio.Future] = set()  # background answers being kept in, or shown through, the shared state
 
 
-def held(work) -> None:
+def held(work) -> asyncio.Future:
     """`work` run in a task held in SHARING until done: the loop keeps only a weak reference to a task."""
     task = asyncio.ensure_future(work)
     SHARING.add(task)
     task.add_done_callback(SHARING.discard)
+    return task
 
 
 class SharedAnswer(Answer):
@@ -694,12 +695,13 @@ class SharedAnswer(Answer):
 
     def background_keep(self, parsed: ParsedRequest, session_name: str | None) -> background.Keep:
         """As Answer's, and then kept for every server, so that a finished background answer is
-        fetched and continued through any of them."""
+        fetched and continued through any of them: the run is shown over only once that is done
+        (see shared_runs.shared_run)."""
         keep_here = super().background_keep(parsed, session_name)
 
-        def keep(data: bytes, whole: bool) -> None:
+        def keep(data: bytes, whole: bool) -> asyncio.Future:
             keep_here(data, whole)
-            held(self.share_answer(parsed, session_name, data, whole))
+            return held(self.share_answer(parsed, session_name, data, whole))
 
         return keep
 

@@ -59,6 +59,8 @@ async def shared_run(run: Run, runs: Runs, state: RedisState, shown: dict, pushe
             frames, over = run.frames[pushed:], run.over  # as they are before an await: the run plays on meanwhile
             if frames or run.latest is not shown or run.ending != ending:
                 shown, pushed, ending = run.latest, pushed + len(frames), run.ending
+                if over and run.keeping is not None:  # stored for every server before any is shown it is over
+                    await run.keeping
                 await state.show_run(run.session, shown, ending, over, frames)
             if over:
                 return
