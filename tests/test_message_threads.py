@@ -90,6 +90,42 @@ async def test_the_sdks_tool_runner_runs_its_loop_in_a_thread(base_url, gateway,
     assert messages.THREADS_BETA in second.headers["anthropic-beta"]
 
 
+@pytest.mark.skipif(not SDK_THREADS, reason="this anthropic SDK has no message threads")
+async def test_the_tool_runner_adds_a_tool_in_a_system_message(base_url, gateway):
+    async with clients.anthropic_async(base_url=base_url, api_key="sk-test", max_retries=0) as client:
+
+        @anthropic.beta_async_tool
+        async def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return f"Rain, 12 °C in {city}"
+
+        @anthropic.beta_async_tool
+        async def get_time(timezone: str) -> str:
+            """The time in a timezone."""
+            return "14:05"
+
+        runner = client.beta.messages.tool_runner(
+            model="claude-sonnet-5",
+            max_tokens=256,
+            messages=QUESTION,
+            tools=[get_weather],
+            betas=["inline-tools-2026-09-15"],
+            extra_headers={"X-Fakehop-Scenario": "agent-weather"},
+        )
+        replies = []
+        async for message in runner:
+            replies.append(message)
+            if len(replies) == 1:
+                runner.add_tools(get_time)
+
+    assert [reply.stop_reason for reply in replies] == ["tool_use", "end_turn"]
+    # the tool's result is read from before the system message
+    assert replies[1].content[0].text == "The weather in Paris: Rain, 12 °C in Paris."
+    second = gateway.journal.records[1]
+    assert [m["role"] for m in second.body["messages"]] == ["user", "system"]
+    assert second.body["messages"][1]["content"][0]["type"] == "tool_addition"
+
+
 async def test_a_continuing_turn_is_checked_and_counted_with_the_whole_conversation(base_url, gateway):
     answer = await first_turn(base_url)
     wrong = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]}]

@@ -25,6 +25,7 @@ from fakehop.scenario.reader import parse_text
 
 from . import clients
 from .agents import MessagesAgent, agent_weather_loop
+from .hosted_scenarios import served
 from .sdk_results import CUT_SHORT, caused_by
 
 MODEL = "claude-sonnet-5"
@@ -380,8 +381,8 @@ GOOD = {"model": MODEL, "max_tokens": 16, "messages": MESSAGES}
         ({**GOOD, "messages": "Hello"}, "messages: Input should be a valid list"),
         ({**GOOD, "messages": []}, "messages: at least one message is required"),
         (
-            {**GOOD, "messages": [{"role": "system", "content": "x"}]},
-            "messages.0.role: Input should be 'user' or 'assistant'",
+            {**GOOD, "messages": [{"role": "tool", "content": "x"}]},
+            "messages.0.role: Input should be 'user', 'assistant' or 'system'",
         ),
         ({**GOOD, "messages": [{"role": "user"}]}, "messages.0.content: Field required"),
         ({**GOOD, "stream": "yes"}, "stream: Input should be a valid boolean"),
@@ -455,3 +456,12 @@ async def test_malformed_frame_reaches_the_sdk_as_a_json_error(anthropic_client)
 async def test_a_tool_loop_gets_agent_weather_turn_by_turn(anthropic_client, gateway, stream):
     gateway.global_session.default = "agent-weather"
     await agent_weather_loop(MessagesAgent(anthropic_client, stream=stream), gateway.journal)
+
+
+async def test_a_system_message_is_read_after_the_system_prompt(serve, make_gateway):
+    scenario = "match: {system: '/brief\\.\\nAnswer in French/'}\nsteps: [{text: Bonjour.}]"
+    url, _ = await served(serve, make_gateway, "in-french", scenario)
+    said: list[MessageParam] = [*MESSAGES, {"role": "system", "content": "Answer in French."}]
+    async with clients.anthropic_async(base_url=url, api_key="sk-test", max_retries=0) as client:
+        message = await client.messages.create(model=MODEL, max_tokens=16, system="Be brief.", messages=said)
+    assert message.content[0].text == "Bonjour."

@@ -131,7 +131,8 @@ def checked_field(body: dict, key: str, kinds: tuple, what: str, required: bool 
     return value
 
 
-ROLES = ("user", "assistant")
+# A `system` message holds instructions from its place in the conversation on (anthropic 2.17's MessageParam).
+ROLES = ("user", "assistant", "system")
 
 
 def message_error(where: str, message: Any) -> BadRequest:
@@ -139,7 +140,7 @@ def message_error(where: str, message: Any) -> BadRequest:
     if not isinstance(message, dict):
         return BadRequest(f"{where}: Input should be a valid dictionary", param=where)
     if message.get("role") not in ROLES:
-        return BadRequest(f"{where}.role: Input should be 'user' or 'assistant'", param=f"{where}.role")
+        return BadRequest(f"{where}.role: Input should be 'user', 'assistant' or 'system'", param=f"{where}.role")
     if "content" not in message:
         return BadRequest(f"{where}.content: Field required", param=f"{where}.content")
     return BadRequest(
@@ -420,13 +421,13 @@ def conversation_of(
     gathered = history or History()
     if max_tokens is None:  # a field the real API requires, refused before what the messages hold
         gathered.problem = BadRequest("max_tokens: Field required", param="max_tokens")
-    return gathered.conversation(tool_names(tools), system)
+    return gathered.conversation(tool_names(tools), "\n".join(filter(None, (system, *gathered.system))))
 
 
 class MessagesHistory(History):
     """The conversation in Anthropic's messages: an assistant message is a turn; the user
     message after one with `tool_use` blocks answers each with a `tool_result`, as the real
-    API checks (see PROTOCOLS.md)."""
+    API checks (see PROTOCOLS.md); a system message's text follows the request's `system`."""
 
     def __init__(self, prompt: str) -> None:
         super().__init__()
@@ -448,6 +449,9 @@ class MessagesHistory(History):
                 results.append((index, block.get("tool_use_id"), content_text(block.get("content"))))
         if role == "assistant":
             self.assistant(number, uses)
+        elif role == "system":
+            self.answered(number, ())
+            self.system.append("".join(texts))
         else:
             self.user(number, texts, results)
         return sum(map(len, texts)) + sum(len(text) for _, _, text in results)
