@@ -9,10 +9,11 @@ from .. import CONTROL_PREFIX
 from ..protocols import PROTOCOLS
 from . import console, control, metrics
 from .front import DIRECT_ROUTES
-from .gateway import MODELS_PATH, Gateway, list_models, protocol_handler, start_app, stored_response, unrouted
+from .gateway import Gateway, protocol_handler, start_app, stored_response, unrouted
 from .intake import MAX_BODY_BYTES
 from .origins import HOSTS_KEY, HostCheck
-from .shared import GATEWAY_KEY
+from .shared import GATEWAY_KEY, MODELS_PATH
+from .side_routes import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH, MODEL_PATH, count_tokens, list_models, one_model
 
 __all__ = ["create_app", "start"]
 
@@ -31,6 +32,9 @@ def create_app(
         direct[protocol.PATH] = handler = protocol_handler(gateway, protocol, hosts)
         app.router.add_post(protocol.PATH, handler)
     app.router.add_get(MODELS_PATH, list_models)
+    app.router.add_get(MODEL_PATH, one_model)
+    app.router.add_post(COUNT_TOKENS_PATH, count_tokens("messages"))
+    app.router.add_post(INPUT_TOKENS_PATH, count_tokens("responses"))
     app.router.add_get("/v1/responses/{response_id}", stored_response)
     app.router.add_delete("/v1/responses/{response_id}", stored_response)
     app.router.add_post("/v1/responses/{response_id}/cancel", stored_response)

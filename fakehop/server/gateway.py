@@ -64,7 +64,7 @@ from .intake import (
 )
 from .origins import HOSTS_KEY, HostCheck, refused_host_message
 from .render import RETRY_AFTER_MS, http_error_answer, seeded_meta, whole_answer
-from .shared import GATEWAY_KEY, STREAM_HEADERS, allowed_methods
+from .shared import GATEWAY_KEY, MODELS_PATH, STREAM_HEADERS, allowed_methods
 
 if TYPE_CHECKING:
     from ..state.redisstate import RedisState
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fakehop")
 
 DEFAULT_MODELS = ("gpt-5.6-sol", "claude-sonnet-5")
-MODELS_PATH = "/v1/models"
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted; a test suite may open hundreds at once
 # Bytes a stream writes in a row with no pause before it lets other clients have the loop: a
 # write that does not fill the socket's buffer does not wait, so a fast reader would otherwise
@@ -1019,52 +1018,6 @@ async def unrouted(request: web.Request) -> web.Response:
     response = error_response(protocol, status, message, request_id, headers=headers)
     stamp_answer(response, request_id, protocol)
     return response
-
-
-def known_models(library: Library) -> list[str]:
-    models = set(DEFAULT_MODELS)
-    for scenario in library.scenarios.values():
-        models.update(entry.script.model for entry in scenario.entries if entry.script and entry.script.model)
-    return sorted(models)
-
-
-async def list_models(request: web.Request) -> web.Response:
-    gateway = request.app[GATEWAY_KEY]
-    anthropic = "anthropic-version" in request.headers
-    request_id = request_id_for(request, PROTOCOLS["messages" if anthropic else "chat"].fresh_request_id)
-    refused = refusal(request, request.app[HOSTS_KEY], gateway.api_key)
-    if refused is None:
-        try:
-            session = gateway.session_for(request.headers)
-        except BadSessionName as exc:
-            refused = BadRequest(str(exc), param=SESSION_HEADER)
-    if refused is not None:
-        protocol = protocol_for_request(request)
-        response = error_response(
-            protocol, refused.status, refused.message, request_id, param=refused.param, code=refused.code
-        )
-    else:
-        protocol = PROTOCOLS["messages" if anthropic else "chat"]
-        response = models_response(known_models(session.library), anthropic)
-    stamp_answer(response, request_id, protocol)
-    return response
-
-
-def models_response(models: list[str], anthropic: bool) -> web.Response:
-    if anthropic:
-        data: list[dict[str, object]] = [
-            {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in models
-        ]
-        return web.json_response(
-            {
-                "data": data,
-                "has_more": False,
-                "first_id": models[0] if models else None,
-                "last_id": models[-1] if models else None,
-            }
-        )
-    data = [{"id": m, "object": "model", "created": 1767225600, "owned_by": "fakehop"} for m in models]
-    return web.json_response({"object": "list", "data": data})
 
 
 async def start_app(

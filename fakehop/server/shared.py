@@ -1,5 +1,5 @@
 """What the application's parts share without importing one another: the key its gateway is
-kept under, the headers of an event stream, and the methods a path's routes take."""
+kept under, the headers of an event stream, the models' path, and the methods a path's routes take."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from multidict import CIMultiDict, CIMultiDictProxy
 if TYPE_CHECKING:
     from .gateway import Gateway
 
-__all__ = ["GATEWAY_KEY", "STREAM_HEADERS", "allowed_methods"]
+__all__ = ["GATEWAY_KEY", "MODELS_PATH", "STREAM_HEADERS", "allowed_methods"]
+
+MODELS_PATH = "/v1/models"
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey(
     "gateway", cast("type[Gateway]", object)
