@@ -366,10 +366,11 @@ class Answer:
                 laid = laid_faults(asked, session.faults, protocol.NAME, label)
             if laid.kinds:
                 return await self.faulted(laid, session, parsed, script, seed)
+        thread_writes = None  # read as a local: self's, a class attribute, costs a lookup a request
         if conversation.keep:  # keep_for_later, inline: most Responses requests are kept
             self.kept, self.kept_in = parsed, session.name
             if protocol is messages:
-                self.thread_writes = []
+                thread_writes = self.thread_writes = []
         if script.http_error is not None:
             return self.http_error(script.http_error)
         if script.rate_limit is not None and (used_up := await self.rate_limited(session, script, parsed)) is not None:
@@ -380,7 +381,7 @@ class Answer:
             return await self.in_background(writes, parsed, session)
         if parsed.stream:
             writes = prerender.stream_writes(protocol, script, parsed, meta, session.time_scale)
-            return await self.stream(writes if self.thread_writes is None else collected(writes, self.thread_writes))
+            return await self.stream(writes if thread_writes is None else collected(writes, thread_writes))
         return await self.whole(meta, parsed, player.timeline(script, parsed.play, session.time_scale))
 
     async def faulted(
@@ -420,14 +421,10 @@ class Answer:
         if self.protocol is messages:
             self.thread_writes = []
 
-    def keep_answer(self, data: bytes, whole: bool, finished: bool = True) -> None:
-        """Keep the answer of a request kept for later: a Responses answer in the store, also
-        one that failed; a Thread's turn with its whole stream, once it finished."""
-        if self.protocol is not messages:
-            self.gateway.responses.keep(cast(ParsedRequest, self.kept), data, whole, self.kept_in)
-        elif finished:
-            answer = data if whole else b"".join(cast(list, self.thread_writes))
-            self.gateway.threads.keep(cast(ParsedRequest, self.kept), self.kept_in, answer, whole, self.held_bytes)
+    def keep_turn(self, data: bytes, whole: bool) -> None:
+        """Keep a Thread's turn that finished: its body, or its whole stream (its last write `data`)."""
+        answer = data if whole else b"".join(cast(list, self.thread_writes))
+        self.gateway.threads.keep(cast(ParsedRequest, self.kept), self.kept_in, answer, whole, self.held_bytes)
 
     async def rate_limited(self, session: Session, script: Script, parsed: ParsedRequest) -> HttpError | None:
         """The answer counted in its rate-limit window: the 429 of an enforced limit whose window is
@@ -533,7 +530,10 @@ class Answer:
         if kind is player.Finish or kind is player.Failure:
             await response.write_eof(data)
             if self.kept is not None:
-                self.keep_answer(data, False, kind is player.Finish)
+                if self.protocol is not messages:  # Responses' store, which keeps a failed answer too
+                    self.gateway.responses.keep(self.kept, data, False, self.kept_in)
+                elif kind is player.Finish:
+                    self.keep_turn(data, False)
         elif data:
             await response.write(data)
         self.record.sent(events)
@@ -572,7 +572,10 @@ class Answer:
         else:
             self.record.close(jr.COMPLETED, status)
             if self.kept is not None:
-                self.keep_answer(cast(bytes, response.body), True)
+                if self.protocol is not messages:
+                    self.gateway.responses.keep(self.kept, cast(bytes, response.body), True, self.kept_in)
+                else:
+                    self.keep_turn(cast(bytes, response.body), True)
         return response
 
     def drop_connection(self) -> None:
