@@ -30,6 +30,16 @@ async def test_a_responses_count_is_the_input_tokens_its_answer_counts(openai_cl
     assert counted.input_tokens == answer.usage.input_tokens > 0
 
 
+async def test_a_count_lets_go_of_its_body_as_an_answer_does(anthropic_client, gateway):
+    long_question = [{"role": "user", "content": "word " * 100_000}]  # past the size read in the body thread
+    for _ in range(3):
+        await anthropic_client.messages.count_tokens(model="claude-sonnet-5", messages=QUESTION)
+    counted = await anthropic_client.messages.count_tokens(model="claude-sonnet-5", messages=long_question)
+
+    assert counted.input_tokens > 100_000
+    assert gateway.bodies.held == 0
+
+
 async def test_a_count_of_a_request_the_api_refuses_is_its_400(anthropic_client, base_url):
     with pytest.raises(anthropic.BadRequestError) as no_messages:
         await anthropic_client.messages.count_tokens(model="claude-sonnet-5", messages=[])

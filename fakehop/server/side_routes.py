@@ -16,7 +16,7 @@ from ..protocols.common import BadRequest, ParsedRequest
 from ..scenario.library import Library
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session
 from .gateway import DEFAULT_MODELS, error_response, refusal, stamp_answer
-from .intake import json_body, read_body, request_id_for
+from .intake import LARGE_BODY_BYTES, in_body_thread, json_body, read_body, request_id_for
 from .origins import HOSTS_KEY
 from .shared import GATEWAY_KEY, MODELS_PATH
 
@@ -112,8 +112,18 @@ def count_tokens(protocol_name: str) -> Callable:
         async def count() -> web.Response:
             gateway = request.app[GATEWAY_KEY]
             session_asking(request)
-            body = json_body(request, await read_body(request, request.client_max_size, gateway.bodies))
-            return web.json_response(counted(protocol, body, gateway.lenient_conversations))
+            raw = await read_body(request, request.client_max_size, gateway.bodies)
+            try:  # a large body is read in the body thread, as an answer's is
+                large = len(raw) > LARGE_BODY_BYTES
+                body = await in_body_thread(json_body, request, raw) if large else json_body(request, raw)
+                lenient = gateway.lenient_conversations
+                return web.json_response(
+                    await in_body_thread(counted, protocol, body, lenient)
+                    if large
+                    else counted(protocol, body, lenient)
+                )
+            finally:
+                gateway.bodies.held -= len(raw)
 
         return await answered(request, protocol, count)
 
