@@ -6,6 +6,7 @@ default, runs its loop through."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import aiohttp
@@ -154,6 +155,24 @@ async def test_a_turn_continues_a_streamed_answer_as_the_stream_gave_it(base_url
     status, second = await post(base_url, turn(continuing(streamed["id"]), results_for(streamed)), asked())
 
     assert status == 200 and second["content"][0]["text"] == "The weather in Paris: Rain, 12 °C."
+
+
+@pytest.mark.parametrize("scenario", ["malformed", "interrupted", "disconnect"])
+async def test_a_thread_whose_answer_broke_or_held_a_raw_frame_is_continued_or_not_found(base_url, scenario):
+    """An answer with a frame no event reads is held as far as it reads; one that did not end
+    well is held for no later turn."""
+    async with aiohttp.ClientSession() as session:
+        created = turn({"type": "create"}, QUESTION, stream=True)
+        async with session.post(base_url + "/v1/messages", json=created, headers=asked(scenario)) as response:
+            streamed = bytearray()
+            with contextlib.suppress(aiohttp.ClientPayloadError):  # a disconnect cuts the body short
+                async for data in response.content.iter_any():
+                    streamed += data
+    previous = messages.answer_id(bytes(streamed), whole=False)
+    more = [{"role": "user", "content": "And tomorrow?"}]
+    status, body = await post(base_url, turn(continuing(previous), more), asked("hello"))
+
+    assert status == (200 if scenario == "malformed" else 404), body
 
 
 async def test_an_answer_is_continued_once(base_url):

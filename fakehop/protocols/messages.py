@@ -315,7 +315,15 @@ def reply_of(answer: bytes, whole: bool) -> dict:
     inputs: dict[int, list[str]] = {}
     for line in answer.split(b"\n"):
         if line.startswith(b"data: "):
-            added_to(blocks, inputs, json.loads(line[6:]))
+            try:
+                added_to(blocks, inputs, json.loads(line[6:]))
+            except (
+                ValueError,
+                LookupError,
+                TypeError,
+                AttributeError,
+            ):  # a scenario's raw frame: no event of the reply
+                pass
     return {"role": "assistant", "content": blocks}
 
 

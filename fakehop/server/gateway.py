@@ -680,10 +680,13 @@ class SharedAnswer(Answer):
     async def share_thread(self, answer: bytes, whole: bool) -> None:
         """Hold a Thread's answer for every server; with Redis gone meanwhile, held by this one alone."""
         ask: messages.ThreadAsk = cast(ParsedRequest, self.kept).options[messages.THREAD]
+        thread_id = threads.id_of(answer, whole)
+        if thread_id is None:
+            return
         held = threads.Held(ask.body, answer, whole, len(answer) + self.held_bytes)
         state = cast("RedisState", self.gateway.state)
         try:
-            await state.keep_thread(self.kept_in, messages.answer_id(answer, whole), held.as_json(), ask.previous)
+            await state.keep_thread(self.kept_in, thread_id, held.as_json(), ask.previous)
         except StateDown as down:
             log.warning("the Thread's answer of request #%s is held on this server alone: %s", self.record.seq, down)
 

@@ -24,7 +24,7 @@ from ..protocols import messages
 from ..protocols.common import BadRequest, ParsedRequest
 from . import journal as jr
 
-__all__ = ["KEPT_BYTES", "KEPT_TURNS", "Held", "Threads", "already_continued", "in_flight", "not_found"]
+__all__ = ["KEPT_BYTES", "KEPT_TURNS", "Held", "Threads", "already_continued", "id_of", "in_flight", "not_found"]
 
 KEPT_TURNS = 1000
 KEPT_BYTES = 64 * 1024 * 1024
@@ -79,11 +79,18 @@ class Threads:
     def __len__(self) -> int:
         return len(self._held)
 
-    def keep(self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int) -> Held:
-        """Hold the answer to `request`, a turn of a Thread, for the next turn; the answer it continued is continued."""
+    def keep(
+        self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int
+    ) -> Held | None:
+        """Hold the answer to `request`, a turn of a Thread, for the next turn; the answer it
+        continued is continued. An answer whose message id cannot be read (a scenario's raw
+        frame where its message_start would be) is held for none."""
         ask: messages.ThreadAsk = request.options[messages.THREAD]
+        thread_id = id_of(answer, whole)
+        if thread_id is None:
+            return None
         held = Held(ask.body, answer, whole, len(answer) + body_bytes)
-        self.adopt(session, messages.answer_id(answer, whole), held)
+        self.adopt(session, thread_id, held)
         if ask.previous is not None and (before := self._held.get((session, ask.previous))) is not None:
             before.continued = True
         return held
@@ -133,6 +140,15 @@ class Threads:
         held = self._held.pop(key, None)
         if held is not None:
             self.size -= held.size
+
+
+def id_of(answer: bytes, whole: bool) -> str | None:
+    """The message id of a Thread's answer; None when it cannot be read (a scenario's raw
+    frame where the message_start would be)."""
+    try:
+        return messages.answer_id(answer, whole)
+    except (ValueError, LookupError, TypeError):
+        return None
 
 
 def not_found(previous: str) -> BadRequest:
