@@ -106,3 +106,23 @@ test('a refusal ends the message with stop_reason refusal', async () => {
   assert.equal(message.stop_reason, 'refusal');
   assert.deepEqual(message.content, [{ type: 'text', text: REFUSAL }]);
 });
+
+test("the beta toolRunner runs agent-weather's loop, its turns threaded where the SDK threads them", async () => {
+  await reset();
+  const { betaTool } = await import('@anthropic-ai/sdk/helpers/beta/json-schema');
+  const getWeather = betaTool({
+    name: 'get_weather',
+    description: 'The weather in a city.',
+    inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    run: async ({ city }) => `Rain, 12 °C in ${city}`,
+  });
+  const runner = client.beta.messages.toolRunner(
+    { model: 'claude-sonnet-5', max_tokens: 256, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [getWeather] },
+    scenario('agent-weather'),
+  );
+  const stops = [];
+  for await (const message of runner) stops.push(message.stop_reason);
+  assert.deepEqual(stops, ['tool_use', 'end_turn']);
+  const { requests } = await (await fetch(`${server.url}/_fakehop/requests`)).json();
+  assert.deepEqual(requests.map((r) => [r.status, r.turn]), [[200, 1], [200, 2]]);
+});
