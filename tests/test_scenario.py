@@ -178,6 +178,19 @@ def test_wrong_types_are_named():
     assert "not valid JSON" in problems("steps: [{tool_call: {name: f, arguments: '{bad'}}]")[0]
 
 
+def test_a_number_whose_text_yaml_would_lose_is_refused_for_a_string_field():
+    [lost] = problems("stop_sequence: 0.10\nsteps: [{text: a}]")
+    [also_lost] = problems("model: 4.10\nsteps: [{text: a}]")
+
+    assert lost.endswith("stop_sequence: YAML reads this as the number 0.1; quote it to keep it as written")
+    assert "model: YAML reads this as the number 4.1" in also_lost
+    assert parse("model: 5\nsteps: [{text: a}]").entries[0].script.model == "5"  # a whole number keeps its text
+    assert (
+        parse("stop_sequence: '0.10'\nfinish: stop_sequence\nsteps: [{text: a}]").entries[0].script.stop_sequence
+        == "0.10"
+    )
+
+
 def test_empty_steps_and_missing_body_are_errors():
     assert "is empty" in problems("steps: []")[0]
     assert "needs exactly one of steps or http_error" in problems("description: nothing")[0]

@@ -215,6 +215,11 @@ def _string(check: _Checker, mapping: LineDict, key: str, default: str | None = 
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         check.add(_line_of(mapping, key), f"{key}: expected a string, got {_type_name(value)}")
         return default
+    if isinstance(value, float):  # its text is lost: 0.10 reads as 0.1, 1.0e3 as 1000.0
+        check.add(
+            _line_of(mapping, key), f"{key}: YAML reads this as the number {value!r}; quote it to keep it as written"
+        )
+        return default
     return str(value)
 
 
