@@ -39,6 +39,7 @@ from .common import (
     data_frame,
     dumps,
     example_call_id,
+    json_output_asked,
     lone_question,
     new_tuple,
     no_error_headers,
@@ -328,6 +329,7 @@ OPTION_FIELDS = (
     ("top_logprobs", (int,), "an integer", False),
     ("tool_choice", (str, dict), "a string or an object", False),
     ("service_tier", (str,), "a string", False),
+    ("response_format", (dict,), "an object", False),
 )
 ANSWER_FIELDS = frozenset(key for key, *_ in OPTION_FIELDS)
 # The fields parse reads only when a request sends them.
@@ -337,10 +339,10 @@ UNUSUAL_FIELDS = frozenset(("max_completion_tokens", "max_tokens", "tools", *ANS
 def with_answer_fields(
     body: dict, model: str, stream: bool, prompt: str, play: PlayRequest, streamed: dict, conversation
 ) -> ParsedRequest:
-    """The parsed request of one that sends `n`, `logprobs` or `tool_choice`: its options say
-    how many choices and top_logprobs (None: no logprobs), and `tool_choice: "none"` leaves the
-    scenario's tool calls out."""
-    n, logprobs, top_logprobs, tool_choice, tier = typed_fields(body, OPTION_FIELDS)
+    """The parsed request of one that sends `n`, `logprobs`, `tool_choice` or `response_format`:
+    its options say how many choices and top_logprobs (None: no logprobs) and whether it asks
+    for JSON output, and `tool_choice: "none"` leaves the scenario's tool calls out."""
+    n, logprobs, top_logprobs, tool_choice, tier, response_format = typed_fields(body, OPTION_FIELDS)
     choices = 1 if n is None else in_range("n", n, MAX_CHOICES)
     top = in_range("top_logprobs", top_logprobs or 0, MAX_TOP_LOGPROBS, low=0) if logprobs else None
     options = {**streamed, "choices": choices, "top_logprobs": top}
@@ -349,6 +351,7 @@ def with_answer_fields(
         options["required_tool"] = required
     if tier is not None:
         options["service_tier"] = served_tier(tier)
+    options.update(json_output_asked(response_format, "response_format"))
     play = play._replace(tool_calls=tool_choice != "none")
     return ParsedRequest(model, stream, prompt, play, options, repr(sorted(options.items())), conversation)
 

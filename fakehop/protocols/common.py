@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..play import player as p
 from ..play.player import PlayRequest
-from ..scenario.model import Script, ToolCall
+from ..scenario.model import Output, Quote, Script, ToolCall
 
 KEEPALIVE_FRAME = b": hopbase-keepalive\n\n"
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -435,6 +435,40 @@ def unmet_tool_choice(required: str, script: Script, label: str) -> str | None:
         return (
             f"tool_choice requires {wanted}, but scenario '{label}' calls '{calls[0]}': "
             "the real API cannot give this answer"
+        )
+    return None
+
+
+JSON_OUTPUTS = ("json_schema", "json_object")  # the output formats that make an answer's text JSON
+
+
+def json_output_asked(output_format: Any, field: str) -> dict:
+    """The option of a request whose `field` (`output_format`, the object holding its `type`)
+    asks for JSON output: {"json_output": field}; {} when it does not."""
+    kind = output_format.get("type") if type(output_format) is dict else None
+    return {"json_output": field} if kind in JSON_OUTPUTS else {}
+
+
+def unmet_json_output(field: str, script: Script, label: str) -> str | None:
+    """Why scenario `label`'s answer `script` is one the real API cannot give to a request whose
+    `field` asks for JSON output: its text is not JSON (which the SDKs' parse() then fails on);
+    None when it is, or cannot be told before it is played (text that quotes the request, an
+    answer cut short or with no text)."""
+    if script.http_error is not None or script.request_text or script.finish == "length":
+        return None
+    if any(type(step) is Quote for step in script.steps):
+        return None
+    text = "".join(
+        delta for step in script.steps if type(step) is Output and step.kind == "text" for delta in step.deltas
+    )
+    if not text:
+        return None
+    try:
+        json.loads(text)
+    except ValueError:
+        return (
+            f"{field} asks for JSON output, but scenario '{label}' answers with text that is not JSON: "
+            "the real API cannot give this answer, and the SDKs' parse() fails on it"
         )
     return None
 

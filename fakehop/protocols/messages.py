@@ -45,6 +45,7 @@ from .common import (
     content_text,
     event_frame,
     example_call_id,
+    json_output_asked,
     lone_question,
     new_tuple,
     required_call,
@@ -171,7 +172,9 @@ FIELDS = (
     ("tool_choice", (dict,), "a valid dictionary", False),
 )
 # The fields parse reads only when a request sends them.
-UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "context_management", "cache_control", "thread"))
+# Those of them that ask for something of the answer (see asked_options).
+ASKING_FIELDS = frozenset(("context_management", "cache_control", "output_config", "output_format"))
+UNUSUAL_FIELDS = frozenset(("system", "tools", "tool_choice", "thread", *ASKING_FIELDS))
 
 
 def parse(body: dict) -> ParsedRequest:
@@ -231,7 +234,7 @@ def unthreaded_request(body: dict, continues: bool = False) -> ParsedRequest:
     play = PlayRequest(
         estimate_tokens(len(system) + chars) + 3 * len(messages), max_tokens, thinking_shown(thinking), tool_calls
     )
-    asks = tool_choice is not None or "context_management" in body or "cache_control" in body
+    asks = tool_choice is not None or not ASKING_FIELDS.isdisjoint(body)
     if history is None and max_tokens is not None and not (system or tools or asks):
         return ParsedRequest(model, bool(stream), prompt, play)  # by position, as in chat.parse
     conversation = conversation_of(history, tools, system, max_tokens)
@@ -380,6 +383,10 @@ def asked_options(body: dict, tool_choice: dict | None, messages: list | tuple) 
         options["required_tool"] = required
     if body.get("context_management") is not None:
         options["context_management"] = True
+    output_config = body.get("output_config")
+    output_format = output_config.get("format") if type(output_config) is dict else None
+    options.update(json_output_asked(output_format, "output_config.format"))
+    options.update(json_output_asked(body.get("output_format"), "output_format"))
     system, tools = body.get("system"), body.get("tools")
     blocks = [
         body,

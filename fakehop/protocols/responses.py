@@ -61,6 +61,7 @@ from .common import (
     dumps,
     event_frame,
     example_call_id,
+    json_output_asked,
     json_type,
     new_tuple,
     no_error_headers,
@@ -301,8 +302,10 @@ def answer_options(body: dict, echo: dict) -> dict:
             param="background",
         )
     required = required_call(echo["tool_choice"])
+    text = echo["text"]
     return {
         **({} if required is None else {"required_tool": required}),
+        **json_output_asked(text.get("format") if type(text) is dict else None, "text.format"),
         "echo": echo,
         "background": echo.get("background", False),
         "encrypted_reasoning": INCLUDE_ENCRYPTED_REASONING in include,

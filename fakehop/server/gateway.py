@@ -16,7 +16,7 @@ from multidict import istr
 from ..play import breaks, player
 from ..play.breaks import Break, Latency
 from ..protocols import BY_PATH, PROTOCOLS, messages
-from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_tool_choice
+from ..protocols.common import BadRequest, Meta, ParsedRequest, dumps, unmet_json_output, unmet_tool_choice
 from ..scenario.hints import base_url_hint
 from ..scenario.library import DEFAULT_SCENARIO, Library, Pinned, UnknownScenario
 from ..scenario.model import HttpError, RateLimit, Script, Timing
@@ -356,8 +356,9 @@ class Answer:
         self.record.scenario = label
         if gateway.timing is not None:
             script = gateway.timed(script)
-        if parsed.variant and "required_tool" in parsed.options:  # most requests: no dict lookup
-            self.check_tool_choice(parsed.options["required_tool"], script, label, session.strict)
+        options = parsed.options
+        if parsed.variant and ("required_tool" in options or "json_output" in options):  # most requests: no look-up
+            self.check_asked(options, script, label, session.strict)
         asked = headers.get(FAULT_KEY)
         if asked is not None or session.faults:  # a request with neither pays for this test alone
             if self.shared:
@@ -439,14 +440,21 @@ class Answer:
         model = script.model or parsed.model
         return Meta(model, int(time.time())) if seed is None else seeded_meta(model, seed)
 
-    def check_tool_choice(self, required: str, script: Script, label: str, strict: bool) -> None:
-        """A scenario the real API cannot give to a request whose tool_choice requires a call: a
-        400 naming the mismatch in strict mode, else a note in the journal record."""
-        unmet = unmet_tool_choice(required, script, label)
+    def check_asked(self, options: dict, script: Script, label: str, strict: bool) -> None:
+        """A scenario the real API cannot give to a request whose tool_choice requires a call, or
+        which asks for JSON output: a 400 naming the mismatch in strict mode, else a note in the
+        journal record."""
+        if "required_tool" in options:
+            self.unmet(unmet_tool_choice(options["required_tool"], script, label), "tool_choice", strict)
+        if "json_output" in options:
+            field = options["json_output"]
+            self.unmet(unmet_json_output(field, script, label), field, strict)
+
+    def unmet(self, unmet: str | None, param: str, strict: bool) -> None:
         if unmet is None:
             return
         if strict:
-            raise BadRequest(f"{unmet} (this fakehop session is strict)", param="tool_choice")
+            raise BadRequest(f"{unmet} (this fakehop session is strict)", param=param)
         self.record.notes = (*self.record.notes, unmet)
 
     async def in_background(
