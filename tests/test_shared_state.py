@@ -409,6 +409,28 @@ async def test_a_session_idle_past_session_idle_starts_afresh_on_every_server(re
         assert [record["status"] for record in whole_journal(first, session="nightly")] == [429, 500]
 
 
+async def test_turns_whose_clients_leave_at_their_last_byte_are_each_filed_in_the_shared_journal(servers):
+    """A client that closes its connection as soon as a stream ends (as some SDKs do) leaves the
+    server still letting go of the Thread it continued and filing the record: neither is cut
+    short with the handler."""
+    first, second = servers
+    continuing = {"model": "claude-sonnet-5", "max_tokens": 256, "stream": True}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as client:
+        for _ in range(15):
+            _, answer = await thread_turn(first, {"type": "create"}, QUESTION)
+            thread = {"type": "continue", "previous_message_id": answer["id"]}
+            body = {**continuing, "messages": tool_results_for(answer), "thread": thread}
+            async with client.post(second + "/v1/messages", json=body, headers=THREADED) as response:
+                assert response.status == 200
+                await response.read()
+    for _ in range(300):  # each is shown in progress from its start, and filed once it has ended
+        ends = [record["end"] for record in whole_journal(first) if record["turn"] == 2]
+        if ends == ["completed"] * 15:
+            break
+        await asyncio.sleep(0.01)
+    assert ends == ["completed"] * 15
+
+
 async def test_the_journal_is_one_numbering_paged_from_either_server(servers):
     first, second = servers
     await requests_to(servers, 30, Authorization="Bearer sk-test-secret-1234")

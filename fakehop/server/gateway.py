@@ -631,12 +631,17 @@ class SharedAnswer(Answer):
         try:
             return await super().run()
         finally:
-            try:
-                if self.thread_claim is not None:
-                    await state.release_thread(*self.thread_claim)
-                await state.file(self.record)
-            except StateDown as down:
-                log.warning("request #%s is not in the shared journal: %s", self.record.seq, down)
+            # shielded: a client that leaves at the answer's last byte has its handler cancelled here
+            await asyncio.shield(held(self.filed_for_all(state)))
+
+    async def filed_for_all(self, state: RedisState) -> None:
+        """The answer's record in the shared journal, once the Thread it continued is let go."""
+        try:
+            if self.thread_claim is not None:
+                await state.release_thread(*self.thread_claim)
+            await state.file(self.record)
+        except StateDown as down:
+            log.warning("request #%s is not in the shared journal: %s", self.record.seq, down)
 
     async def adopt_continued(self, continued_id: str, session_name: str | None) -> None:
         """The answer a request continues, as the shared state holds it, held here too: a
