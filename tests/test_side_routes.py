@@ -74,3 +74,6 @@ async def test_the_side_routes_take_the_servers_key(make_gateway, serve):
             assert counted.status == 401
         async with session.get(base_url + "/v1/models/claude-sonnet-5") as fetched:
             assert fetched.status == 401
+    async with aiohttp.ClientSession(headers={"x-api-key": "sk-wrong"}) as session:  # an Anthropic client's key alone
+        async with session.get(base_url + "/v1/models") as listed:
+            assert listed.status == 401 and (await listed.json())["type"] == "error"  # Anthropic's error shape

@@ -2,7 +2,7 @@
 one of them by its id), and the input tokens a request would count (Messages'
 `POST /v1/messages/count_tokens`, Responses' `POST /v1/responses/input_tokens`), each in its
 protocol's shape. A count is fakehop's estimate, which an answer's usage gives too unless its
-scenario sets its own. None of these is in the journal: they are asked of the server, not answered by a scenario.
+scenario sets its own. None of these is in the journal: they ask the server, no scenario answers them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..protocols import PROTOCOLS
 from ..protocols.common import BadRequest, ParsedRequest
 from ..scenario.library import Library
 from ..state.sessions import SESSION_HEADER, BadSessionName, Session
-from .gateway import DEFAULT_MODELS, error_response, refusal, stamp_answer
+from .gateway import DEFAULT_MODELS, error_response, is_anthropic_client, refusal, stamp_answer
 from .intake import LARGE_BODY_BYTES, in_body_thread, json_body, read_body, request_id_for
 from .origins import HOSTS_KEY
 from .shared import GATEWAY_KEY, MODELS_PATH
@@ -62,7 +62,9 @@ async def answered(request: web.Request, protocol, answer: Callable[[], Awaitabl
 
 
 def models_protocol(request: web.Request):
-    return PROTOCOLS["messages" if "anthropic-version" in request.headers else "chat"]
+    """The protocol whose shapes answer a request for the models: Anthropic's for a client that
+    sends its headers (`anthropic-version`, `x-api-key`), else OpenAI's."""
+    return PROTOCOLS["messages" if is_anthropic_client(request) else "chat"]
 
 
 async def list_models(request: web.Request) -> web.Response:
