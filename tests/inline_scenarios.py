@@ -31,3 +31,17 @@ def problems_of(text: str) -> str:
     with pytest.raises(sc.ScenarioError) as raised:
         sc.parse_text(text, "t.yaml", "t")
     return str(raised.value)
+
+
+async def post(base_url: str, path: str, body: dict, headers: dict) -> tuple[int, dict]:
+    """One request with a JSON body; its status and JSON answer."""
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base_url + path, json=body, headers=headers) as answer:
+            return answer.status, await answer.json()
+
+
+async def last_record(base_url: str) -> dict:
+    """The journal's newest record, as the control API shows it."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base_url + "/_fakehop/requests") as answer:
+            return (await answer.json())["requests"][-1]

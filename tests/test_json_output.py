@@ -5,11 +5,10 @@ a note in the journal. A scenario whose text is JSON gets neither, and parses.""
 
 from __future__ import annotations
 
-import aiohttp
 import pydantic
 import pytest
 
-from .inline_scenarios import add
+from .inline_scenarios import add, last_record, post
 
 HI = [{"role": "user", "content": "Hi"}]
 SCHEMA = {
@@ -70,18 +69,6 @@ JSON_ANSWER = """steps: [{text: ['{"city": ', '"Paris"}']}]"""
 
 class City(pydantic.BaseModel):
     city: str
-
-
-async def post(base_url: str, path: str, body: dict, headers: dict) -> tuple[int, dict]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + path, json=body, headers=headers) as answer:
-            return answer.status, await answer.json()
-
-
-async def last_record(base_url: str) -> dict:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(base_url + "/_fakehop/requests") as answer:
-            return (await answer.json())["requests"][-1]
 
 
 @pytest.mark.parametrize(("path", "body", "field"), ASKING, ids=IDS)

@@ -5,12 +5,11 @@ and service_tier (Chat's too), Messages' context_management and 1-hour cache wri
 
 from __future__ import annotations
 
-import aiohttp
 import anthropic
 import openai
 import pytest
 
-from .inline_scenarios import add, data_events, problems_of
+from .inline_scenarios import add, data_events, last_record, post, problems_of
 
 OPENAI_MODEL = "gpt-5.6-sol"
 CLAUDE = "claude-sonnet-5"
@@ -42,18 +41,6 @@ REQUIRING = [
 ]
 CALLS_SEARCH = "steps: [{tool_call: {name: search, arguments: {q: x}}}]"
 CACHE_WRITES = "usage: {cache_write_tokens: 30}\nsteps: [{text: Hi}]"
-
-
-async def post(base_url: str, path: str, body: dict, headers: dict) -> tuple[int, dict]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(base_url + path, json=body, headers=headers) as answer:
-            return answer.status, await answer.json()
-
-
-async def last_record(base_url: str) -> dict:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(base_url + "/_fakehop/requests") as answer:
-            return (await answer.json())["requests"][-1]
 
 
 # ---------------------------------------------------------------- tool_choice that requires a call
