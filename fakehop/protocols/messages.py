@@ -320,14 +320,12 @@ def reply_of(answer: bytes, whole: bool) -> dict:
         if line.startswith(b"data: "):
             try:
                 added_to(blocks, inputs, json.loads(line[6:]))
-            except (
-                ValueError,
-                LookupError,
-                TypeError,
-                AttributeError,
-            ):  # a scenario's raw frame: no event of the reply
+            except UNREAD_EVENT:  # a scenario's raw frame: no event of the reply
                 pass
     return {"role": "assistant", "content": blocks}
+
+
+UNREAD_EVENT = (ValueError, LookupError, TypeError, AttributeError)  # what a frame not of the protocol's shape raises
 
 
 def added_to(blocks: list[dict], inputs: dict[int, list[str]], event: dict) -> None:

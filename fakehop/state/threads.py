@@ -79,21 +79,17 @@ class Threads:
     def __len__(self) -> int:
         return len(self._held)
 
-    def keep(
-        self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int
-    ) -> Held | None:
+    def keep(self, request: ParsedRequest, session: str | None, answer: bytes, whole: bool, body_bytes: int) -> None:
         """Hold the answer to `request`, a turn of a Thread, for the next turn; the answer it
         continued is continued. An answer whose message id cannot be read (a scenario's raw
         frame where its message_start would be) is held for none."""
         ask: messages.ThreadAsk = request.options[messages.THREAD]
         thread_id = id_of(answer, whole)
         if thread_id is None:
-            return None
-        held = Held(ask.body, answer, whole, len(answer) + body_bytes)
-        self.adopt(session, thread_id, held)
+            return
+        self.adopt(session, thread_id, Held(ask.body, answer, whole, len(answer) + body_bytes))
         if ask.previous is not None and (before := self._held.get((session, ask.previous))) is not None:
             before.continued = True
-        return held
 
     def adopt(self, session: str | None, thread_id: str, held: Held) -> None:
         """Hold `held` as the answer `thread_id` (in place of any held by that id)."""
